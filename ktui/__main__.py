@@ -1,0 +1,6 @@
+"""Package entry: python -m ktui."""
+import sys
+
+from ktui.cli import main
+
+sys.exit(main())

@@ -1,0 +1,174 @@
+"""``ktui``: arguments in, calls out. The logic lives in the modules it calls.
+
+Exit codes: 0 every rung that ran passed; 1 a rung failed (or a run crashed / timed out);
+2 ktui could not run (bad path, no reference, bad arguments); 3 a kernel is suspicious.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_CANNOT_RUN = 2
+EXIT_SUSPICIOUS = 3
+
+
+def _timeouts(values: list[str]) -> dict[str, float]:
+    out = {}
+    for value in values or []:
+        name, _, seconds = value.partition("=")
+        try:
+            out[name.strip()] = float(seconds)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"--timeout expects RUNG=SECONDS, got {value!r}") from None
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ktui", description="Verify, time and inspect GPU kernels.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run the loop once on kernel files or folders")
+    run.add_argument("paths", nargs="+", type=Path)
+    run.add_argument("--json", action="store_true", help="print the loop's events as JSON lines")
+    run.add_argument("--arch", default=None, help="target architecture without a local GPU (default sm_90a)")
+    run.add_argument("--cpu", action="store_true", help="use the CPU tier even where a GPU exists")
+    run.add_argument("--no-bench", action="store_true", help="skip the benchmark rungs")
+    run.add_argument("--seed", type=int, default=None, help="base seed (default: fresh seeds every run)")
+    run.add_argument("--timeout", action="append", metavar="RUNG=SECONDS",
+                     help="per-rung time limit, e.g. --timeout correctness=30 (repeatable)")
+    run.add_argument("--cold", action="store_true", help="a fresh worker process for every kernel")
+    run.add_argument("-v", "--verbose", action="store_true", help="also print what the kernel printed")
+
+    hist = sub.add_parser("history", help="list the stored versions of a kernel")
+    hist.add_argument("path", type=Path)
+    hist.add_argument("--json", action="store_true")
+    hist.add_argument("--limit", type=int, default=50)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler = {"run": cmd_run, "history": cmd_history}[args.command]
+    try:
+        return handler(args)
+    except KeyboardInterrupt:
+        return 130
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from ktui.loop.job import Options
+    from ktui.problem import ProblemError, discover
+    from ktui.runner import LocalRunner, WorkerConfig, WorkerStartError
+    from ktui.session import Session
+
+    try:
+        kernels = discover(args.paths)
+        timeouts = _timeouts(args.timeout)
+    except (ProblemError, argparse.ArgumentTypeError) as exc:
+        print(f"ktui: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    options = Options(arch=args.arch, force_cpu=args.cpu, benchmark=not args.no_bench, seed=args.seed, timeouts=timeouts)
+    printer = JsonPrinter() if args.json else LinePrinter(verbose=args.verbose)
+    verdicts = []
+    runner = LocalRunner(WorkerConfig(arch=args.arch, force_cpu=args.cpu), fresh_each_run=args.cold)
+    sessions: dict[Path, Session] = {}
+    try:
+        for kernel in kernels:
+            session = sessions.get(kernel.root)
+            if session is None:
+                session = sessions[kernel.root] = Session(kernel.root, runner=runner, consumers=[printer])
+            verdicts.append(session.run(kernel, options).verdict)
+    except WorkerStartError as exc:
+        print(f"ktui: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    finally:
+        for session in sessions.values():
+            session.close()
+    return exit_code(verdicts)
+
+
+def exit_code(verdicts: list[str]) -> int:
+    if "error" in verdicts:
+        return EXIT_CANNOT_RUN
+    if "suspicious" in verdicts:
+        return EXIT_SUSPICIOUS
+    if any(v != "passed" for v in verdicts):
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+class JsonPrinter:
+    """``--json``: every event as one JSON line, flushed, so an agent can follow it live."""
+
+    def __call__(self, event) -> None:
+        sys.stdout.write(event.dumps() + "\n")
+        sys.stdout.flush()
+
+
+class LinePrinter:
+    """Plain lines: a header per kernel, one line per rung, one summary line per kernel."""
+
+    def __init__(self, verbose: bool = False):
+        self.verbose = verbose
+        self._started = {}
+
+    def __call__(self, event) -> None:
+        from ktui.loop.events import Output, RunFinished, RungFinished, RunStarted
+        from ktui.render import rung_line, summary_line
+
+        if isinstance(event, RunStarted):
+            self._started[event.run_id] = event
+            where = f"{event.tier} · {event.device} · {event.arch}" if event.tier != "-" else "not run"
+            ref = os.path.relpath(event.reference) if event.reference else "no reference"
+            print(f"== {event.kernel} v{event.version} ({os.path.relpath(event.path)} → {ref}) · {where}", flush=True)
+        elif isinstance(event, RungFinished):
+            print(rung_line(event.to_json()), flush=True)
+        elif isinstance(event, Output) and self.verbose:
+            print(f"   | {event.text}", flush=True)
+        elif isinstance(event, RunFinished):
+            start = self._started.pop(event.run_id, None)
+            if start is None:
+                return
+            print(summary_line(start.kernel, start.version, event.verdict, event.summary, start.tier, start.arch,
+                               event.duration_s, event.message), flush=True)
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    from ktui.problem import ProblemError, kernel_at, state_dir
+    from ktui.render import summary_line
+    from ktui.store import Store
+
+    try:
+        kernel = kernel_at(args.path)
+    except ProblemError as exc:
+        print(f"ktui: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    store = Store(state_dir(kernel.root) / "history.db")
+    runs = store.runs(kernel.id, limit=args.limit)
+    if args.json:
+        for run in runs:
+            record = run.to_json()
+            record["rungs"] = store.rungs(run.run_id)
+            print(json.dumps(record, default=str))
+        return EXIT_OK
+    if not runs:
+        print(f"{kernel.id}: no runs recorded yet (ktui run {args.path})")
+        return EXIT_OK
+    from datetime import datetime
+
+    for run in runs:
+        when = datetime.fromtimestamp(run.started).strftime("%Y-%m-%d %H:%M:%S")
+        print(f"{when}  " + summary_line(run.kernel, run.version, run.verdict, run.summary, run.tier, run.arch,
+                                         run.duration_s or 0.0, run.message))
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The verification loop: a pure pipeline of rungs that emits events."""

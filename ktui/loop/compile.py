@@ -1,0 +1,106 @@
+"""Rung 2, ``compile``: build every kernel ``custom_kernel`` launches, for the target architecture.
+
+One traced call of ``custom_kernel`` on the first test input decides the specialisation, so what
+is compiled (and dumped) is what runs. Triton launches are recorded; CuTeDSL's ``cute.compile``
+calls are captured. On a GPU the traced call really runs and the kernels it compiled are kept;
+on the CPU tier Triton kernels ran in the interpreter and are now compiled ahead of time for
+``--arch``, and CuTeDSL kernels are compiled but not executed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+from ktui.loop import cutedsl
+from ktui.loop.context import CompiledFunction, Outcome, RunContext
+from ktui.loop.device import synchronize
+from ktui.loop.errors import RungFailure, error_info
+from ktui.loop.triton_kernels import (
+    LaunchRecorder,
+    artifacts_of,
+    as_jit_function,
+    compile_launch,
+    metadata_of,
+    python_function,
+)
+
+
+class CompileFailed(Exception):
+    """A kernel failed to compile; wraps the compiler's exception with the kernel's name."""
+
+
+def run(ctx: RunContext) -> Outcome:
+    started = time.perf_counter()
+    recorder = LaunchRecorder(ctx.triton_kernels)
+    capture = cutedsl.CuteCapture(execute=ctx.tier.is_gpu) if ctx.has_cute else contextlib.nullcontext()
+    inputs = ctx.generate(ctx.tests[0], ctx.next_seed())
+
+    trace_error: BaseException | None = None
+    with recorder.recording(), capture:
+        try:
+            ctx.custom_kernel(*inputs)
+            synchronize(ctx.tier)
+        except cutedsl.ExecutionSkipped:
+            pass  # CPU tier: the CuTeDSL kernel compiled; running it needs a GPU
+        except Exception as exc:  # noqa: BLE001 - user code; judged below
+            if _is_compile_error(exc):
+                raise
+            trace_error = exc
+    trace_s = time.perf_counter() - started
+
+    compiled: list[CompiledFunction] = []
+    for launch in recorder.distinct():
+        kernel = ctx.triton_kernels[launch.kernel]
+        ck = launch.compiled
+        if ck is None:
+            jit = as_jit_function(ctx.compilable.__dict__[launch.kernel])
+            ck = compile_launch(jit, launch, ctx.tier.capability)
+        fn = python_function(kernel)
+        compiled.append(
+            CompiledFunction(
+                dsl="triton",
+                name=ck.metadata.name,
+                source_fn=fn.__qualname__,
+                artifacts=artifacts_of(ck),
+                metadata=metadata_of(ck),
+            )
+        )
+    if ctx.has_cute:
+        compiled.extend(capture.compiled)
+    ctx.compiled = compiled
+
+    if not compiled:
+        if trace_error is not None:
+            raise trace_error
+        raise RungFailure(
+            "custom_kernel launched no Triton or CuTeDSL kernel on the first test input, so nothing was compiled",
+            status="suspicious",
+        )
+    figures = {
+        "arch": ctx.tier.arch,
+        "functions": [c.name for c in compiled],
+        "launches": recorder.count(),
+        "compile_s": round(time.perf_counter() - started, 3),
+        "trace_s": round(trace_s, 3),
+    }
+    names = ", ".join(sorted({c.name for c in compiled}))
+    message = f"compiled {names} for {ctx.tier.arch} in {figures['compile_s']:.2f} s"
+    if trace_error is not None:
+        info = error_info(trace_error, ctx.user_files)
+        figures["trace_error"] = info.message.splitlines()[0] if info.message else info.type
+        message += f"; the traced call then raised {info.type} (see the run rung)"
+    return Outcome(figures=figures, message=message)
+
+
+def _is_compile_error(exc: BaseException) -> bool:
+    """Compiler errors (Triton's CompilationError, CuTeDSL's DSL errors) fail this rung."""
+    current: BaseException | None = exc
+    while current is not None:
+        module = type(current).__module__
+        if module.startswith("triton") and "Compilation" in type(current).__name__:
+            return True
+        if cutedsl.is_compile_error(current):
+            return True
+        current = current.__cause__
+    return False

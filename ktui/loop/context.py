@@ -1,0 +1,109 @@
+"""State shared by the rungs of one run, inside the worker process.
+
+The ladder fills it as it climbs: pre-checks load the modules, compile records what was built,
+later rungs read both. Rungs never talk to each other directly.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any, Callable
+
+from ktui.loop.device import Tier, to_device
+from ktui.loop.events import Event
+from ktui.loop.job import Job
+
+
+@dataclass
+class CompiledFunction:
+    """One GPU function the compile rung produced, whatever DSL it came from."""
+
+    dsl: str  # "triton" | "cutedsl"
+    name: str  # the GPU function's symbol, as in the PTX/CUBIN
+    source_fn: str  # the user's Python function
+    artifacts: dict[str, str | bytes]  # extension → content: ttir, ttgir, llir, mlir, ptx, cubin
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Outcome:
+    """What a rung returns when it did not raise: its figures and a one-line note."""
+
+    figures: dict[str, Any] = field(default_factory=dict)
+    message: str = ""
+    status: str = "ok"
+
+
+@dataclass
+class RunContext:
+    job: Job
+    tier: Tier
+    emit: Callable[[Event], None]
+    kernel: ModuleType | None = None  # the module whose custom_kernel runs (interpreted on CPU)
+    compilable: ModuleType | None = None  # the same source with real @triton.jit (CPU tier: a 2nd import)
+    reference: ModuleType | None = None
+    triton_kernels: dict[str, Any] = field(default_factory=dict)
+    cute_functions: list[tuple[str, Any]] = field(default_factory=list)
+    compiled: list[CompiledFunction] = field(default_factory=list)
+    user_files: set[str] = field(default_factory=set)
+    seeds: random.Random = field(default_factory=random.Random)
+    seeds_used: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.job.options.seed is not None:
+            self.seeds.seed(self.job.options.seed)
+
+    # -- the contract --------------------------------------------------------------------------
+    @property
+    def tests(self) -> list[dict]:
+        return list(getattr(self.reference, "TESTS", []))
+
+    @property
+    def benchmarks(self) -> list[dict]:
+        return list(getattr(self.reference, "BENCHMARKS", []))
+
+    @property
+    def tolerances(self) -> dict | None:
+        return getattr(self.reference, "TOLERANCES", None)
+
+    def custom_kernel(self, *inputs: Any) -> Any:
+        if self.tier.is_gpu:
+            return self.kernel.custom_kernel(*inputs)
+        from ktui.loop.triton_kernels import interpreter_environment
+
+        with interpreter_environment():
+            return self.kernel.custom_kernel(*inputs)
+
+    def ref_kernel(self, *inputs: Any) -> Any:
+        return self.reference.ref_kernel(*inputs)
+
+    def next_seed(self) -> int:
+        """A fresh seed for every call: memoised answers cannot pass."""
+        seed = self.seeds.randrange(1, 2**31 - 1)
+        self.seeds_used.append(seed)
+        return seed
+
+    def generate(self, shape: dict, seed: int) -> tuple:
+        """Inputs for ``shape`` from the reference, as a tuple, on this tier's device."""
+        try:
+            data = self.reference.generate_input(seed=seed, **shape)
+        except Exception as exc:
+            raise InputGenerationError(f"generate_input(seed={seed}, {shape_label(shape)}) raised: {exc}") from exc
+        if not isinstance(data, tuple):
+            data = (data,)
+        return to_device(data, self.tier.torch_device)
+
+    @property
+    def has_cute(self) -> bool:
+        return bool(self.cute_functions)
+
+
+class InputGenerationError(Exception):
+    """The reference's input generator raised: the reference is at fault, not the kernel."""
+
+
+def shape_label(shape: dict) -> str:
+    """``{"rows": 128, "cols": 1000}`` → ``rows=128,cols=1000`` (the rung's bracketed name)."""
+    return ",".join(f"{k}={v}" for k, v in shape.items())

@@ -1,0 +1,141 @@
+"""The tier a run happens on, and the device chores every rung needs.
+
+Three tiers, each honest about what it ran: ``gpu`` (a local CUDA device: everything runs there),
+``cpu`` (no GPU: Triton kernels run in Triton's interpreter on CPU tensors, kernels are compiled
+ahead of time for ``--arch``, nothing is timed), and later a remote GPU behind the same runner.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import torch
+
+DEFAULT_ARCH = "sm_90a"
+
+
+@dataclass(frozen=True)
+class Tier:
+    name: str  # "gpu" | "cpu"
+    device: str  # human name: "NVIDIA H200" or "CPU (Triton interpreter)"
+    arch: str  # compile target, e.g. "sm_90a"
+    torch_device: str  # "cuda" | "cpu"
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.name == "gpu"
+
+    @property
+    def capability(self) -> int:
+        return arch_capability(self.arch)
+
+
+def arch_capability(arch: str) -> int:
+    """``sm_90a`` → 90."""
+    match = re.fullmatch(r"sm_(\d+)[af]?", arch)
+    if not match:
+        raise ValueError(f"unknown architecture {arch!r}: expected a name like sm_90a or sm_80")
+    return int(match.group(1))
+
+
+def local_arch(major: int, minor: int) -> str:
+    """The target Triton and CuTeDSL build for a device: Hopper and later use the 'a' features."""
+    cap = major * 10 + minor
+    return f"sm_{cap}a" if major >= 9 else f"sm_{cap}"
+
+
+def detect(arch: str | None = None, force_cpu: bool = False) -> Tier:
+    if not force_cpu and torch.cuda.is_available():
+        major, minor = torch.cuda.get_device_capability()
+        return Tier("gpu", torch.cuda.get_device_name(), local_arch(major, minor), "cuda")
+    target = arch or DEFAULT_ARCH
+    arch_capability(target)
+    return Tier("cpu", "CPU (Triton interpreter)", target, "cpu")
+
+
+def to_device(obj: Any, device: str) -> Any:
+    """Move every tensor inside ``obj`` (tuples, lists, dicts) to ``device``."""
+    if isinstance(obj, torch.Tensor):
+        return obj if obj.device.type == device else obj.to(device)
+    if isinstance(obj, tuple):
+        return tuple(to_device(x, device) for x in obj)
+    if isinstance(obj, list):
+        return [to_device(x, device) for x in obj]
+    if isinstance(obj, dict):
+        return {k: to_device(v, device) for k, v in obj.items()}
+    return obj
+
+
+def clone_tree(obj: Any) -> Any:
+    """A private deep copy of the tensors in ``obj``, for the reference and the mutation check."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().clone()
+    if isinstance(obj, tuple):
+        return tuple(clone_tree(x) for x in obj)
+    if isinstance(obj, list):
+        return [clone_tree(x) for x in obj]
+    if isinstance(obj, dict):
+        return {k: clone_tree(v) for k, v in obj.items()}
+    return obj
+
+
+def synchronize(tier: Tier) -> None:
+    if tier.is_gpu:
+        torch.cuda.synchronize()
+
+
+def poison_value(dtype: torch.dtype) -> float | int | bool:
+    """What unwritten output memory holds: NaN for floats, an unlikely extreme for integers."""
+    if dtype.is_floating_point or dtype.is_complex:
+        return math.nan
+    if dtype == torch.bool:
+        return True
+    return torch.iinfo(dtype).min
+
+
+def fill_poison(t: torch.Tensor) -> torch.Tensor:
+    if t.numel():
+        t.fill_(poison_value(t.dtype))
+    return t
+
+
+@contextlib.contextmanager
+def poisoned_allocations() -> Iterator[None]:
+    """Make ``torch.empty*`` return poisoned memory while the candidate runs.
+
+    A kernel that forgets to write part of its output would otherwise often pass, because a
+    fresh allocation can hold zeros or the previous answer. With poisoned memory every
+    unwritten element is NaN (or an extreme integer) and the comparison fails on it.
+    """
+    saved = {name: getattr(torch, name) for name in ("empty", "empty_like", "empty_strided")}
+    saved_new_empty = torch.Tensor.new_empty
+
+    def wrap(fn):
+        def poisoned(*args, **kwargs):
+            return fill_poison(fn(*args, **kwargs))
+
+        poisoned.__wrapped__ = fn
+        return poisoned
+
+    try:
+        for name, fn in saved.items():
+            setattr(torch, name, wrap(fn))
+        torch.Tensor.new_empty = wrap(saved_new_empty)
+        yield
+    finally:
+        for name, fn in saved.items():
+            setattr(torch, name, fn)
+        torch.Tensor.new_empty = saved_new_empty
+
+
+def describe(obj: Any) -> str:
+    """Short description of an output for messages: ``Tensor(float32, [128, 1000], cuda:0)``."""
+    if isinstance(obj, torch.Tensor):
+        return f"Tensor({str(obj.dtype).removeprefix('torch.')}, {list(obj.shape)}, {obj.device})"
+    if isinstance(obj, (tuple, list)):
+        return f"{type(obj).__name__} of {len(obj)}"
+    return type(obj).__name__

@@ -1,0 +1,173 @@
+"""The ladder: which rungs run, in which order, and when one is skipped.
+
+    pre-checks → compile → dumps → run → correctness[shape]… → benchmark[shape]…
+
+Each rung runs, catches its own failure and records ok / failed / skipped / suspicious with its
+figures; the ladder goes on where that still makes sense: a failed compile skips everything that
+needs a kernel, a failed shape does not hide the others, and only a kernel that is correct on
+every shape is timed (a fast wrong kernel is worth nothing). To add a rung, write its module
+with a ``run(ctx, …) -> Outcome`` and call it from ``climb`` below.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from ktui.loop import bench, compile, correctness, dumps, precheck, run
+from ktui.loop.context import InputGenerationError, Outcome, RunContext, shape_label
+from ktui.loop.errors import RungFailure, RungSkipped, error_info
+from ktui.loop.events import (
+    FAILED,
+    OK,
+    PASSED,
+    SKIPPED,
+    SUSPICIOUS,
+    RungFinished,
+    RungStarted,
+    clean_figures,
+)
+
+CUTE_NEEDS_GPU = "CuTeDSL kernels need a GPU to run (CPU tier: compiled ahead of time only)"
+
+
+class Ladder:
+    def __init__(self, ctx: RunContext):
+        self.ctx = ctx
+        self.results: list[RungFinished] = []
+
+    # -- one rung ------------------------------------------------------------------------------
+    def step(self, name: str, fn: Callable[..., Outcome], *args: Any) -> RungFinished:
+        ctx = self.ctx
+        ctx.emit(RungStarted(ctx.job.run_id, rung=name, timeout_s=ctx.job.options.timeout_for(name)))
+        started = time.perf_counter()
+        try:
+            outcome = fn(ctx, *args)
+            status, figures, message, error = outcome.status, outcome.figures, outcome.message, None
+        except RungSkipped as skip:
+            status, figures, message, error = SKIPPED, {}, str(skip), None
+        except RungFailure as failure:
+            status, figures, message, error = failure.status, failure.figures, failure.message, None
+        except InputGenerationError as exc:
+            info = error_info(exc.__cause__ or exc, ctx.user_files)
+            status, figures, message, error = FAILED, {}, str(exc), info
+        except Exception as exc:  # noqa: BLE001 - user code may raise anything; the rung records it
+            info = error_info(exc, ctx.user_files, _jit_functions(ctx))
+            status, figures, message, error = FAILED, {}, f"{info.type}: {info.message}", info
+        except SystemExit as exc:
+            status, figures, message, error = FAILED, {}, f"user code called sys.exit({exc.code})", None
+        result = RungFinished(
+            ctx.job.run_id,
+            rung=name,
+            status=status,
+            figures=clean_figures(figures),
+            message=message,
+            error=error,
+            duration_s=round(time.perf_counter() - started, 4),
+        )
+        self.results.append(result)
+        ctx.emit(result)
+        return result
+
+    def skip(self, name: str, reason: str) -> None:
+        result = RungFinished(self.ctx.job.run_id, rung=name, status=SKIPPED, message=reason)
+        self.results.append(result)
+        self.ctx.emit(result)
+
+    # -- the order -----------------------------------------------------------------------------
+    def climb(self) -> list[RungFinished]:
+        ctx = self.ctx
+        pre = self.step("pre-checks", precheck.run)
+        if not pre.ok:
+            for name in ("compile", "dumps", "run", "correctness", "benchmark"):
+                self.skip(name, "pre-checks failed")
+            return self.results
+        tests = [f"correctness[{shape_label(s)}]" for s in ctx.tests]
+        benches = [f"benchmark[{shape_label(s)}]" for s in ctx.benchmarks]
+
+        built = self.step("compile", compile.run)
+        if ctx.compiled:
+            self.step("dumps", dumps.run)
+        else:
+            self.skip("dumps", "nothing was compiled")
+        if not built.ok:
+            self._skip_all(["run", *tests, *benches], "compile failed")
+            return self.results
+
+        if ctx.has_cute and not ctx.tier.is_gpu:
+            self._skip_all(["run", *tests], CUTE_NEEDS_GPU)
+            self._skip_all(benches, "no GPU: timing needs CUDA (CPU tier)")
+            return self.results
+
+        smoke = self.step("run", run.run)
+        if not smoke.ok:
+            self._skip_all([*tests, *benches], "run failed")
+            return self.results
+        checks = [self.step(name, correctness.run, shape) for name, shape in zip(tests, ctx.tests)]
+
+        if not ctx.job.options.benchmark:
+            self._skip_all(benches, "benchmarks disabled (--no-bench)")
+        elif not ctx.tier.is_gpu:
+            self._skip_all(benches, "no GPU: timing needs CUDA (CPU tier)")
+        elif not all(c.ok for c in checks):
+            self._skip_all(benches, "not correct on every test shape: a fast wrong kernel is worth nothing")
+        else:
+            for name, shape in zip(benches, ctx.benchmarks):
+                self.step(name, bench.run, shape)
+        return self.results
+
+    def _skip_all(self, names: list[str], reason: str) -> None:
+        for name in names:
+            self.skip(name, reason)
+
+
+def verdict(results: list[RungFinished]) -> str:
+    statuses = {r.status for r in results}
+    if SUSPICIOUS in statuses:
+        return SUSPICIOUS
+    if statuses - {OK, SKIPPED}:
+        return FAILED
+    return PASSED
+
+
+def _jit_functions(ctx: RunContext) -> list:
+    """The module's Triton functions as JITFunctions, to place a compilation error in the file."""
+    from ktui.loop.triton_kernels import as_jit_function, is_triton_kernel
+
+    modules = {id(m): m for m in (ctx.compilable, ctx.kernel) if m is not None}.values()
+    return [as_jit_function(obj) for m in modules for obj in vars(m).values() if is_triton_kernel(obj)]
+
+
+def summarize(results: list[RungFinished]) -> dict[str, Any]:
+    """The figures a one-line summary needs: counts, correctness, speedup, first failure."""
+    counts = {s: sum(1 for r in results if r.status == s) for s in {r.status for r in results}}
+    checks = [r for r in results if r.rung.startswith("correctness[")]
+    timed = [r for r in results if r.rung.startswith("benchmark[") and r.ok]
+    summary: dict[str, Any] = {"rungs": len(results), "counts": counts}
+    ran = [c for c in checks if c.status != SKIPPED]
+    if ran:
+        summary["correct"] = [sum(1 for c in ran if c.ok), len(checks)]
+    elif checks:
+        summary["unchecked"] = checks[0].message
+    speedups = [float(r.figures["speedup"]) for r in timed if isinstance(r.figures.get("speedup"), (int, float))]
+    if speedups:
+        summary["speedup"] = geomean(speedups)
+    fractions = [float(r.figures["roofline"]) for r in timed if isinstance(r.figures.get("roofline"), (int, float))]
+    if fractions:
+        summary["roofline"] = geomean(fractions)
+    for r in results:
+        if r.rung == "compile" and "compile_s" in r.figures:
+            summary["compile_s"] = r.figures["compile_s"]
+    bad = next((r for r in results if r.status not in (OK, SKIPPED)), None)
+    if bad is not None:
+        summary["first_failure"] = {"rung": bad.rung, "status": bad.status, "message": bad.message.splitlines()[0] if bad.message else ""}
+    return summary
+
+
+def geomean(values: list[float]) -> float:
+    import math
+
+    positive = [v for v in values if v > 0]
+    if not positive:
+        return 0.0
+    return math.exp(sum(math.log(v) for v in positive) / len(positive))

@@ -1,0 +1,76 @@
+"""Importing user files inside the warm worker, one version at a time.
+
+Each run imports the kernel from the exact text that was hashed (a later save cannot slip in
+between), under a fresh module name, with the file's real path so tracebacks, Triton and
+CuTeDSL (which read a function's source) all point at the user's file. After the run every
+module loaded from the workspace is dropped, so the next version sees edited helpers too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import linecache
+import os
+import sys
+import types
+from pathlib import Path
+from typing import Iterator
+
+
+def _prime_linecache(path: str, source: str) -> None:
+    # An mtime of None tells linecache.checkcache to keep this entry: inspect.getsource then
+    # returns the hashed text even if the file changes on disk meanwhile.
+    lines = source.splitlines(keepends=True)
+    linecache.cache[path] = (len(source), None, lines, path)
+
+
+def load_module(name: str, path: str, source: str | None = None, interpret: bool | None = None) -> types.ModuleType:
+    """Execute ``source`` (default: the file's text) as module ``name`` with ``__file__ = path``.
+
+    ``interpret`` sets ``TRITON_INTERPRET`` while the module body runs, which is when
+    ``@triton.jit`` decides between a compiled and an interpreted kernel.
+    """
+    if source is None:
+        source = Path(path).read_text(encoding="utf-8")
+    _prime_linecache(path, source)
+    code = compile(source, path, "exec", dont_inherit=True)
+    module = types.ModuleType(name)
+    module.__file__ = path
+    sys.modules[name] = module
+    saved = os.environ.get("TRITON_INTERPRET")
+    try:
+        if interpret is not None:
+            os.environ["TRITON_INTERPRET"] = "1" if interpret else "0"
+        exec(code, module.__dict__)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    finally:
+        if interpret is not None:
+            if saved is None:
+                os.environ.pop("TRITON_INTERPRET", None)
+            else:
+                os.environ["TRITON_INTERPRET"] = saved
+    return module
+
+
+@contextlib.contextmanager
+def workspace_imports(root: str, kernel_dir: str) -> Iterator[None]:
+    """Let user code import its neighbours; forget every workspace module afterwards."""
+    added = [p for p in (kernel_dir, root) if p not in sys.path]
+    sys.path[:0] = added
+    before = set(sys.modules)
+    root_path = str(Path(root).resolve())
+    try:
+        yield
+    finally:
+        for p in added:
+            with contextlib.suppress(ValueError):
+                sys.path.remove(p)
+        for name in set(sys.modules) - before:
+            module = sys.modules.get(name)
+            file = getattr(module, "__file__", None) or ""
+            if name.startswith("ktui_user_") or file.startswith(root_path):
+                sys.modules.pop(name, None)
+        for name in [n for n in sys.modules if n.startswith("ktui_user_")]:
+            sys.modules.pop(name, None)

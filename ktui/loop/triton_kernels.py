@@ -1,0 +1,231 @@
+"""Triton kernels of a user module: find them, record their launches, compile them ahead of time.
+
+The specialisation a Triton kernel is compiled with (argument types, which integers are
+divisible by 16, constexpr values) depends on the arguments of a real launch. So ktui records
+the launches made while ``custom_kernel`` runs on the first test input and compiles exactly
+those. On a GPU the launch itself compiled the kernel and we keep the object that ran; on the
+CPU tier the launch ran in Triton's interpreter and we compile the recorded specialisation for
+the target architecture with ``triton.compile`` and an explicit ``GPUTarget``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any, Iterator
+
+import triton
+from triton import knobs
+from triton.runtime.jit import JITFunction, KernelInterface
+
+try:  # only present when the interpreter is importable (always, in supported versions)
+    from triton.runtime.interpreter import InterpretedFunction
+except ImportError:  # pragma: no cover
+    InterpretedFunction = ()  # type: ignore[assignment]
+
+
+_interpreted: dict[int, Any] = {}
+
+
+@contextlib.contextmanager
+def interpreter_environment() -> Iterator[None]:
+    """Run Triton's interpreter in a process that imported Triton in compiled mode.
+
+    Triton picks interpreted or compiled at import time, for its own standard library too
+    (``tl.max``, ``tl.sum``… are ``@jit`` functions). The worker needs both: compiled to build
+    sm_90a code, interpreted to run kernels on CPU tensors. While this context is active, the
+    standard library's JITFunctions are swapped for interpreted twins and the interpreter knob
+    is on; afterwards everything is put back.
+    """
+    modules = [m for n, m in list(sys.modules.items()) if n.startswith("triton.language") and m is not None]
+    classes = {
+        id(v): v
+        for m in modules
+        for v in list(vars(m).values())
+        if isinstance(v, type) and getattr(v, "__module__", "").startswith("triton.language")
+    }
+    owners: list[Any] = [*modules, *classes.values()]
+    # The interpreter patches the language in place and does not always undo it (a nested
+    # device-function call leaves its patches behind), so snapshot everything it may touch.
+    snapshot = [(owner, dict(vars(owner))) for owner in owners]
+    import triton.language as tl
+
+    for owner in [*modules, tl.core.tensor]:  # tensor methods like x.sum() are @jit functions too
+        for attr, value in list(vars(owner).items()):
+            if type(value) is JITFunction:
+                twin = _interpreted.get(id(value))
+                if twin is None:
+                    twin = _interpreted[id(value)] = InterpretedFunction(value.fn)
+                setattr(owner, attr, twin)
+    saved = os.environ.get("TRITON_INTERPRET")
+    os.environ["TRITON_INTERPRET"] = "1"
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("TRITON_INTERPRET", None)
+        else:
+            os.environ["TRITON_INTERPRET"] = saved
+        for owner, before in snapshot:
+            now = vars(owner)
+            for attr, value in before.items():
+                if now.get(attr, _MISSING) is not value:
+                    setattr(owner, attr, value)
+            if isinstance(owner, type):
+                for attr in set(now) - set(before):
+                    delattr(owner, attr)
+
+
+_MISSING = object()
+
+
+def innermost(obj: Any) -> Any:
+    """Unwrap autotuners/heuristics down to the JITFunction or InterpretedFunction."""
+    seen = 0
+    while not isinstance(obj, (JITFunction, InterpretedFunction)) and hasattr(obj, "fn") and seen < 8:
+        obj = obj.fn
+        seen += 1
+    return obj
+
+
+def is_triton_kernel(obj: Any) -> bool:
+    return isinstance(obj, KernelInterface) and isinstance(innermost(obj), (JITFunction, InterpretedFunction))
+
+
+def python_function(obj: Any):
+    return innermost(obj).fn
+
+
+def find_triton_kernels(module: ModuleType) -> dict[str, Any]:
+    """``{name: kernel}`` for the ``@triton.jit`` functions defined in ``module`` itself."""
+    found = {}
+    for name, obj in vars(module).items():
+        if is_triton_kernel(obj) and python_function(obj).__module__ == module.__name__:
+            found[name] = obj
+    return found
+
+
+@dataclass
+class Launch:
+    """One recorded launch: enough to compile the same specialisation again."""
+
+    kernel: str  # the module attribute name
+    args: tuple
+    kwargs: dict
+    grid: Any
+    compiled: Any = None  # the CompiledKernel that ran (GPU tier)
+
+
+@dataclass
+class LaunchRecorder:
+    """Wraps the ``run`` of each kernel so every launch is recorded, then passed through."""
+
+    kernels: dict[str, Any]
+    launches: list[Launch] = field(default_factory=list)
+
+    def count(self) -> int:
+        return len(self.launches)
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[LaunchRecorder]:
+        patched = []
+        for name, obj in self.kernels.items():
+            inner = innermost(obj)
+            if "run" in vars(inner):  # already wrapped (nested recorders): leave it
+                continue
+            original = inner.run
+
+            def run(*args, grid, warmup, _name=name, _original=original, **kwargs):
+                launch = Launch(_name, args, dict(kwargs), grid)
+                if not warmup:
+                    self.launches.append(launch)
+                result = _original(*args, grid=grid, warmup=warmup, **kwargs)
+                if isinstance(result, triton.compiler.CompiledKernel):
+                    launch.compiled = result
+                return result
+
+            inner.run = run
+            patched.append(inner)
+        try:
+            yield self
+        finally:
+            for inner in patched:
+                del inner.run
+
+    def distinct(self) -> list[Launch]:
+        """One launch per (kernel, specialisation): the same kernel at two block sizes is two."""
+        seen: dict[tuple, Launch] = {}
+        for launch in self.launches:
+            key = (launch.kernel, _spec_key(launch))
+            seen.setdefault(key, launch)
+        return list(seen.values())
+
+
+def _spec_key(launch: Launch) -> tuple:
+    def key(v: Any) -> Any:
+        if hasattr(v, "data_ptr") and hasattr(v, "dtype"):
+            return ("tensor", str(v.dtype), v.data_ptr() % 16 == 0)
+        if isinstance(v, int) and not isinstance(v, bool):
+            return ("int", v == 1, v % 16 == 0, v.bit_length() > 31)
+        return (type(v).__name__, repr(v))
+
+    return tuple(key(a) for a in launch.args) + tuple((k, key(v)) for k, v in sorted(launch.kwargs.items()))
+
+
+def as_jit_function(obj: Any) -> JITFunction:
+    """A compilable JITFunction for ``obj`` (interpreted functions are rebuilt from their source)."""
+    inner = innermost(obj)
+    if isinstance(inner, JITFunction):
+        return inner
+    return JITFunction(inner.fn, **getattr(inner, "kwargs", {}))
+
+
+def target_for(capability: int) -> Any:
+    from triton.backends.compiler import GPUTarget
+
+    return GPUTarget("cuda", capability, 32)
+
+
+def compile_launch(jit: JITFunction, launch: Launch, capability: int) -> Any:
+    """Compile ``jit`` ahead of time for ``sm_<capability>`` with the launch's specialisation.
+
+    Mirrors what ``JITFunction.run`` does before it compiles, minus the device query.
+    """
+    from triton.compiler import ASTSource, make_backend
+    from triton.runtime.jit import create_function_from_signature
+
+    target = target_for(capability)
+    backend = make_backend(target)
+    kwargs = dict(launch.kwargs)
+    kwargs["debug"] = kwargs.get("debug", jit.debug) or knobs.runtime.debug
+    for knob in ("instrumentation_mode", "fpsan_homomorphic_casts"):
+        if hasattr(knobs.compilation, knob):
+            kwargs[knob] = getattr(knobs.compilation, knob)
+    binder = create_function_from_signature(jit.signature, jit.params, backend)
+    bound_args, specialization, options = binder(*launch.args, **kwargs)
+    options, signature, constexprs, attrs = jit._pack_args(backend, kwargs, bound_args, specialization, options)
+    source = ASTSource(jit, signature, constexprs, attrs)
+    return triton.compile(source, target=target, options=options.__dict__)
+
+
+def artifacts_of(compiled: Any) -> dict[str, Any]:
+    """IRs and binaries of a CompiledKernel: ttir, ttgir, llir, ptx (text) and cubin (bytes)."""
+    wanted = ("ttir", "ttgir", "llir", "ptx", "cubin")
+    return {ext: compiled.asm[ext] for ext in wanted if ext in compiled.asm}
+
+
+def metadata_of(compiled: Any) -> dict[str, Any]:
+    meta = compiled.metadata
+    out = {}
+    for key in ("name", "num_warps", "num_stages", "num_ctas", "shared", "arch", "maxnreg"):
+        value = getattr(meta, key, None)
+        if value is not None:
+            out[key] = value if isinstance(value, (int, str, float)) else str(value)
+    for key in ("n_regs", "n_spills", "n_max_threads"):
+        value = getattr(compiled, key, None)  # set only once loaded on a device
+        if isinstance(value, int) and value >= 0:
+            out[key] = value
+    return out

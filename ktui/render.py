@@ -1,0 +1,117 @@
+"""How rungs and runs read as text: the CLI's lines, and the figures the dashboard shows.
+
+One place decides which figures matter for each rung and how each number is written, so that
+``ktui run`` and the dashboard say the same thing the same way.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+from ktui.loop.job import rung_family
+
+# The figures worth a glance, per rung family, in display order.
+KEY_FIGURES: dict[str, tuple[str, ...]] = {
+    "pre-checks": (),
+    "compile": ("compile_s",),
+    "dumps": (),
+    "run": ("wall_s",),
+    "correctness": ("max_abs", "max_rel", "rmse", "psnr", "cossim", "mismatched", "nonfinite"),
+    "benchmark": ("kernel_us", "ref_us", "speedup", "speedup_ci", "gbps", "tflops", "roofline", "label"),
+}
+
+
+def fmt(key: str, value: Any) -> str:
+    """One figure as text: ``psnr`` with one decimal, ``cossim`` with six, errors in 2 significant digits."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        if key == "cossim":
+            return f"{value:.6f}"
+        if key == "psnr":
+            return f"{value:.1f}"
+        if key in ("speedup",):
+            return f"{value:.2f}x"
+        if key == "roofline":
+            return f"{value * 100:.0f}%"
+        if key.endswith("_s"):
+            return f"{value:.2f}"
+        if key in ("kernel_us", "ref_us", "gbps", "tflops"):
+            return f"{value:.1f}" if value < 1000 else f"{value:.0f}"
+        return f"{value:.2g}" if value != 0 else "0"
+    if isinstance(value, (list, tuple)):
+        if key == "speedup_ci" and len(value) == 2:
+            return f"[{value[0]:.2f},{value[1]:.2f}]"
+        return "[" + ",".join(fmt(key, v) for v in value) + "]"
+    return str(value)
+
+
+# Counters shown only when they are not zero.
+QUIET_WHEN_ZERO = {"mismatched", "nonfinite"}
+
+
+def key_figures(rung: str, figures: dict[str, Any]) -> list[tuple[str, str]]:
+    keys = KEY_FIGURES.get(rung_family(rung), ())
+    return [
+        (k, fmt(k, figures[k]))
+        for k in keys
+        if k in figures and figures[k] is not None and not (k in QUIET_WHEN_ZERO and figures[k] == 0)
+    ]
+
+
+def rung_line(event: dict[str, Any]) -> str:
+    """``[correctness[rows=128,cols=1000]] ok max_abs=3.2e-08 psnr=141.2 cossim=1.000000``"""
+    figures = " ".join(f"{k}={v}" for k, v in key_figures(event["rung"], event.get("figures") or {}))
+    parts = [f"[{event['rung']}]", event["status"]]
+    if figures:
+        parts.append(figures)
+    message = (event.get("message") or "").strip()
+    if message and (event["status"] != "ok" or not figures):
+        first, *rest = message.splitlines()
+        parts.append(first if event["status"] == "ok" else f"— {first}")
+    line = " ".join(parts)
+    error = event.get("error")
+    if event["status"] != "ok" and error and error.get("location"):
+        loc = error["location"]
+        line += f"\n    at {os.path.relpath(loc['file'])}:{loc['line']}"
+        if loc.get("col"):
+            line += f":{loc['col']}"
+        if loc.get("excerpt"):
+            line += "\n" + "\n".join("    " + text for text in loc["excerpt"].splitlines())
+    return line
+
+
+def summary_line(kernel: str, version: int, verdict: str, summary: dict[str, Any], tier: str, arch: str,
+                 duration_s: float, message: str = "") -> str:
+    """``softmax_triton v3 passed · 4/4 correct · 2.31x · gpu sm_90a · 3.2 s``"""
+    parts = [f"{kernel} v{version} {verdict}"]
+    correct = summary.get("correct")
+    if correct:
+        parts.append(f"{correct[0]}/{correct[1]} correct")
+    elif summary.get("unchecked") and verdict == "passed":
+        parts.append(f"correctness not checked: {summary['unchecked']}")
+    if "speedup" in summary:
+        parts.append(f"{summary['speedup']:.2f}x vs reference")
+    if "roofline" in summary:
+        parts.append(f"{summary['roofline'] * 100:.0f}% of roofline")
+        if summary.get("at_roofline"):
+            parts.append("at roofline")
+    failure = summary.get("first_failure")
+    if verdict != "passed" and failure:
+        parts.append(f"{failure['rung']}: {failure['message'] or failure['status']}")
+    elif verdict != "passed" and message:
+        parts.append(message.splitlines()[0])
+    if tier not in ("", "-"):
+        parts.append(f"{tier} {arch}")
+    parts.append(f"{duration_s:.1f} s")
+    return " · ".join(parts)

@@ -1,0 +1,86 @@
+"""One workspace's runs: turn a kernel file into a job, run it, hand every event to consumers.
+
+Shared by ``ktui run`` and ``ktui watch``: it snapshots the file (the version is the hash of the
+exact bytes the worker will import), assigns the version number from the history, and feeds the
+stream to the store, the report writer and whoever else listens (a printer, the dashboard).
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from ktui.loop.events import ERROR, FAILED, Event, RunFinished, RungFinished, RunStarted
+from ktui.loop.job import Job, Options
+from ktui.problem import Kernel, content_hash, state_dir
+from ktui.reports import ReportWriter
+from ktui.runner import LocalRunner, Runner
+from ktui.store import Store
+
+Consumer = Callable[[Event], None]
+
+
+class Session:
+    def __init__(self, root: Path, runner: Runner | None = None, consumers: Iterable[Consumer] = ()):
+        self.root = Path(root).resolve()
+        self.state = state_dir(self.root)
+        self.store = Store(self.state / "history.db")
+        self.runner: Runner = runner or LocalRunner()
+        self.consumers: list[Consumer] = [self.store.record, ReportWriter(self.state), *consumers]
+
+    def run_dir(self, kernel_id: str, version: int) -> Path:
+        return self.state / "runs" / kernel_id / str(version)
+
+    def prepare(self, kernel: Kernel, options: Options) -> Job:
+        """Snapshot the kernel file and give it a version and a run folder."""
+        data = kernel.path.read_bytes()
+        digest = content_hash(data)
+        version = self.store.version_for(kernel.id, digest, str(kernel.path))
+        run_dir = self.run_dir(kernel.id, version)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "source.py").write_bytes(data)
+        return Job(
+            run_id=uuid.uuid4().hex,
+            kernel_id=kernel.id,
+            kernel_path=str(kernel.path),
+            reference_path=str(kernel.reference) if kernel.reference else "",
+            reference_error=kernel.reference_error,
+            reference_hash=content_hash(kernel.reference.read_bytes()) if kernel.reference else "",
+            root=str(kernel.root),
+            version=version,
+            content_hash=digest,
+            source=data.decode("utf-8", errors="replace"),
+            run_dir=str(run_dir),
+            options=options,
+        )
+
+    def events(self, job: Job) -> Iterator[Event]:
+        """The run's events, each already handed to every consumer."""
+        stream = self.runner.run(job) if job.reference_path else self._unrunnable(job)
+        for event in stream:
+            for consumer in self.consumers:
+                consumer(event)
+            yield event
+
+    def run(self, kernel: Kernel, options: Options) -> RunFinished:
+        finished = None
+        for event in self.events(self.prepare(kernel, options)):
+            if isinstance(event, RunFinished):
+                finished = event
+        assert finished is not None
+        return finished
+
+    def _unrunnable(self, job: Job) -> Iterator[Event]:
+        """A kernel with no reference never reaches a worker: ktui cannot judge it."""
+        yield RunStarted(
+            job.run_id, kernel=job.kernel_id, path=job.kernel_path, version=job.version,
+            content_hash=job.content_hash, reference="", reference_hash="", tier="-", device="-", arch="-", run_dir=job.run_dir,
+        )
+        yield RungFinished(job.run_id, rung="pre-checks", status=FAILED, message=job.reference_error)
+        yield RunFinished(job.run_id, verdict=ERROR, message=job.reference_error,
+                          summary={"first_failure": {"rung": "pre-checks", "status": FAILED, "message": job.reference_error}})
+
+    def close(self) -> None:
+        self.runner.close()
+        self.store.close()

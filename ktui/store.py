@@ -1,0 +1,271 @@
+"""The history: every run of every version, in SQLite at ``<root>/.ktui/history.db``.
+
+A consumer of the loop's events like any other. WAL journaling and short transactions make it
+safe against a writer killed mid-run (the run stays "running" with what it recorded) and against
+two ktui processes at once — an agent's ``ktui run`` while the dashboard watches — with a busy
+timeout instead of "database is locked" errors.
+
+A *version* is a distinct content of a kernel file: saving the same bytes again re-runs the same
+version; any change makes the next version number.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from ktui.loop.events import ArtifactWritten, Event, RunFinished, RungFinished, RunStarted
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS versions (
+    kernel TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    content_hash TEXT NOT NULL,
+    path TEXT NOT NULL,
+    created REAL NOT NULL,
+    PRIMARY KEY (kernel, version),
+    UNIQUE (kernel, content_hash)
+);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    kernel TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    path TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    reference TEXT NOT NULL,
+    reference_hash TEXT NOT NULL DEFAULT '',
+    tier TEXT NOT NULL,
+    device TEXT NOT NULL,
+    arch TEXT NOT NULL,
+    strict INTEGER NOT NULL DEFAULT 0,
+    run_dir TEXT NOT NULL,
+    started REAL NOT NULL,
+    finished REAL,
+    verdict TEXT NOT NULL DEFAULT 'running',
+    message TEXT NOT NULL DEFAULT '',
+    summary TEXT NOT NULL DEFAULT '{}',
+    duration_s REAL
+);
+CREATE INDEX IF NOT EXISTS runs_by_kernel ON runs (kernel, started);
+CREATE TABLE IF NOT EXISTS rungs (
+    run_id TEXT NOT NULL REFERENCES runs(run_id),
+    idx INTEGER NOT NULL,
+    rung TEXT NOT NULL,
+    status TEXT NOT NULL,
+    figures TEXT NOT NULL,
+    message TEXT NOT NULL,
+    error TEXT,
+    duration_s REAL NOT NULL,
+    PRIMARY KEY (run_id, idx)
+);
+CREATE TABLE IF NOT EXISTS artifacts (
+    run_id TEXT NOT NULL REFERENCES runs(run_id),
+    kind TEXT NOT NULL,
+    path TEXT NOT NULL,
+    function TEXT NOT NULL,
+    bytes INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS profiles (
+    kernel TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    created REAL NOT NULL,
+    kind TEXT NOT NULL,
+    summary TEXT NOT NULL,
+    report_path TEXT NOT NULL DEFAULT ''
+);
+"""
+
+
+@dataclass
+class RunRecord:
+    run_id: str
+    kernel: str
+    version: int
+    path: str
+    content_hash: str
+    tier: str
+    device: str
+    arch: str
+    run_dir: str
+    started: float
+    finished: float | None
+    verdict: str
+    message: str
+    summary: dict[str, Any]
+    duration_s: float | None
+    strict: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class Store:
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        self._rung_index: dict[str, int] = {}
+        self._conn().executescript(SCHEMA)  # executescript manages its own transaction
+
+    # -- connections ---------------------------------------------------------------------------
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA busy_timeout=30000")
+            self._local.conn = conn
+        return conn
+
+    class _Tx:
+        def __init__(self, conn: sqlite3.Connection):
+            self.conn = conn
+
+        def __enter__(self) -> sqlite3.Connection:
+            self.conn.execute("BEGIN IMMEDIATE")
+            return self.conn
+
+        def __exit__(self, exc_type, exc, tb) -> None:
+            self.conn.execute("COMMIT" if exc_type is None else "ROLLBACK")
+
+    def _tx(self) -> Store._Tx:
+        return Store._Tx(self._conn())
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    # -- versions ------------------------------------------------------------------------------
+    def version_for(self, kernel: str, content_hash: str, path: str) -> int:
+        """The version number of this content: existing if seen before, else the next one."""
+        with self._tx() as db:
+            row = db.execute(
+                "SELECT version FROM versions WHERE kernel=? AND content_hash=?", (kernel, content_hash)
+            ).fetchone()
+            if row:
+                return int(row["version"])
+            nxt = db.execute("SELECT COALESCE(MAX(version), 0) + 1 FROM versions WHERE kernel=?", (kernel,)).fetchone()[0]
+            db.execute(
+                "INSERT INTO versions (kernel, version, content_hash, path, created) VALUES (?,?,?,?,?)",
+                (kernel, nxt, content_hash, path, time.time()),
+            )
+            return int(nxt)
+
+    # -- the event consumer --------------------------------------------------------------------
+    def record(self, event: Event) -> None:
+        if isinstance(event, RunStarted):
+            with self._tx() as db:
+                db.execute(
+                    "INSERT OR REPLACE INTO runs (run_id, kernel, version, path, content_hash, reference, reference_hash,"
+                    " tier, device, arch, strict, run_dir, started) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (event.run_id, event.kernel, event.version, event.path, event.content_hash, event.reference,
+                     event.reference_hash, event.tier, event.device, event.arch, int(event.strict), event.run_dir, event.time),
+                )
+            self._rung_index[event.run_id] = 0
+        elif isinstance(event, RungFinished):
+            idx = self._rung_index.get(event.run_id, 0)
+            self._rung_index[event.run_id] = idx + 1
+            error = json.dumps(_asdict(event.error)) if event.error else None
+            with self._tx() as db:
+                db.execute(
+                    "INSERT OR REPLACE INTO rungs (run_id, idx, rung, status, figures, message, error, duration_s)"
+                    " VALUES (?,?,?,?,?,?,?,?)",
+                    (event.run_id, idx, event.rung, event.status, json.dumps(event.figures), event.message, error,
+                     event.duration_s),
+                )
+        elif isinstance(event, ArtifactWritten):
+            with self._tx() as db:
+                db.execute(
+                    "INSERT INTO artifacts (run_id, kind, path, function, bytes) VALUES (?,?,?,?,?)",
+                    (event.run_id, event.kind, event.path, event.function, event.bytes),
+                )
+        elif isinstance(event, RunFinished):
+            with self._tx() as db:
+                db.execute(
+                    "UPDATE runs SET finished=?, verdict=?, message=?, summary=?, duration_s=? WHERE run_id=?",
+                    (event.time, event.verdict, event.message, json.dumps(event.summary), event.duration_s, event.run_id),
+                )
+            self._rung_index.pop(event.run_id, None)
+
+    # -- queries -------------------------------------------------------------------------------
+    def runs(self, kernel: str | None = None, limit: int | None = None) -> list[RunRecord]:
+        sql = "SELECT * FROM runs"
+        args: list[Any] = []
+        if kernel is not None:
+            sql += " WHERE kernel=?"
+            args.append(kernel)
+        sql += " ORDER BY started DESC, rowid DESC"
+        if limit:
+            sql += f" LIMIT {int(limit)}"
+        return [_run_record(r) for r in self._conn().execute(sql, args).fetchall()]
+
+    def latest_run(self, kernel: str) -> RunRecord | None:
+        runs = self.runs(kernel, limit=1)
+        return runs[0] if runs else None
+
+    def kernels(self) -> list[str]:
+        return [r[0] for r in self._conn().execute("SELECT DISTINCT kernel FROM runs ORDER BY kernel").fetchall()]
+
+    def rungs(self, run_id: str) -> list[dict[str, Any]]:
+        rows = self._conn().execute("SELECT * FROM rungs WHERE run_id=? ORDER BY idx", (run_id,)).fetchall()
+        return [
+            {
+                "rung": r["rung"],
+                "status": r["status"],
+                "figures": json.loads(r["figures"]),
+                "message": r["message"],
+                "error": json.loads(r["error"]) if r["error"] else None,
+                "duration_s": r["duration_s"],
+            }
+            for r in rows
+        ]
+
+    def artifacts(self, run_id: str) -> list[dict[str, Any]]:
+        rows = self._conn().execute("SELECT * FROM artifacts WHERE run_id=?", (run_id,)).fetchall()
+        return [dict(r) for r in rows]
+
+    def version_hash(self, kernel: str, version: int) -> str | None:
+        row = self._conn().execute(
+            "SELECT content_hash FROM versions WHERE kernel=? AND version=?", (kernel, version)
+        ).fetchone()
+        return row[0] if row else None
+
+    def iter_versions(self, kernel: str) -> Iterator[tuple[int, str]]:
+        for r in self._conn().execute("SELECT version, content_hash FROM versions WHERE kernel=? ORDER BY version", (kernel,)):
+            yield int(r[0]), r[1]
+
+
+def _run_record(row: sqlite3.Row) -> RunRecord:
+    return RunRecord(
+        run_id=row["run_id"],
+        kernel=row["kernel"],
+        version=row["version"],
+        path=row["path"],
+        content_hash=row["content_hash"],
+        tier=row["tier"],
+        device=row["device"],
+        arch=row["arch"],
+        run_dir=row["run_dir"],
+        started=row["started"],
+        finished=row["finished"],
+        verdict=row["verdict"],
+        message=row["message"],
+        summary=json.loads(row["summary"] or "{}"),
+        duration_s=row["duration_s"],
+        strict=bool(row["strict"]),
+    )
+
+
+def _asdict(obj: Any) -> Any:
+    import dataclasses
+
+    return dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) else obj

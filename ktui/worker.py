@@ -1,0 +1,110 @@
+"""The worker: a child process that runs user code, one job after another, and streams events.
+
+It imports torch and Triton once (and holds the CUDA context on a GPU), then waits for jobs on
+stdin, one JSON line each, and answers with event lines on a private copy of the original
+stdout. The user's prints go to stderr, which the parent forwards as ``output`` events, so no
+print can corrupt the protocol. Anything that kills this process — a segfault, an illegal
+memory access, ``os._exit`` — is turned into a verdict by the parent (see ``ktui.runner``).
+
+Protocol lines (worker → parent), besides the loop's events:
+    {"type": "ready", "tier": ..., "device": ..., "arch": ..., "pid": ...}
+    {"type": "job_done", "run_id": ..., "healthy": bool}
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import IO
+
+
+def _protocol_channel() -> IO[str]:
+    """Keep the real stdout for events; send everything printed to stderr instead."""
+    channel = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
+    os.dup2(2, 1)
+    sys.stdout = os.fdopen(1, "w", buffering=1, encoding="utf-8", closefd=False)
+    return channel
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ktui.worker")
+    parser.add_argument("--arch", default=None)
+    parser.add_argument("--cpu", action="store_true", help="run the CPU tier even if a GPU is present")
+    args = parser.parse_args(argv)
+    channel = _protocol_channel()
+
+    def send(obj: dict) -> None:
+        channel.write(json.dumps(obj, allow_nan=False, default=str) + "\n")
+        channel.flush()
+
+    # Heavy imports happen once, here: this is what makes the worker warm.
+    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # Triton's documented default, made explicit
+    import torch  # noqa: F401
+
+    from ktui.loop import cutedsl
+    from ktui.loop.device import detect
+
+    tier = detect(args.arch, force_cpu=args.cpu)
+    cutedsl.configure_env(tier.arch)
+    import triton  # noqa: F401
+
+    from ktui.loop.job import Job
+
+    if tier.is_gpu:
+        torch.cuda.init()
+    send({"type": "ready", "tier": tier.name, "device": tier.device, "arch": tier.arch, "pid": os.getpid()})
+
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        job = Job.from_json(json.loads(line))
+        healthy = run_job(job, tier, lambda event: send(event.to_json()))
+        send({"type": "job_done", "run_id": job.run_id, "healthy": healthy})
+        if not healthy:
+            return 0
+    return 0
+
+
+def run_job(job, tier, emit) -> bool:
+    """Climb the ladder for one job; return whether this process may take another one."""
+    from ktui.loop.context import RunContext
+    from ktui.loop.events import RunFinished
+    from ktui.loop.ladder import Ladder, summarize, verdict
+    from ktui.loop.modules import workspace_imports
+
+    started = time.perf_counter()
+    ctx = RunContext(job=job, tier=tier, emit=emit)
+    with workspace_imports(job.root, str(Path(job.kernel_path).parent)):
+        results = Ladder(ctx).climb()
+    final = verdict(results)
+    emit(
+        RunFinished(
+            job.run_id,
+            verdict=final,
+            summary=summarize(results),
+            duration_s=round(time.perf_counter() - started, 3),
+        )
+    )
+    return _device_healthy(tier)
+
+
+def _device_healthy(tier) -> bool:
+    """After a sticky CUDA error every later call fails: such a worker must be replaced."""
+    if not tier.is_gpu:
+        return True
+    import torch
+
+    try:
+        torch.cuda.synchronize()
+        return True
+    except Exception:  # noqa: BLE001 - any error here means the context is unusable
+        return False
+
+
+if __name__ == "__main__":
+    sys.exit(main())

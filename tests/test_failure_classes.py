@@ -1,0 +1,149 @@
+"""Every class of bad input ends with a specific verdict and message, and loses nothing.
+
+One ``ktui run --json`` over a workspace of deliberately broken kernels (tests/fixtures), then
+one test per class reads its part of the event stream.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import by_kernel, finished, ktui, make_workspace, parse_events, rungs
+
+BROKEN = [
+    "syntax_error",
+    "no_custom_kernel",
+    "missing_reference",
+    "compile_error",
+    "wrong_shape",
+    "wrong_dtype",
+    "wrong_device",
+    "partial_write",
+    "wrong_values",
+    "crash_segfault",
+    "sys_exit",
+    "raises",
+    "badgen_triton",
+    "no_kernel",
+]
+
+
+@pytest.fixture(scope="module")
+def stream(tmp_path_factory):
+    root = make_workspace(tmp_path_factory.mktemp("broken"), kernels=["add_triton"], fixtures=BROKEN)
+    proc = ktui("run", "--json", "--seed", "7", "kernels/", cwd=root)
+    events = parse_events(proc.stdout)
+    return proc, by_kernel(events), root
+
+
+def test_a_broken_kernel_among_good_ones_does_not_stop_the_others(stream):
+    proc, kernels, _ = stream
+    assert set(kernels) == {*BROKEN, "add_triton"}
+    assert finished(kernels["add_triton"])["verdict"] == "passed"
+    assert proc.returncode == 2  # missing_reference: ktui could not run that one
+
+
+def test_syntax_error_points_at_file_line_and_column(stream):
+    pre = rungs(stream[1]["syntax_error"])["pre-checks"]
+    assert pre["status"] == "failed"
+    assert pre["error"]["type"] == "SyntaxError"
+    loc = pre["error"]["location"]
+    assert loc["file"].endswith("syntax_error.py") and loc["line"] == 11
+    assert "^" in loc["excerpt"]
+    assert rungs(stream[1]["syntax_error"])["compile"]["status"] == "skipped"
+
+
+def test_missing_custom_kernel_says_so(stream):
+    pre = rungs(stream[1]["no_custom_kernel"])["pre-checks"]
+    assert pre["status"] == "failed"
+    assert "defines no function custom_kernel" in pre["message"]
+
+
+def test_missing_reference_is_an_error_not_a_failure(stream):
+    events = stream[1]["missing_reference"]
+    assert finished(events)["verdict"] == "error"
+    assert "nosuchop" in rungs(events)["pre-checks"]["message"]
+
+
+def test_compile_error_is_reported_at_the_users_line_not_as_mlir(stream):
+    comp = rungs(stream[1]["compile_error"])["compile"]
+    assert comp["status"] == "failed"
+    loc = comp["error"]["location"]
+    assert loc["file"].endswith("compile_error.py") and loc["line"] == 11
+    assert "arange" in loc["excerpt"]
+    assert len(comp["message"].splitlines()) <= 13
+    assert rungs(stream[1]["compile_error"])["run"]["status"] == "skipped"
+
+
+@pytest.mark.parametrize(
+    "kernel, words",
+    [
+        ("wrong_shape", "has shape"),
+        ("wrong_dtype", "has dtype float64"),
+        ("wrong_device", "is on meta"),
+    ],
+)
+def test_wrong_output_structure_fails_the_run_rung_with_a_specific_message(stream, kernel, words):
+    events = stream[1][kernel]
+    run = rungs(events)["run"]
+    assert run["status"] == "failed"
+    assert words in run["message"]
+    assert finished(events)["verdict"] == "failed"
+
+
+def test_unwritten_output_fails_through_poisoning_on_the_shapes_it_misses(stream):
+    r = rungs(stream[1]["partial_write"])
+    assert r["correctness[size=1000]"]["status"] == "ok"  # one block covers it
+    tail = r["correctness[size=12345]"]
+    assert tail["status"] == "failed"
+    assert tail["figures"]["nonfinite"] == 12345 - 12 * 1024
+    assert "non-finite" in tail["message"]
+
+
+def test_wrong_values_fail_every_shape_with_figures(stream):
+    r = rungs(stream[1]["wrong_values"])
+    checks = {k: v for k, v in r.items() if k.startswith("correctness[")}
+    assert checks and all(v["status"] == "failed" for v in checks.values())
+    figures = checks["correctness[size=1000]"]["figures"]
+    assert figures["max_abs"] == pytest.approx(1e-3, rel=0.05)
+    assert figures["mismatched"] > 0 and len(figures["worst_index"]) == 1
+
+
+def test_segfault_ends_the_run_crashed_with_the_signal(stream):
+    events = stream[1]["crash_segfault"]
+    end = finished(events)
+    assert end["verdict"] == "crashed"
+    assert "SIGSEGV" in end["message"]
+
+
+def test_sys_exit_is_caught_as_a_failed_rung(stream):
+    r = rungs(stream[1]["sys_exit"])
+    assert r["compile"]["status"] in ("ok", "failed")
+    assert any("sys.exit(3)" in v["message"] for v in r.values())
+
+
+def test_a_python_error_in_custom_kernel_names_the_users_line(stream):
+    run = rungs(stream[1]["raises"])["run"]
+    assert run["status"] == "failed" and run["error"]["type"] == "KeyError"
+    assert run["error"]["location"]["file"].endswith("raises.py")
+
+
+def test_an_input_generator_that_raises_fails_only_its_shape(stream):
+    r = rungs(stream[1]["badgen_triton"])
+    assert r["correctness[size=16]"]["status"] == "ok"
+    bad = r["correctness[size=-1]"]
+    assert bad["status"] == "failed" and "generate_input" in bad["message"]
+
+
+def test_a_file_without_any_gpu_kernel_fails_pre_checks(stream):
+    pre = rungs(stream[1]["no_kernel"])["pre-checks"]
+    assert pre["status"] == "failed" and "no Triton" in pre["message"]
+
+
+def test_nothing_was_lost_every_run_is_in_the_history(stream):
+    _, kernels, root = stream
+    proc = ktui("history", "--json", "kernels/wrong_values.py", cwd=root)
+    assert proc.returncode == 0
+    records = parse_events(proc.stdout)
+    assert records and records[0]["verdict"] == "failed"
+    assert any(r["rung"].startswith("correctness[") for r in records[0]["rungs"])
