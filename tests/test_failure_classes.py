@@ -25,6 +25,7 @@ BROKEN = [
     "raises",
     "badgen_triton",
     "no_kernel",
+    "oob_write",
 ]
 
 
@@ -114,6 +115,11 @@ def test_segfault_ends_the_run_crashed_with_the_signal(stream):
     end = finished(events)
     assert end["verdict"] == "crashed"
     assert "SIGSEGV" in end["message"]
+
+
+def test_an_out_of_bounds_write_ends_in_a_verdict_not_a_dead_caller(stream):
+    end = finished(stream[1]["oob_write"])
+    assert end["verdict"] in ("crashed", "failed")
 
 
 def test_sys_exit_is_caught_as_a_failed_rung(stream):
