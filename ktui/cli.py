@@ -43,6 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--timeout", action="append", metavar="RUNG=SECONDS",
                      help="per-rung time limit, e.g. --timeout correctness=30 (repeatable)")
     run.add_argument("--cold", action="store_true", help="a fresh worker process for every kernel")
+    run.add_argument("--strict", action="store_true",
+                     help="the final word: a fresh process per run, more seeds per shape, every timed output re-checked")
     run.add_argument("-v", "--verbose", action="store_true", help="also print what the kernel printed")
 
     watch = sub.add_parser("watch", help="watch a workspace and re-run the loop on every save (the dashboard)")
@@ -90,7 +92,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     except (ProblemError, argparse.ArgumentTypeError) as exc:
         print(f"ktui: {exc}", file=sys.stderr)
         return EXIT_CANNOT_RUN
-    options = Options(arch=args.arch, force_cpu=args.cpu, benchmark=not args.no_bench, seed=args.seed, timeouts=timeouts)
+    options = Options(arch=args.arch, force_cpu=args.cpu, benchmark=not args.no_bench, seed=args.seed,
+                      timeouts=timeouts, strict=args.strict)
     printer = JsonPrinter() if args.json else LinePrinter(verbose=args.verbose)
     verdicts = []
     runner = LocalRunner(WorkerConfig(arch=args.arch, force_cpu=args.cpu), fresh_each_run=args.cold)

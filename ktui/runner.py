@@ -222,6 +222,9 @@ class LocalRunner:
 
     def run(self, job: Job) -> Iterator[Event]:
         self._cancelled.clear()
+        fresh = self.fresh_each_run or job.options.strict
+        if fresh:  # strict: nothing a previous version left in the process survives
+            self._discard_worker()
         worker = self._ensure_worker()
         info = worker.info
         yield RunStarted(
@@ -241,7 +244,7 @@ class LocalRunner:
         started = time.monotonic()
         worker.send(job)
         yield from self._follow(worker, job, started)
-        if self.fresh_each_run:
+        if fresh:
             self._discard_worker()
 
     def _follow(self, worker: WorkerProcess, job: Job, started: float) -> Iterator[Event]:

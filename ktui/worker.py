@@ -52,10 +52,13 @@ def main(argv: list[str] | None = None) -> int:
     cutedsl.configure_env(tier.arch)
     import triton  # noqa: F401
 
+    from ktui.loop import ladder  # noqa: F401 - every rung module, before the snapshot below
+    from ktui.loop.integrity import HarnessGuard
     from ktui.loop.job import Job
 
     if tier.is_gpu:
         torch.cuda.init()
+    guard = HarnessGuard.snapshot()  # before any user code runs in this process
     send({"type": "ready", "tier": tier.name, "device": tier.device, "arch": tier.arch, "pid": os.getpid()})
 
     for line in sys.stdin:
@@ -63,14 +66,14 @@ def main(argv: list[str] | None = None) -> int:
         if not line:
             continue
         job = Job.from_json(json.loads(line))
-        healthy = run_job(job, tier, lambda event: send(event.to_json()))
+        healthy = run_job(job, tier, lambda event: send(event.to_json()), guard)
         send({"type": "job_done", "run_id": job.run_id, "healthy": healthy})
         if not healthy:
             return 0
     return 0
 
 
-def run_job(job, tier, emit) -> bool:
+def run_job(job, tier, emit, guard=None) -> bool:
     """Climb the ladder for one job; return whether this process may take another one."""
     from ktui.loop.context import RunContext
     from ktui.loop.events import RunFinished
@@ -78,7 +81,7 @@ def run_job(job, tier, emit) -> bool:
     from ktui.loop.modules import workspace_imports
 
     started = time.perf_counter()
-    ctx = RunContext(job=job, tier=tier, emit=emit)
+    ctx = RunContext(job=job, tier=tier, emit=emit, guard=guard)
     with workspace_imports(job.root, str(Path(job.kernel_path).parent)):
         results = Ladder(ctx).climb()
     final = verdict(results)

@@ -15,9 +15,9 @@ REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures"
 
 
-def make_workspace(root: Path, kernels: list[str] = (), fixtures: list[str] = ()) -> Path:
+def make_workspace(root: Path, kernels: list[str] = (), fixtures: list[str] = (), hacks: list[str] = ()) -> Path:
     """A workspace at ``root`` with the shipped references + fixture references, and the
-    named shipped kernels (``kernels/<name>.py``) and fixture kernels."""
+    named shipped kernels (``kernels/<name>.py``), fixture kernels and reward-hacking kernels."""
     (root / "kernels").mkdir(parents=True, exist_ok=True)
     (root / "references").mkdir(exist_ok=True)
     for ref in [*(REPO / "references").glob("*.py"), *(FIXTURES / "references").glob("*.py")]:
@@ -26,6 +26,8 @@ def make_workspace(root: Path, kernels: list[str] = (), fixtures: list[str] = ()
         shutil.copy(REPO / "kernels" / f"{name}.py", root / "kernels" / f"{name}.py")
     for name in fixtures:
         shutil.copy(FIXTURES / "kernels" / f"{name}.py", root / "kernels" / f"{name}.py")
+    for name in hacks:
+        shutil.copy(FIXTURES / "hacks" / f"{name}.py", root / "kernels" / f"hack_{name}.py")
     return root
 
 

@@ -25,6 +25,7 @@ BROKEN = [
     "raises",
     "badgen_triton",
     "no_kernel",
+    "oob_write",
 ]
 
 
@@ -91,13 +92,13 @@ def test_wrong_output_structure_fails_the_run_rung_with_a_specific_message(strea
     assert finished(events)["verdict"] == "failed"
 
 
-def test_unwritten_output_fails_through_poisoning_on_the_shapes_it_misses(stream):
+def test_unwritten_output_is_caught_by_poisoning_on_the_shapes_it_misses(stream):
     r = rungs(stream[1]["partial_write"])
     assert r["correctness[size=1000]"]["status"] == "ok"  # one block covers it
     tail = r["correctness[size=12345]"]
-    assert tail["status"] == "failed"
-    assert tail["figures"]["nonfinite"] == 12345 - 12 * 1024
-    assert "non-finite" in tail["message"]
+    assert tail["status"] == "suspicious"
+    assert tail["figures"]["unwritten"] == 12345 - 12 * 1024
+    assert "never written" in tail["message"]
 
 
 def test_wrong_values_fail_every_shape_with_figures(stream):
@@ -114,6 +115,11 @@ def test_segfault_ends_the_run_crashed_with_the_signal(stream):
     end = finished(events)
     assert end["verdict"] == "crashed"
     assert "SIGSEGV" in end["message"]
+
+
+def test_an_out_of_bounds_write_ends_in_a_verdict_not_a_dead_caller(stream):
+    end = finished(stream[1]["oob_write"])
+    assert end["verdict"] in ("crashed", "failed")
 
 
 def test_sys_exit_is_caught_as_a_failed_rung(stream):

@@ -48,6 +48,9 @@ def run(ctx: RunContext) -> Outcome:
                 raise
             trace_error = exc
     trace_s = time.perf_counter() - started
+    tampered = ctx.guard.verify() if ctx.guard is not None else []
+    if tampered:
+        raise RungFailure(f"custom_kernel patched the harness: {', '.join(tampered[:4])} (restored)", status="suspicious")
 
     compiled: list[CompiledFunction] = []
     for launch in recorder.distinct():

@@ -50,6 +50,8 @@ class RunContext:
     user_files: set[str] = field(default_factory=set)
     seeds: random.Random = field(default_factory=random.Random)
     seeds_used: list[int] = field(default_factory=list)
+    guard: Any = None  # integrity.HarnessGuard snapshotted before any user code ran
+    fingerprints: list[tuple] = field(default_factory=list)  # of every candidate output, in call order
 
     def __post_init__(self) -> None:
         if self.job.options.seed is not None:
@@ -76,6 +78,37 @@ class RunContext:
         with interpreter_environment():
             return self.kernel.custom_kernel(*inputs)
 
+    def candidate(self, *inputs: Any, count_launches: bool = True) -> Any:
+        """``custom_kernel`` under the integrity checks: the reference may not be called, the
+        harness must be left unpatched, and the module's own kernels must have launched."""
+        from ktui.loop import integrity
+        from ktui.loop.errors import RungFailure
+
+        counter = integrity.LaunchCounter(self.triton_kernels, self.has_cute and self.tier.is_gpu)
+        with integrity.reference_tripwire(self.reference), counter.counting():
+            try:
+                out = self.custom_kernel(*inputs)
+            except integrity.ReferenceCalled as exc:
+                raise RungFailure(str(exc), status="suspicious") from None
+        tampered = self.guard.verify() if self.guard is not None else []
+        if tampered:
+            raise RungFailure(f"custom_kernel patched the harness: {_names(tampered)} (restored)", status="suspicious")
+        if count_launches and counter.count == 0:
+            raise RungFailure(
+                "custom_kernel returned without launching any of its own Triton/CuTeDSL kernels: "
+                "the answer came from somewhere else (torch ops, a cache, the reference)",
+                status="suspicious",
+            )
+        self.fingerprints.append(integrity.fingerprint(out))
+        return out
+
+    def replayed(self, out: Any) -> bool:
+        """Is ``out`` identical to what an earlier call (on other inputs) returned?"""
+        from ktui.loop import integrity
+
+        current = integrity.fingerprint(out)
+        return current in self.fingerprints[:-1]
+
     def ref_kernel(self, *inputs: Any) -> Any:
         return self.reference.ref_kernel(*inputs)
 
@@ -98,6 +131,11 @@ class RunContext:
     @property
     def has_cute(self) -> bool:
         return bool(self.cute_functions)
+
+
+def _names(items: list[str], limit: int = 4) -> str:
+    more = f" and {len(items) - limit} more" if len(items) > limit else ""
+    return ", ".join(items[:limit]) + more
 
 
 class InputGenerationError(Exception):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from ktui.loop.context import Outcome, RunContext
-from ktui.loop.device import clone_tree, poisoned_allocations, synchronize
+from ktui.loop.device import clone_tree, poisoned_allocations, synchronize, unwritten
 from ktui.loop.errors import RungFailure
 from ktui.loop.outputs import flatten, pair_outputs
 from ktui.metrics import compare
@@ -19,18 +19,39 @@ from ktui.metrics import compare
 HEADLINE = ("max_abs", "max_rel", "mse", "rmse", "psnr", "cossim", "worst_index", "mismatched", "nonfinite")
 
 
+STRICT_SEEDS = 3  # fresh inputs per shape in --strict mode
+
+
 def run(ctx: RunContext, shape: dict) -> Outcome:
+    seeds = STRICT_SEEDS if ctx.job.options.strict else 1
+    outcome = Outcome()
+    for _ in range(seeds):
+        outcome = check_once(ctx, shape)
+    if seeds > 1:
+        outcome.figures["seeds"] = ctx.seeds_used[-seeds:]
+    return outcome
+
+
+def check_once(ctx: RunContext, shape: dict) -> Outcome:
     seed = ctx.next_seed()
     inputs = ctx.generate(shape, seed)
     pristine = clone_tree(inputs)
     with poisoned_allocations():
-        out = ctx.custom_kernel(*inputs)
+        out = ctx.candidate(*inputs)
         synchronize(ctx.tier)
     mutated = _mutated_inputs(inputs, pristine)
     ref = ctx.ref_kernel(*clone_tree(pristine))
     synchronize(ctx.tier)
     pairs = pair_outputs(out, ref, ctx.tier.torch_device)
 
+    never_written = [unwritten(o) for o, _ in pairs]
+    if any(never_written):
+        where = ", ".join(f"output {i}: {n}" for i, n in enumerate(never_written) if n)
+        raise RungFailure(
+            f"{sum(never_written)} output element(s) were never written — they still hold ktui's poison ({where})",
+            {"seed": seed, "unwritten": sum(never_written)},
+            status="suspicious",
+        )
     results = [compare(o, r, ctx.tolerances) for o, r in pairs]
     figures: dict = {"seed": seed}
     if len(results) == 1:
@@ -40,6 +61,12 @@ def run(ctx: RunContext, shape: dict) -> Outcome:
         worst = min(results, key=lambda r: _as_float(r.figures.get("psnr", float("inf"))))
         figures.update({k: worst.figures[k] for k in HEADLINE if k in worst.figures})
     failures = [f"output {i}: {r.reason}" if len(results) > 1 else r.reason for i, r in enumerate(results) if not r.passed]
+    if failures and ctx.replayed(out):
+        raise RungFailure(
+            "returned exactly what an earlier call on other inputs returned: a cached answer, not a computed one",
+            figures,
+            status="suspicious",
+        )
     if failures:
         raise RungFailure("; ".join(failures), figures)
     if mutated:

@@ -88,8 +88,18 @@ def synchronize(tier: Tier) -> None:
         torch.cuda.synchronize()
 
 
+# Quiet NaNs with a payload no arithmetic produces: an element still holding one was never
+# written by the kernel (a computed NaN has the canonical payload).
+POISON_BITS: dict[torch.dtype, tuple[torch.dtype, int]] = {
+    torch.float32: (torch.int32, 0x7FC0DEAD),
+    torch.float64: (torch.int64, 0x7FF8DEADDEADDEAD),
+    torch.float16: (torch.int16, 0x7E5A),
+    torch.bfloat16: (torch.int16, 0x7FDA),
+}
+
+
 def poison_value(dtype: torch.dtype) -> float | int | bool:
-    """What unwritten output memory holds: NaN for floats, an unlikely extreme for integers."""
+    """What unwritten output memory holds where no signature NaN exists for the dtype."""
     if dtype.is_floating_point or dtype.is_complex:
         return math.nan
     if dtype == torch.bool:
@@ -98,9 +108,22 @@ def poison_value(dtype: torch.dtype) -> float | int | bool:
 
 
 def fill_poison(t: torch.Tensor) -> torch.Tensor:
-    if t.numel():
+    if not t.numel():
+        return t
+    signature = POISON_BITS.get(t.dtype)
+    if signature is not None and t.is_contiguous():
+        t.view(signature[0]).fill_(signature[1])
+    else:
         t.fill_(poison_value(t.dtype))
     return t
+
+
+def unwritten(t: torch.Tensor) -> int:
+    """How many elements of ``t`` still hold the signature poison (never written)."""
+    signature = POISON_BITS.get(t.dtype)
+    if signature is None or not t.is_contiguous() or not t.numel():
+        return 0
+    return int((t.view(signature[0]) == signature[1]).sum())
 
 
 @contextlib.contextmanager

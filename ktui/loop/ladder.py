@@ -1,6 +1,6 @@
 """The ladder: which rungs run, in which order, and when one is skipped.
 
-    pre-checks → compile → dumps → run → correctness[shape]… → benchmark[shape]…
+    pre-checks → compile → dumps → run → correctness[shape]… → integrity → benchmark[shape]…
 
 Each rung runs, catches its own failure and records ok / failed / skipped / suspicious with its
 figures; the ladder goes on where that still makes sense: a failed compile skips everything that
@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from ktui.loop import bench, compile, correctness, dumps, precheck, run
+from ktui.loop import bench, compile, correctness, dumps, integrity, precheck, run
 from ktui.loop.context import InputGenerationError, Outcome, RunContext, shape_label
 from ktui.loop.errors import RungFailure, RungSkipped, error_info
 from ktui.loop.events import (
@@ -79,7 +79,7 @@ class Ladder:
         ctx = self.ctx
         pre = self.step("pre-checks", precheck.run)
         if not pre.ok:
-            for name in ("compile", "dumps", "run", "correctness", "benchmark"):
+            for name in ("compile", "dumps", "run", "correctness", "integrity", "benchmark"):
                 self.skip(name, "pre-checks failed")
             return self.results
         tests = [f"correctness[{shape_label(s)}]" for s in ctx.tests]
@@ -91,19 +91,23 @@ class Ladder:
         else:
             self.skip("dumps", "nothing was compiled")
         if not built.ok:
-            self._skip_all(["run", *tests, *benches], "compile failed")
+            self._skip_all(["run", *tests, "integrity", *benches], "compile failed")
             return self.results
 
         if ctx.has_cute and not ctx.tier.is_gpu:
-            self._skip_all(["run", *tests], CUTE_NEEDS_GPU)
+            self._skip_all(["run", *tests, "integrity"], CUTE_NEEDS_GPU)
             self._skip_all(benches, "no GPU: timing needs CUDA (CPU tier)")
             return self.results
 
         smoke = self.step("run", run.run)
         if not smoke.ok:
-            self._skip_all([*tests, *benches], "run failed")
+            self._skip_all([*tests, "integrity", *benches], "run failed")
             return self.results
         checks = [self.step(name, correctness.run, shape) for name, shape in zip(tests, ctx.tests)]
+        if all(c.ok for c in checks):
+            checks.append(self.step("integrity", integrity.run))
+        else:
+            self.skip("integrity", "not correct on every test shape")
 
         if not ctx.job.options.benchmark:
             self._skip_all(benches, "benchmarks disabled (--no-bench)")

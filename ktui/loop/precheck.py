@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ktui.loop import cutedsl
+from ktui.loop import cutedsl, integrity
 from ktui.loop.context import Outcome, RunContext
 from ktui.loop.errors import RungFailure
 from ktui.loop.modules import load_module
@@ -27,6 +27,19 @@ def run(ctx: RunContext) -> Outcome:
     ctx.user_files = {job.kernel_path, job.reference_path}
 
     ctx.kernel = load_module(f"ktui_user_{tag}", job.kernel_path, job.source, interpret=not ctx.tier.is_gpu)
+    tampered = ctx.guard.verify() if ctx.guard is not None else []
+    if tampered:
+        raise RungFailure(
+            f"importing {Path(job.kernel_path).name} patched the harness: {', '.join(tampered[:4])} (restored)",
+            status="suspicious",
+        )
+    copied = integrity.reference_imports(job.source, job.reference_path)
+    if copied:
+        raise RungFailure(
+            f"{Path(job.kernel_path).name} imports its own reference ({'; '.join(copied)}): "
+            "a kernel must compute its answer, not borrow the trusted one",
+            status="suspicious",
+        )
     if not callable(getattr(ctx.kernel, "custom_kernel", None)):
         raise RungFailure(f"{Path(job.kernel_path).name} defines no function custom_kernel(*inputs)")
 

@@ -21,7 +21,7 @@ def run(ctx: RunContext) -> Outcome:
     inputs = ctx.generate(ctx.tests[0], seed)
     ref_inputs = clone_tree(inputs)
     started = time.perf_counter()
-    out = ctx.custom_kernel(*inputs)
+    out = ctx.candidate(*inputs)
     synchronize(ctx.tier)
     elapsed = time.perf_counter() - started
     ref = ctx.ref_kernel(*ref_inputs)

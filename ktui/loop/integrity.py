@@ -1,0 +1,246 @@
+"""Checks that keep the verdict honest when the kernel's author optimises against the harness.
+
+A coding agent rewarded for "passed, 3× faster" may find ways to look fast and right without
+being either. Each check here turns one such way into the verdict ``suspicious`` with a reason:
+
+- ``HarnessGuard``: the functions ktui measures and compares with (CUDA events and
+  synchronisation, timers, its own modules, the torch ops the metrics use) are snapshotted
+  before any user code runs and verified — and restored — after the kernel module is imported
+  and after every call of ``custom_kernel``, before anything is measured or compared.
+- ``LaunchCounter``: counts launches of the module's own Triton kernels and CuTeDSL functions
+  during one call; a call that launched none computed its answer some other way.
+- ``ReferenceTripwire``: the reference module's functions raise an alarm if the candidate calls
+  them; ``reference_imports`` finds a kernel file that imports its reference.
+- ``replay_probe`` (the ``integrity`` rung): new data written into the *same* buffers must
+  give the new answer, which a result cached by pointer, shape or call count does not.
+
+What this cannot stop, said plainly in the README: code running in the same process can defeat
+any in-process check (ctypes writes, patching C-level state); strict mode's fresh process per
+run limits what survives between versions but is not a sandbox.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Iterator
+
+import torch
+
+# (owner, attribute) pairs the timer and the metrics rely on.
+def _guarded_targets() -> list[tuple[Any, str, str]]:
+    targets: list[tuple[Any, str, str]] = []
+
+    def add(owner: Any, names: tuple[str, ...], label: str) -> None:
+        for name in names:
+            if hasattr(owner, name):
+                targets.append((owner, name, f"{label}.{name}"))
+
+    add(time, ("perf_counter", "perf_counter_ns", "time", "monotonic"), "time")
+    add(torch, ("isfinite", "isnan", "where", "argmax", "equal", "allclose", "zeros_like", "full_like",
+                "ones_like", "randn", "randint", "rand"), "torch")
+    add(torch.Tensor, ("to", "double", "float", "abs", "max", "min", "sum", "mean", "norm", "reshape", "clone",
+                       "detach", "copy_", "fill_", "zero_", "__sub__", "__mul__", "__matmul__", "__eq__", "__add__",
+                       "__truediv__", "item", "numel", "data_ptr"), "torch.Tensor")
+    cuda = torch.cuda
+    add(cuda, ("synchronize", "Event", "current_stream", "Stream", "graph", "CUDAGraph"), "torch.cuda")
+    add(cuda.Event, ("record", "elapsed_time", "synchronize", "query", "wait"), "torch.cuda.Event")
+    add(cuda.Stream, ("synchronize", "wait_event", "wait_stream", "record_event"), "torch.cuda.Stream")
+    return targets
+
+
+@dataclass
+class HarnessGuard:
+    """Snapshot of the harness's functions; ``verify`` names what changed and puts it back."""
+
+    entries: list[tuple[Any, str, str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def snapshot(cls) -> HarnessGuard:
+        guard = cls()
+        for owner, name, label in _guarded_targets():
+            guard.entries.append((owner, name, label, owner.__dict__.get(name, getattr(owner, name))))
+        for module_name, module in sorted(sys.modules.items()):
+            if module_name == "ktui" or module_name.startswith("ktui."):
+                for attr, value in list(vars(module).items()):
+                    if callable(value) and not attr.startswith("__"):
+                        guard.entries.append((module, attr, f"{module_name}.{attr}", value))
+        return guard
+
+    def verify(self) -> list[str]:
+        """Names of patched functions (restored to their originals before returning)."""
+        changed = []
+        for owner, name, label, original in self.entries:
+            current = owner.__dict__.get(name, _MISSING) if isinstance(owner, (type, ModuleType)) else getattr(owner, name)
+            if current is _MISSING:
+                current = getattr(owner, name, _MISSING)
+            if current is not original:
+                changed.append(label)
+                with contextlib.suppress(AttributeError, TypeError):
+                    setattr(owner, name, original)
+        return changed
+
+
+_MISSING = object()
+
+
+class LaunchCounter:
+    """Counts launches of a module's Triton kernels and CuTeDSL functions during a block."""
+
+    def __init__(self, triton_kernels: dict[str, Any], has_cute: bool):
+        self.triton_kernels = triton_kernels
+        self.has_cute = has_cute
+        self.count = 0
+
+    @contextlib.contextmanager
+    def counting(self) -> Iterator[LaunchCounter]:
+        from ktui.loop.triton_kernels import LaunchRecorder
+
+        recorder = LaunchRecorder(self.triton_kernels)
+        cute = _count_cute_launches() if self.has_cute else contextlib.nullcontext([0])
+        with recorder.recording(), cute as cute_count:
+            yield self
+        self.count = recorder.count() + cute_count[0]
+
+
+@contextlib.contextmanager
+def _count_cute_launches() -> Iterator[list[int]]:
+    """Every CuTeDSL host-function execution goes through ``JitExecutor.run_compiled_program``."""
+    from cutlass.base_dsl.jit_executor import JitExecutor
+
+    counter = [0]
+    original = JitExecutor.__dict__["run_compiled_program"]
+
+    def counted(self, *args, **kwargs):
+        counter[0] += 1
+        return original(self, *args, **kwargs)
+
+    JitExecutor.run_compiled_program = counted
+    try:
+        yield counter
+    finally:
+        JitExecutor.run_compiled_program = original
+
+
+class ReferenceCalled(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def reference_tripwire(reference: ModuleType) -> Iterator[list[str]]:
+    """While active, calling any function of the reference module is recorded (and raised)."""
+    calls: list[str] = []
+    saved = {}
+    for name, value in list(vars(reference).items()):
+        if callable(value) and getattr(value, "__module__", None) == reference.__name__:
+            saved[name] = value
+
+            def tripped(*args, _name=name, **kwargs):
+                calls.append(_name)
+                raise ReferenceCalled(f"custom_kernel called the reference's {_name}()")
+
+            setattr(reference, name, tripped)
+    try:
+        yield calls
+    finally:
+        for name, value in saved.items():
+            setattr(reference, name, value)
+
+
+def reference_imports(source: str, reference_path: str) -> list[str]:
+    """Lines of the kernel's source that import its reference module (a verdict copied, not computed)."""
+    stem = Path(reference_path).stem
+    hits = []
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return hits
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [f"{node.module}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name)):
+            fname = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
+            if fname in ("import_module", "spec_from_file_location", "run_path", "load_source"):
+                names = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        for name in names:
+            parts = name.replace("\\", "/").replace("/", ".").split(".")
+            if stem in parts or f"{stem}.py" in name:
+                hits.append(f"line {node.lineno}: imports {name}")
+    return hits
+
+
+def fingerprint(out: Any) -> tuple:
+    """A cheap identity of an output's values: shape, dtype and two weighted sums, per tensor."""
+    prints = []
+    for t in _tensors(out):
+        if not t.numel() or t.is_meta:
+            prints.append((tuple(t.shape), str(t.dtype)))
+            continue
+        flat = t.detach().reshape(-1).to(torch.float64)
+        weights = torch.arange(1, flat.numel() + 1, device=flat.device, dtype=torch.float64)
+        prints.append((tuple(t.shape), str(t.dtype), repr(float(flat.sum())), repr(float((flat * weights).sum()))))
+    return tuple(prints)
+
+
+def same_storage_replay(inputs: tuple, fresh: tuple) -> None:
+    """Write ``fresh``'s values into ``inputs``' tensors in place: same pointers, new data."""
+    for dst, src in zip(_tensors(inputs), _tensors(fresh)):
+        dst.copy_(src)
+
+
+def _tensors(obj: Any) -> list[torch.Tensor]:
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, (tuple, list)):
+        return [t for x in obj for t in _tensors(x)]
+    if isinstance(obj, dict):
+        return [t for x in obj.values() for t in _tensors(x)]
+    return []
+
+
+def run(ctx) -> "Outcome":
+    """The ``integrity`` rung: the replay probe.
+
+    Call the kernel on inputs A, then write fresh inputs B into A's very tensors (same
+    pointers, same shapes) and call it again. An honest kernel returns the answer for B; one
+    that cached its result by pointer, shape or call returns A's answer again.
+    """
+    from ktui.loop.context import Outcome
+    from ktui.loop.device import clone_tree, synchronize
+    from ktui.loop.errors import RungFailure
+    from ktui.loop.outputs import pair_outputs
+    from ktui.metrics import compare
+
+    shape = ctx.tests[min(1, len(ctx.tests) - 1)]
+    first_seed, second_seed = ctx.next_seed(), ctx.next_seed()
+    inputs = ctx.generate(shape, first_seed)
+    first = clone_tree(ctx.candidate(*inputs))
+    synchronize(ctx.tier)
+    fresh = ctx.generate(shape, second_seed)
+    same_storage_replay(inputs, fresh)
+    second = ctx.candidate(*inputs)
+    synchronize(ctx.tier)
+    ref = ctx.ref_kernel(*clone_tree(fresh))
+    pairs = pair_outputs(second, ref, ctx.tier.torch_device)
+    figures = {"shape": shape, "seeds": [first_seed, second_seed]}
+    for (out, expected), previous in zip(pairs, _tensors(first)):
+        verdict = compare(out, expected, ctx.tolerances)
+        if verdict.passed:
+            continue
+        if out.shape == previous.shape and torch.equal(out, previous):
+            raise RungFailure(
+                "new data in the same buffers gave the previous call's result: the kernel returns a cached "
+                "answer (keyed on pointers, shapes or calls) instead of computing",
+                figures,
+                status="suspicious",
+            )
+        raise RungFailure(f"wrong when called again on new data in the same buffers: {verdict.reason}", figures)
+    return Outcome(figures=figures, message="fresh data in reused buffers gave the fresh answer")
