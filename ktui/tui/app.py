@@ -43,6 +43,7 @@ WIDE = 120  # columns from which the panes sit side by side
 PANES = ((1, "compile"), (2, "rungs"), (3, "history"), (4, "sass"), (5, "ncu"))
 DIFF_BASES = ("previous", "best", "pinned")
 AGE_REFRESH_S = 5.0
+PANE_REFRESH_S = 0.05
 
 
 class LoopItem(Message):
@@ -96,19 +97,20 @@ class KtuiApp(App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "ktui"
     BINDINGS = [
-        Binding("r", "rerun", "rerun"),
-        Binding("R", "rerun_all", "all"),
-        Binding("p", "profile", "ncu"),
-        Binding("b", "pin", "pin"),
-        Binding("d", "cycle_base", "base"),
-        Binding("f", "toggle_follow", "follow"),
-        Binding("j", "move(1)", "down", show=False),
-        Binding("k", "move(-1)", "up", show=False),
-        Binding("1", "pane(1)", "panes", key_display="1-5"),
+        Binding("r", "rerun", "rerun", tooltip="re-run the selected kernel (cancels its run in flight)"),
+        Binding("R", "rerun_all", "all", tooltip="re-run every kernel, one after another"),
+        Binding("p", "profile", "ncu", tooltip="profile the selected kernel with Nsight Compute (GPU)"),
+        Binding("b", "pin", "pin", tooltip="pin the selected version as the SASS diff baseline"),
+        Binding("d", "cycle_base", "base", tooltip="SASS diff base: previous passing / best / pinned"),
+        Binding("f", "toggle_follow", "follow", tooltip="follow mode: select the kernel saved last"),
+        Binding("j", "move(1)", "down", show=False, tooltip="next kernel (or the down arrow)"),
+        Binding("k", "move(-1)", "up", show=False, tooltip="previous kernel (or the up arrow)"),
+        Binding("1", "pane(1)", "panes", key_display="1-5",
+                tooltip="jump to a pane: 1 compile, 2 rungs, 3 history, 4 sass, 5 ncu"),
         *(Binding(str(n), f"pane({n})", name, show=False) for n, name in PANES[1:]),
-        Binding("escape", "focus_list", "list", show=False),
-        Binding("question_mark", "help", "help", key_display="?"),
-        Binding("q", "quit", "quit"),
+        Binding("escape", "focus_list", "list", show=False, tooltip="back to the kernel list"),
+        Binding("question_mark", "help", "help", key_display="?", tooltip="this help"),
+        Binding("q", "quit", "quit", tooltip="quit (cancels the run in flight)"),
     ]
 
     follow: reactive[bool] = reactive(True)
@@ -135,6 +137,8 @@ class KtuiApp(App[int]):
         self.state = DashboardState(root=workspace.root)
         self.selected: str | None = None
         self._wide: bool | None = None
+        self._pane_timer = None
+        self._pending_history = False
 
     # -- building ------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -196,9 +200,21 @@ class KtuiApp(App[int]):
             if view is not None:
                 klist.update_view(view, now)
         if self.selected in changed:
-            self._fill_panes(history=isinstance(item, RunFinished))
+            self._panes_later(history=isinstance(item, RunFinished))
         if changed:
             self._fill_status()
+
+    def _panes_later(self, history: bool = False) -> None:
+        """Redraw the selected kernel's panes once per burst of events, not once per event:
+        a run emits dozens within milliseconds, and the list row (drawn at once) is what must
+        change first."""
+        self._pending_history = self._pending_history or history
+        if self._pane_timer is None:
+            self._pane_timer = self.set_timer(PANE_REFRESH_S, self._flush_panes)
+
+    def _flush_panes(self) -> None:
+        history, self._pending_history, self._pane_timer = self._pending_history, False, None
+        self._fill_panes(history=history)
 
     def _saved(self, item: Saved) -> None:
         """New kernel files join the list, removed ones leave it; follow mode jumps to the save."""
@@ -360,11 +376,8 @@ class KtuiApp(App[int]):
         """The live key map, for the help screen."""
         rows = []
         for binding in self.BINDINGS:
-            if isinstance(binding, Binding) and binding.key not in ("2", "3", "4", "5"):
-                key = binding.key_display or binding.key
-                label = {"j": "move down", "k": "move up", "1": "jump to pane 1–5 (compile, rungs, history, sass, ncu)",
-                         "escape": "back to the kernel list", "R": "re-run all kernels"}.get(binding.key, binding.description)
-                rows.append((key, label))
+            if isinstance(binding, Binding) and binding.tooltip:
+                rows.append((binding.key_display or binding.key, binding.tooltip))
         rows.append(("enter", "rungs pane: show/hide the traceback of the selected rung"))
         rows.append(("ctrl+p", "command palette"))
         return rows

@@ -37,4 +37,4 @@ class HelpScreen(ModalScreen[None]):
             yield Static(Text("ktui watch — keys", style="bold"))
             yield Static(table)
             yield Static(legend)
-            yield Static(Text("\nescape / ? closes this", style="dim"))
+            yield Static(Text("escape or ? closes this", style="dim"))
