@@ -35,6 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run the loop once on kernel files or folders")
     run.add_argument("paths", nargs="+", type=Path)
+    run.add_argument("--reference", type=Path, default=None, metavar="PROBLEM.py",
+                     help="judge every kernel named against this reference (a KernelBench problem file, "
+                          "a GPU MODE reference.py or a ktui reference)")
     run.add_argument("--json", action="store_true", help="print the loop's events as JSON lines")
     run.add_argument("--arch", default=None, help="target architecture without a local GPU (default sm_90a)")
     run.add_argument("--cpu", action="store_true", help="use the CPU tier even where a GPU exists")
@@ -71,7 +74,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ktui.session import Session
 
     try:
-        kernels = discover(args.paths)
+        kernels = discover(args.paths, reference=args.reference)
         timeouts = _timeouts(args.timeout)
     except (ProblemError, argparse.ArgumentTypeError) as exc:
         print(f"ktui: {exc}", file=sys.stderr)
