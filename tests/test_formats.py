@@ -115,6 +115,13 @@ def test_a_wrong_kernelbench_candidate_fails(formats_run):
     assert all(v["status"] == "failed" for k, v in rungs(events).items() if k.startswith("correctness["))
 
 
+def test_a_kernelbench_candidate_without_modelnew_is_told_what_is_missing(formats_run):
+    events = formats_run[2]["scale_shift_relu_nomodel"]
+    pre = rungs(events)["pre-checks"]
+    assert pre["status"] == "failed"
+    assert pre["message"] == "scale_shift_relu_nomodel.py defines no class ModelNew(nn.Module)"
+
+
 def test_the_run_exit_code_reports_the_worst_verdict(formats_run):
     assert formats_run[1].returncode == 3  # suspicious beats failed: submission_mutates changed its input
 
