@@ -35,6 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run the loop once on kernel files or folders")
     run.add_argument("paths", nargs="+", type=Path)
+    run.add_argument("--reference", type=Path, default=None, metavar="PROBLEM.py",
+                     help="judge every kernel named against this reference (a KernelBench problem file, "
+                          "a GPU MODE reference.py or a ktui reference)")
     run.add_argument("--json", action="store_true", help="print the loop's events as JSON lines")
     run.add_argument("--arch", default=None, help="target architecture without a local GPU (default sm_90a)")
     run.add_argument("--cpu", action="store_true", help="use the CPU tier even where a GPU exists")
@@ -63,6 +66,23 @@ def build_parser() -> argparse.ArgumentParser:
                        help="do not run kernels at start whose stored results are stale; mark them stale")
     watch.add_argument("-v", "--verbose", action="store_true", help="headless: also print what kernels printed")
 
+    init = sub.add_parser("init", help="create a workspace: kernels/, references/, context/, AGENTS.md")
+    init.add_argument("dir", nargs="?", type=Path, default=Path("."))
+    init.add_argument("--force", action="store_true", help="overwrite files that already exist")
+
+    ctx = sub.add_parser("context", help="material for agents in context/: add sources, search them")
+    ctx_sub = ctx.add_subparsers(dest="context_command", required=True)
+    add = ctx_sub.add_parser("add", help="add a source: triton, cutedsl (offline); cutlass, triton-tutorials, ptx (network)")
+    add.add_argument("source")
+    add.add_argument("--url", default=None, help="fetch from here instead (a git URL, or the PTX page's URL / file)")
+    add.add_argument("--timeout", type=float, default=None, help="seconds before a network fetch gives up")
+    add.add_argument("--dir", type=Path, default=None, help="the context folder (default: <workspace>/context)")
+    search = ctx_sub.add_parser("search", help="ranked full-text search: prints path:line and a snippet")
+    search.add_argument("query", nargs="+")
+    search.add_argument("--json", action="store_true", help="one JSON object per match")
+    search.add_argument("--limit", type=int, default=20)
+    search.add_argument("--dir", type=Path, default=None, help="the context folder (default: <workspace>/context)")
+
     hist = sub.add_parser("history", help="list the stored versions of a kernel")
     hist.add_argument("path", type=Path)
     hist.add_argument("--json", action="store_true")
@@ -73,7 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    handler = {"run": cmd_run, "history": cmd_history, "watch": cmd_watch}[args.command]
+    handler = {"run": cmd_run, "history": cmd_history, "init": cmd_init, "context": cmd_context,
+               "watch": cmd_watch}[args.command]
     try:
         return handler(args)
     except KeyboardInterrupt:
@@ -87,7 +108,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ktui.session import Session
 
     try:
-        kernels = discover(args.paths)
+        kernels = discover(args.paths, reference=args.reference)
         timeouts = _timeouts(args.timeout)
     except (ProblemError, argparse.ArgumentTypeError) as exc:
         print(f"ktui: {exc}", file=sys.stderr)
@@ -183,6 +204,69 @@ def cmd_watch(args: argparse.Namespace) -> int:
     from ktui.tui.app import run_dashboard
 
     return run_dashboard(workspace, options, settings)
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from ktui.scaffold import init_workspace
+
+    try:
+        result = init_workspace(args.dir, force=args.force)
+    except OSError as exc:
+        print(f"ktui: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    if result.conflicts:
+        print(f"ktui: {result.root} already has {', '.join(result.conflicts)}; nothing was written "
+              "(--force overwrites them)", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    for rel in result.written:
+        print(f"  wrote {rel}")
+    print(f"  .gitignore: {result.gitignore}")
+    where = os.path.relpath(result.root)
+    print(f"workspace ready in {where}. Next: cd {where} && ktui run kernels/   (agents: read AGENTS.md)")
+    return EXIT_OK
+
+
+def context_dir(given: Path | None) -> Path:
+    """``--dir``, else ``context/`` of the workspace around the current folder (or of the current folder)."""
+    from ktui.problem import find_root
+
+    if given is not None:
+        return given
+    cwd = Path.cwd()
+    return find_root(cwd, fallback=cwd) / "context"
+
+
+def cmd_context(args: argparse.Namespace) -> int:
+    folder = context_dir(args.dir)
+    if args.context_command == "add":
+        from ktui.context_sources import ContextError, add_source
+
+        try:
+            added = add_source(args.source, folder, url=args.url, timeout=args.timeout)
+        except ContextError as exc:
+            print(f"ktui: {exc}", file=sys.stderr)
+            return EXIT_CANNOT_RUN
+        print(f"{os.path.relpath(added.folder)}: {added.files} files, {added.bytes / 2**20:.1f} MiB · {added.version}")
+        for note in added.notes:
+            print(f"  {note}")
+        return EXIT_OK
+
+    from ktui.context_index import search
+
+    if not folder.is_dir():
+        print(f"ktui: {folder} does not exist: fill it with `ktui context add triton` (or cutedsl, cutlass, "
+              "triton-tutorials, ptx)", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    hits, _ = search(folder, " ".join(args.query), limit=args.limit)
+    for hit in hits:
+        if args.json:
+            record = hit.to_json()
+            record["file"] = str(folder / hit.path)
+            print(json.dumps(record))
+        else:
+            print(f"{os.path.relpath(folder / hit.path)}:{hit.line}: {hit.snippet}")
+    if not hits and not args.json:
+        print(f"no match for {' '.join(args.query)!r} in {os.path.relpath(folder)}", file=sys.stderr)
+    return EXIT_OK if hits else EXIT_FAILED
 
 
 def cmd_history(args: argparse.Namespace) -> int:

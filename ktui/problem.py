@@ -5,6 +5,12 @@ candidate that names its reference with ``REFERENCE = "<op>"``, or else by its f
 first ``_`` (``softmax_triton.py`` → ``softmax``). The root is the nearest folder above a path that
 holds ``references/`` (or, failing that, ``kernels/``). This module runs in the process that shows
 results, so it reads files as text and parses them with ``ast`` — user code never runs here.
+
+Problems in other formats are found here too (``ktui.formats.detect`` reads their files): a GPU
+MODE problem folder (``reference.py`` + ``task.yml``) is its own root and its kernels are
+``submission*.py`` and ``solutions/**``; a KernelBench problem is named by ``REFERENCE = "<path>"``
+or ``--reference`` and recognised by its ``class Model`` + ``get_inputs``. ``discover`` is what
+``ktui run`` and ``ktui watch`` both call.
 """
 
 from __future__ import annotations
@@ -12,8 +18,11 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from ktui.formats import detect
 
 STATE_DIR = ".ktui"
 SKIP_PARTS = {STATE_DIR, "__pycache__", ".git"}
@@ -34,24 +43,39 @@ class Kernel:
     root: Path
     reference: Path | None  # None when it cannot be resolved; ``reference_error`` says why
     reference_error: str = ""
+    format: str = detect.NATIVE  # "native" | "gpumode" | "kernelbench"
+    problem: dict[str, Any] = field(default_factory=dict, compare=False)  # carried to the worker in the Job
+    dependencies: tuple[Path, ...] = ()  # other files whose edit changes the verdict (task.yml, files:)
 
     @property
     def id(self) -> str:
-        """Stable name used for state paths: relative to kernels/ (or the root), no suffix."""
+        """Stable name used for state paths: relative to kernels/ (or the root), no suffix.
+
+        A GPU MODE problem folder is its own root, so its kernels are prefixed with the folder's
+        name (``vectoradd/submission``) to stay apart from other problems' ``submission``.
+        """
         kernels_dir = self.root / "kernels"
         try:
             rel = self.path.relative_to(kernels_dir)
         except ValueError:
             rel = self.path.relative_to(self.root) if self.path.is_relative_to(self.root) else Path(self.path.name)
+        if self.format == detect.GPUMODE and self.problem.get("problem_dir") == str(self.root):
+            rel = Path(self.root.name) / rel
         return rel.with_suffix("").as_posix()
+
+    @property
+    def files(self) -> tuple[Path, ...]:
+        """Every file whose edit should re-run this kernel: itself, its reference, its dependencies."""
+        return (self.path, *([self.reference] if self.reference else []), *self.dependencies)
 
     @property
     def name(self) -> str:
         return self.path.stem
 
 
-def find_root(path: Path) -> Path:
-    """The workspace root for ``path``: nearest ancestor with references/, else with kernels/."""
+def find_root(path: Path, fallback: Path | None = None) -> Path:
+    """The workspace root for ``path``: nearest ancestor with references/, else with kernels/,
+    else ``fallback`` (a pair named with ``--reference`` needs no workspace)."""
     path = path.resolve()
     start = path if path.is_dir() else path.parent
     candidates = [start, *start.parents]
@@ -59,6 +83,8 @@ def find_root(path: Path) -> Path:
         for folder in candidates:
             if (folder / marker).is_dir():
                 return folder
+    if fallback is not None:
+        return fallback.resolve()
     raise ProblemError(f"{path}: no workspace found (no references/ or kernels/ folder here or above it)")
 
 
@@ -104,14 +130,50 @@ def resolve_reference(path: Path, root: Path, source: str | None = None) -> tupl
     return None, f"no reference for {path.name}: {how} names {candidates[-1].relative_to(root)}, which does not exist"
 
 
-def kernel_at(path: Path, root: Path | None = None) -> Kernel:
+def kernel_at(path: Path, root: Path | None = None, reference: Path | None = None) -> Kernel:
+    """The kernel at ``path``, its reference and its format.
+
+    ``reference`` (``ktui run --reference``) overrides everything; then a ``REFERENCE = ...`` in the
+    file; then the GPU MODE problem folder the file lies in; then the file-name rule.
+    """
     path = path.resolve()
-    root = root or find_root(path)
     try:
-        reference, why = resolve_reference(path, root)
+        source = path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         raise ProblemError(f"{path}: cannot read: {exc.strerror}") from exc
-    return Kernel(path=path, root=root, reference=reference, reference_error=why)
+    if reference is not None:
+        ref = reference.resolve()
+        if not ref.is_file():
+            raise ProblemError(f"{reference}: no such reference file")
+        return _judged_by(path, root or find_root(path, fallback=path.parent), ref)
+    problem_dir = detect.gpumode_problem_dir(path)
+    if problem_dir is not None and declared_reference(source) is None:
+        return _gpumode_kernel(path, root or problem_dir, problem_dir)
+    root = root or find_root(path)
+    ref, why = resolve_reference(path, root, source)
+    if ref is None:
+        return Kernel(path=path, root=root, reference=None, reference_error=why)
+    return _judged_by(path, root, ref)
+
+
+def _judged_by(path: Path, root: Path, reference: Path) -> Kernel:
+    fmt = detect.reference_format(reference)
+    if fmt == detect.GPUMODE:
+        return _gpumode_kernel(path, root, reference.parent)
+    return Kernel(path=path, root=root, reference=reference, format=fmt)
+
+
+def _gpumode_kernel(path: Path, root: Path, problem_dir: Path) -> Kernel:
+    reference = problem_dir / detect.GPUMODE_REFERENCE
+    if path == reference:
+        raise ProblemError(f"{path}: this is the GPU MODE problem's reference, not a kernel (its kernels are submission*.py)")
+    try:
+        task = detect.read_task(problem_dir)
+    except detect.FormatError as exc:
+        return Kernel(path=path, root=root, reference=None, reference_error=str(exc), format=detect.GPUMODE,
+                      dependencies=(problem_dir / detect.GPUMODE_TASK,))
+    return Kernel(path=path, root=root, reference=reference, format=detect.GPUMODE, problem=task.to_job(),
+                  dependencies=task.dependencies)
 
 
 def is_candidate_file(path: Path) -> bool:
@@ -124,8 +186,14 @@ def is_candidate_file(path: Path) -> bool:
     )
 
 
-def discover(paths: list[Path], root: Path | None = None) -> list[Kernel]:
-    """Expand files and folders into kernels. A folder that is a workspace root means its kernels/."""
+def discover(paths: list[Path], root: Path | None = None, reference: Path | None = None) -> list[Kernel]:
+    """Expand files and folders into kernels, in any format.
+
+    A folder that is a workspace root means its kernels/; a GPU MODE problem folder means its
+    ``submission*.py`` and ``solutions/**``. In a folder with no workspace above it (a collection of
+    GPU MODE problems), the files outside problem folders are their shared modules, not kernels.
+    ``reference`` judges every kernel found against that one reference.
+    """
     kernels: list[Kernel] = []
     for raw in paths:
         path = raw.resolve()
@@ -134,14 +202,9 @@ def discover(paths: list[Path], root: Path | None = None) -> list[Kernel]:
         if path.is_file():
             if path.suffix != ".py":
                 raise ProblemError(f"{raw}: not a Python file")
-            kernels.append(kernel_at(path, root))
+            kernels.append(kernel_at(path, root, reference))
             continue
-        folder = path / "kernels" if (path / "kernels").is_dir() and (path / "references").is_dir() else path
-        files = sorted(p for p in folder.rglob("*.py") if is_candidate_file(p.relative_to(folder)))
-        if not files:
-            raise ProblemError(f"{raw}: no kernel files (*.py) in {folder}")
-        folder_root = root or find_root(folder)
-        kernels.extend(kernel_at(p, folder_root) for p in files)
+        kernels.extend(_kernels_in_folder(raw, path, root, reference))
     seen: set[Path] = set()
     unique = []
     for k in kernels:
@@ -149,6 +212,40 @@ def discover(paths: list[Path], root: Path | None = None) -> list[Kernel]:
             seen.add(k.path)
             unique.append(k)
     return unique
+
+
+def _kernels_in_folder(raw: Path, path: Path, root: Path | None, reference: Path | None) -> list[Kernel]:
+    problem_dir = detect.gpumode_problem_dir(path)
+    if problem_dir is not None and reference is None:
+        files = [p for p in detect.gpumode_candidates(problem_dir) if p.is_relative_to(path)]
+        if not files:
+            raise ProblemError(f"{raw}: GPU MODE problem {problem_dir.name} has no submission*.py or solutions/ kernel here")
+        return [kernel_at(p, root, reference) for p in files]
+    folder = path / "kernels" if (path / "kernels").is_dir() and (path / "references").is_dir() else path
+    files = sorted(p for p in folder.rglob("*.py") if is_candidate_file(p.relative_to(folder)))
+    if not files:
+        raise ProblemError(f"{raw}: no kernel files (*.py) in {folder}")
+    if reference is not None:
+        return [kernel_at(p, root, reference) for p in files]
+    problems = {p: detect.gpumode_problem_dir(p) for p in files}
+    gpumode = [p for p in files if problems[p] is not None and detect.is_gpumode_candidate(problems[p], p)]
+    native = [p for p in files if problems[p] is None]
+    kernels = [kernel_at(p, root, reference) for p in gpumode]
+    if native:
+        try:
+            folder_root = root or find_root(folder)
+        except ProblemError:
+            if not gpumode:
+                raise
+            folder_root = None
+        if gpumode:
+            # Beside GPU MODE problems, only files under a workspace's kernels/ are kernels; the
+            # rest (utils.py, eval.py of a problem collection) are the problems' shared modules.
+            native = [p for p in native if folder_root is not None and p.is_relative_to(folder_root / "kernels")]
+        kernels.extend(kernel_at(p, folder_root, reference) for p in native)
+    if not kernels:
+        raise ProblemError(f"{raw}: no kernel files in {folder} (GPU MODE kernels are submission*.py or under solutions/)")
+    return kernels
 
 
 def state_dir(root: Path) -> Path:

@@ -19,6 +19,7 @@ KEY_FIGURES: dict[str, tuple[str, ...]] = {
     "dumps": (),
     "run": ("wall_s",),
     "correctness": ("max_abs", "max_rel", "rmse", "psnr", "cossim", "mismatched", "nonfinite"),
+    "check": (),
     "benchmark": ("kernel_us", "ref_us", "speedup", "speedup_ci", "gbps", "tflops", "roofline", "label"),
 }
 
@@ -100,6 +101,8 @@ def summary_line(kernel: str, version: int, verdict: str, summary: dict[str, Any
         parts.append(f"{correct[0]}/{correct[1]} correct")
     elif summary.get("unchecked") and verdict == "passed":
         parts.append(f"correctness not checked: {summary['unchecked']}")
+    if summary.get("checks"):
+        parts.append(f"{summary['checks'][0]}/{summary['checks'][1]} problem checks")
     if "speedup" in summary:
         parts.append(f"{summary['speedup']:.2f}x vs reference")
     if "roofline" in summary:

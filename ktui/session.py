@@ -46,13 +46,15 @@ class Session:
             kernel_path=str(kernel.path),
             reference_path=str(kernel.reference) if kernel.reference else "",
             reference_error=kernel.reference_error,
-            reference_hash=content_hash(kernel.reference.read_bytes()) if kernel.reference else "",
+            reference_hash=reference_hash(kernel),
             root=str(kernel.root),
             version=version,
             content_hash=digest,
             source=data.decode("utf-8", errors="replace"),
             run_dir=str(run_dir),
             options=options,
+            format=kernel.format,
+            problem=dict(kernel.problem),
         )
 
     def events(self, job: Job) -> Iterator[Event]:
@@ -84,3 +86,13 @@ class Session:
     def close(self) -> None:
         self.runner.close()
         self.store.close()
+
+
+def reference_hash(kernel: Kernel) -> str:
+    """The hash of what judges the kernel: the reference, and for other formats their task files too."""
+    if kernel.reference is None:
+        return ""
+    data = kernel.reference.read_bytes()
+    for dep in kernel.dependencies:
+        data += b"\0" + dep.read_bytes() if dep.is_file() else b""
+    return content_hash(data)

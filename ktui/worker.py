@@ -82,7 +82,7 @@ def run_job(job, tier, emit, guard=None) -> bool:
 
     started = time.perf_counter()
     ctx = RunContext(job=job, tier=tier, emit=emit, guard=guard)
-    with workspace_imports(job.root, str(Path(job.kernel_path).parent)):
+    with workspace_imports(job.root, str(Path(job.kernel_path).parent), job.problem.get("modules")):
         results = Ladder(ctx).climb()
     final = verdict(results)
     emit(

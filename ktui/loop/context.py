@@ -9,11 +9,14 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ktui.loop.device import Tier, to_device
 from ktui.loop.events import Event
 from ktui.loop.job import Job
+
+if TYPE_CHECKING:
+    from ktui.formats.base import Problem
 
 
 @dataclass
@@ -44,6 +47,7 @@ class RunContext:
     kernel: ModuleType | None = None  # the module whose custom_kernel runs (interpreted on CPU)
     compilable: ModuleType | None = None  # the same source with real @triton.jit (CPU tier: a 2nd import)
     reference: ModuleType | None = None
+    problem: Problem | None = None  # the format adapter every call below goes through
     triton_kernels: dict[str, Any] = field(default_factory=dict)
     cute_functions: list[tuple[str, Any]] = field(default_factory=list)
     compiled: list[CompiledFunction] = field(default_factory=list)
@@ -57,26 +61,26 @@ class RunContext:
         if self.job.options.seed is not None:
             self.seeds.seed(self.job.options.seed)
 
-    # -- the contract --------------------------------------------------------------------------
+    # -- the contract, whatever the problem's format ---------------------------------------------
     @property
     def tests(self) -> list[dict]:
-        return list(getattr(self.reference, "TESTS", []))
+        return self.problem.tests
 
     @property
     def benchmarks(self) -> list[dict]:
-        return list(getattr(self.reference, "BENCHMARKS", []))
+        return self.problem.benchmarks
 
     @property
     def tolerances(self) -> dict | None:
-        return getattr(self.reference, "TOLERANCES", None)
+        return self.problem.tolerances
 
     def custom_kernel(self, *inputs: Any) -> Any:
         if self.tier.is_gpu:
-            return self.kernel.custom_kernel(*inputs)
+            return self.problem.custom_kernel(*inputs)
         from ktui.loop.triton_kernels import interpreter_environment
 
-        with interpreter_environment():
-            return self.kernel.custom_kernel(*inputs)
+        with interpreter_environment(), self.problem.scope():
+            return self.problem.custom_kernel(*inputs)
 
     def candidate(self, *inputs: Any, count_launches: bool = True) -> Any:
         """``custom_kernel`` under the integrity checks: the reference may not be called, the
@@ -110,7 +114,8 @@ class RunContext:
         return current in self.fingerprints[:-1]
 
     def ref_kernel(self, *inputs: Any) -> Any:
-        return self.reference.ref_kernel(*inputs)
+        with self.problem.scope():
+            return self.problem.ref_kernel(*inputs)
 
     def next_seed(self) -> int:
         """A fresh seed for every call: memoised answers cannot pass."""
@@ -121,12 +126,24 @@ class RunContext:
     def generate(self, shape: dict, seed: int) -> tuple:
         """Inputs for ``shape`` from the reference, as a tuple, on this tier's device."""
         try:
-            data = self.reference.generate_input(seed=seed, **shape)
+            with self.problem.scope():
+                data = self.problem.generate(shape, seed)
         except Exception as exc:
-            raise InputGenerationError(f"generate_input(seed={seed}, {shape_label(shape)}) raised: {exc}") from exc
-        if not isinstance(data, tuple):
-            data = (data,)
+            raise InputGenerationError(f"{self.problem.describe_generate(shape, seed)} raised: {exc}") from exc
         return to_device(data, self.tier.torch_device)
+
+    def poison_outputs(self, inputs: tuple) -> int:
+        """Poison output buffers passed in ``inputs`` (GPU MODE's ``data``) before a checked call."""
+        with self.problem.scope():
+            return self.problem.poison_outputs(inputs)
+
+    def watched_inputs(self, inputs: tuple) -> list:
+        with self.problem.scope():
+            return self.problem.watched_inputs(inputs)
+
+    def check(self, inputs: tuple, output: Any) -> tuple[bool, str]:
+        with self.problem.scope():
+            return self.problem.check(inputs, output)
 
     @property
     def has_cute(self) -> bool:
@@ -143,5 +160,6 @@ class InputGenerationError(Exception):
 
 
 def shape_label(shape: dict) -> str:
-    """``{"rows": 128, "cols": 1000}`` → ``rows=128,cols=1000`` (the rung's bracketed name)."""
-    return ",".join(f"{k}={v}" for k, v in shape.items())
+    """``{"rows": 128, "cols": 1000}`` → ``rows=128,cols=1000`` (the rung's bracketed name);
+    ``{}`` (a problem with one fixed size, like KernelBench's) → ``default``."""
+    return ",".join(f"{k}={v}" for k, v in shape.items()) or "default"

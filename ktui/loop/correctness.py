@@ -1,7 +1,8 @@
 """Rung 4, ``correctness[<shape>]``: one per entry of the reference's ``TESTS``.
 
 Each shape gets fresh inputs from a new seed. The candidate runs first, with every ``torch.empty``
-it makes poisoned (so unwritten output fails), on inputs the reference never sees; the reference
+it makes poisoned, and any output buffer passed in its inputs poisoned too (so unwritten output
+fails), on inputs the reference never sees; the reference
 then runs on a private copy. The inputs are checked for mutation, and every output is compared
 with the metrics of ``ktui.metrics``.
 """
@@ -13,7 +14,7 @@ import torch
 from ktui.loop.context import Outcome, RunContext
 from ktui.loop.device import clone_tree, poisoned_allocations, synchronize, unwritten
 from ktui.loop.errors import RungFailure
-from ktui.loop.outputs import flatten, pair_outputs
+from ktui.loop.outputs import pair_outputs
 from ktui.metrics import compare
 
 HEADLINE = ("max_abs", "max_rel", "mse", "rmse", "psnr", "cossim", "worst_index", "mismatched", "nonfinite")
@@ -36,10 +37,11 @@ def check_once(ctx: RunContext, shape: dict) -> Outcome:
     seed = ctx.next_seed()
     inputs = ctx.generate(shape, seed)
     pristine = clone_tree(inputs)
+    ctx.poison_outputs(inputs)
     with poisoned_allocations():
         out = ctx.candidate(*inputs)
         synchronize(ctx.tier)
-    mutated = _mutated_inputs(inputs, pristine)
+    mutated = _mutated_inputs(ctx.watched_inputs(inputs), ctx.watched_inputs(pristine))
     ref = ctx.ref_kernel(*clone_tree(pristine))
     synchronize(ctx.tier)
     pairs = pair_outputs(out, ref, ctx.tier.torch_device)
@@ -77,9 +79,9 @@ def check_once(ctx: RunContext, shape: dict) -> Outcome:
     return Outcome(figures=figures)
 
 
-def _mutated_inputs(inputs: tuple, pristine: tuple) -> list[int]:
+def _mutated_inputs(inputs: list, pristine: list) -> list[int]:
     changed = []
-    for i, (a, b) in enumerate(zip(flatten(inputs), flatten(pristine))):
+    for i, (a, b) in enumerate(zip(inputs, pristine)):
         if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
             same = a.shape == b.shape and bool(torch.equal(a, b) or (torch.isnan(a) & torch.isnan(b) | (a == b)).all())
             if not same:

@@ -162,3 +162,57 @@ def describe(obj: Any) -> str:
     if isinstance(obj, (tuple, list)):
         return f"{type(obj).__name__} of {len(obj)}"
     return type(obj).__name__
+
+
+@contextlib.contextmanager
+def cuda_mapped_to(device: str) -> Iterator[None]:
+    """Run problem code written for a GPU on the CPU tier: what it asks to create on "cuda" is
+    made on ``device`` instead.
+
+    GPU MODE generators write ``torch.randn(..., device="cuda", generator=torch.Generator(device="cuda"))``
+    and submissions allocate with ``device="cuda"``. While this context is active: ``device=``
+    arguments naming CUDA (tensor factories, ``Tensor.to``, ``new_*``) and ``Tensor.cuda()`` go to
+    ``device``; ``torch.Generator(device="cuda")`` makes a generator on ``device``; and
+    ``torch.cuda.synchronize()`` returns at once (CPU work is done when a call returns). Nothing
+    else changes: ``torch.cuda.is_available()`` still says False and results say "cpu".
+    """
+    from torch.overrides import TorchFunctionMode
+
+    def is_cuda(d: Any) -> bool:
+        if isinstance(d, torch.device):
+            return d.type == "cuda"
+        return isinstance(d, str) and d.split(":", 1)[0] == "cuda"
+
+    class CudaToDevice(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if is_cuda(kwargs.get("device")):
+                kwargs = {**kwargs, "device": device}
+            if func is torch.Tensor.cuda:
+                return args[0].to(device)
+            if func is torch.Tensor.to and any(is_cuda(a) for a in args[1:]):
+                args = tuple(device if is_cuda(a) else a for a in args)
+            return func(*args, **kwargs)
+
+    real_generator = torch.Generator
+
+    class Generator(real_generator):  # a real torch.Generator, made on ``device`` when CUDA is asked for
+        def __new__(cls, device_arg: Any = "cpu", *, device: Any = None):
+            where = device if device is not None else device_arg
+            return real_generator.__new__(cls, device=_mapped(where))
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+    def _mapped(where: Any) -> Any:
+        return device if is_cuda(where) else where
+
+    real_sync = torch.cuda.synchronize
+    torch.Generator = Generator
+    torch.cuda.synchronize = lambda *args, **kwargs: None
+    try:
+        with CudaToDevice():
+            yield
+    finally:
+        torch.Generator = real_generator
+        torch.cuda.synchronize = real_sync

@@ -55,6 +55,8 @@ class Job:
     source: str  # the exact text that was hashed: the worker runs this, not a later save
     run_dir: str
     options: Options = field(default_factory=Options)
+    format: str = "native"  # "native" | "gpumode" | "kernelbench" (see ktui.formats)
+    problem: dict[str, Any] = field(default_factory=dict)  # format-specific, e.g. GPU MODE's task.yml shapes
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

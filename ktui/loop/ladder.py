@@ -1,6 +1,8 @@
 """The ladder: which rungs run, in which order, and when one is skipped.
 
-    pre-checks → compile → dumps → run → correctness[shape]… → integrity → benchmark[shape]…
+    pre-checks → compile → dumps → run → correctness[shape]… → check[shape]… → integrity → benchmark[shape]…
+
+(``check[shape]`` only where the problem brings its own judge: GPU MODE's check_implementation.)
 
 Each rung runs, catches its own failure and records ok / failed / skipped / suspicious with its
 figures; the ladder goes on where that still makes sense: a failed compile skips everything that
@@ -14,7 +16,8 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from ktui.loop import bench, compile, correctness, dumps, integrity, precheck, run
+from ktui import formats
+from ktui.loop import bench, check, compile, correctness, dumps, integrity, precheck, run
 from ktui.loop.context import InputGenerationError, Outcome, RunContext, shape_label
 from ktui.loop.errors import RungFailure, RungSkipped, error_info
 from ktui.loop.events import (
@@ -79,10 +82,15 @@ class Ladder:
         ctx = self.ctx
         pre = self.step("pre-checks", precheck.run)
         if not pre.ok:
-            for name in ("compile", "dumps", "run", "correctness", "integrity", "benchmark"):
+            families = ["compile", "dumps", "run", "correctness", "check", "integrity", "benchmark"]
+            if not formats.spec(ctx.job.format).may_check:
+                families.remove("check")
+            for name in families:
                 self.skip(name, "pre-checks failed")
             return self.results
+        checks_of_problem = ctx.tests if ctx.problem.has_check else []
         tests = [f"correctness[{shape_label(s)}]" for s in ctx.tests]
+        own = [f"check[{shape_label(s)}]" for s in checks_of_problem]
         benches = [f"benchmark[{shape_label(s)}]" for s in ctx.benchmarks]
 
         built = self.step("compile", compile.run)
@@ -91,19 +99,20 @@ class Ladder:
         else:
             self.skip("dumps", "nothing was compiled")
         if not built.ok:
-            self._skip_all(["run", *tests, "integrity", *benches], "compile failed")
+            self._skip_all(["run", *tests, *own, "integrity", *benches], "compile failed")
             return self.results
 
         if ctx.has_cute and not ctx.tier.is_gpu:
-            self._skip_all(["run", *tests, "integrity"], CUTE_NEEDS_GPU)
+            self._skip_all(["run", *tests, *own, "integrity"], CUTE_NEEDS_GPU)
             self._skip_all(benches, "no GPU: timing needs CUDA (CPU tier)")
             return self.results
 
         smoke = self.step("run", run.run)
         if not smoke.ok:
-            self._skip_all([*tests, "integrity", *benches], "run failed")
+            self._skip_all([*tests, *own, "integrity", *benches], "run failed")
             return self.results
         checks = [self.step(name, correctness.run, shape) for name, shape in zip(tests, ctx.tests)]
+        checks += [self.step(name, check.run, shape) for name, shape in zip(own, checks_of_problem)]
         if all(c.ok for c in checks):
             checks.append(self.step("integrity", integrity.run))
         else:
@@ -146,6 +155,7 @@ def summarize(results: list[RungFinished]) -> dict[str, Any]:
     """The figures a one-line summary needs: counts, correctness, speedup, first failure."""
     counts = {s: sum(1 for r in results if r.status == s) for s in {r.status for r in results}}
     checks = [r for r in results if r.rung.startswith("correctness[")]
+    own = [r for r in results if r.rung.startswith("check[") and r.status != SKIPPED]
     timed = [r for r in results if r.rung.startswith("benchmark[") and r.ok]
     summary: dict[str, Any] = {"rungs": len(results), "counts": counts}
     ran = [c for c in checks if c.status != SKIPPED]
@@ -153,6 +163,8 @@ def summarize(results: list[RungFinished]) -> dict[str, Any]:
         summary["correct"] = [sum(1 for c in ran if c.ok), len(checks)]
     elif checks:
         summary["unchecked"] = checks[0].message
+    if own:
+        summary["checks"] = [sum(1 for c in own if c.ok), len(own)]
     speedups = [float(r.figures["speedup"]) for r in timed if isinstance(r.figures.get("speedup"), (int, float))]
     if speedups:
         summary["speedup"] = geomean(speedups)

@@ -9,6 +9,8 @@ module loaded from the workspace is dropped, so the next version sees edited hel
 from __future__ import annotations
 
 import contextlib
+import importlib.abc
+import importlib.util
 import linecache
 import os
 import sys
@@ -54,11 +56,32 @@ def load_module(name: str, path: str, source: str | None = None, interpret: bool
     return module
 
 
+class NamedFiles(importlib.abc.MetaPathFinder):
+    """Import each of some names from a given file, wherever it lies.
+
+    GPU MODE's task.yml ``files:`` assembles a problem from files kept elsewhere (``utils.py``
+    from ``../utils.py``) under the names its code imports; this makes those names importable.
+    """
+
+    def __init__(self, files: dict[str, str]):
+        self.files = files
+
+    def find_spec(self, fullname, path=None, target=None):
+        file = self.files.get(fullname)
+        return importlib.util.spec_from_file_location(fullname, file) if file else None
+
+
 @contextlib.contextmanager
-def workspace_imports(root: str, kernel_dir: str) -> Iterator[None]:
-    """Let user code import its neighbours; forget every workspace module afterwards."""
+def workspace_imports(root: str, kernel_dir: str, modules: dict[str, str] | None = None) -> Iterator[None]:
+    """Let user code import its neighbours (and ``modules``: name → file); forget every
+    workspace module afterwards."""
     added = [p for p in (kernel_dir, root) if p not in sys.path]
     sys.path[:0] = added
+    modules = dict(modules or {})
+    shadowed = {name: sys.modules.pop(name) for name in modules if name in sys.modules}
+    finder = NamedFiles(modules)
+    if modules:
+        sys.meta_path.insert(0, finder)
     before = set(sys.modules)
     root_path = str(Path(root).resolve())
     try:
@@ -67,6 +90,12 @@ def workspace_imports(root: str, kernel_dir: str) -> Iterator[None]:
         for p in added:
             with contextlib.suppress(ValueError):
                 sys.path.remove(p)
+        if modules:
+            with contextlib.suppress(ValueError):
+                sys.meta_path.remove(finder)
+            for name in modules:
+                sys.modules.pop(name, None)
+            sys.modules.update(shadowed)
         for name in set(sys.modules) - before:
             module = sys.modules.get(name)
             file = getattr(module, "__file__", None) or ""

@@ -1,5 +1,6 @@
-"""Rung 1, ``pre-checks``: the kernel imports, has ``custom_kernel``, its reference is usable, and it
-contains at least one Triton or CuTeDSL kernel.
+"""Rung 1, ``pre-checks``: the kernel imports, has its entry point (``custom_kernel``, or
+``ModelNew`` for KernelBench), its reference is usable in its format, and it contains at least one
+Triton or CuTeDSL kernel.
 
 On the CPU tier the kernel is imported twice: once with Triton's interpreter on (what runs on
 CPU tensors) and once without (real ``JITFunction``s, which the compile rung builds for the
@@ -10,13 +11,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ktui import formats
 from ktui.loop import cutedsl, integrity
 from ktui.loop.context import Outcome, RunContext
 from ktui.loop.errors import RungFailure
 from ktui.loop.modules import load_module
 from ktui.loop.triton_kernels import find_triton_kernels
-
-REQUIRED_IN_REFERENCE = ("generate_input", "ref_kernel", "TESTS")
 
 
 def run(ctx: RunContext) -> Outcome:
@@ -24,8 +24,9 @@ def run(ctx: RunContext) -> Outcome:
     tag = f"{job.run_id[:8]}_{Path(job.kernel_path).stem}"
     if not job.reference_path:
         raise RungFailure(job.reference_error or "no reference resolved for this kernel")
-    ctx.user_files = {job.kernel_path, job.reference_path}
+    ctx.user_files = {job.kernel_path, job.reference_path, *job.problem.get("modules", {}).values()}
 
+    fmt = formats.spec(job.format)
     ctx.kernel = load_module(f"ktui_user_{tag}", job.kernel_path, job.source, interpret=not ctx.tier.is_gpu)
     tampered = ctx.guard.verify() if ctx.guard is not None else []
     if tampered:
@@ -40,15 +41,11 @@ def run(ctx: RunContext) -> Outcome:
             "a kernel must compute its answer, not borrow the trusted one",
             status="suspicious",
         )
-    if not callable(getattr(ctx.kernel, "custom_kernel", None)):
-        raise RungFailure(f"{Path(job.kernel_path).name} defines no function custom_kernel(*inputs)")
+    if not callable(getattr(ctx.kernel, fmt.entry, None)):
+        raise RungFailure(f"{Path(job.kernel_path).name} defines no {fmt.entry_text}")
 
     ctx.reference = load_module(f"ktui_user_ref_{tag}", job.reference_path)
-    missing = [name for name in REQUIRED_IN_REFERENCE if not hasattr(ctx.reference, name)]
-    if missing:
-        raise RungFailure(f"reference {Path(job.reference_path).name} lacks {', '.join(missing)}")
-    if not isinstance(ctx.reference.TESTS, (list, tuple)) or not ctx.reference.TESTS:
-        raise RungFailure(f"reference {Path(job.reference_path).name}: TESTS must be a non-empty list of shape dicts")
+    ctx.problem = formats.load_problem(job, ctx.tier, ctx.kernel, ctx.reference, ctx.next_seed)
     bad = [t for t in [*ctx.tests, *ctx.benchmarks] if not isinstance(t, dict)]
     if bad:
         raise RungFailure(f"reference {Path(job.reference_path).name}: shapes must be dicts, got {bad[0]!r}")
@@ -66,6 +63,8 @@ def run(ctx: RunContext) -> Outcome:
 
     return Outcome(
         figures={
+            "format": job.format,
+            **ctx.problem.figures,
             "triton_kernels": sorted(ctx.triton_kernels),
             "cute_functions": [name for name, _ in ctx.cute_functions],
             "tests": len(ctx.tests),
@@ -81,4 +80,7 @@ def _summary(ctx: RunContext) -> str:
         parts.append(f"{len(ctx.triton_kernels)} Triton kernel(s)")
     if ctx.cute_functions:
         parts.append(f"{len(ctx.cute_functions)} CuTeDSL function(s)")
-    return ", ".join(parts) + f"; {len(ctx.tests)} test shape(s), {len(ctx.benchmarks)} benchmark shape(s)"
+    summary = ", ".join(parts) + f"; {len(ctx.tests)} test shape(s), {len(ctx.benchmarks)} benchmark shape(s)"
+    if ctx.job.format != formats.NATIVE:
+        summary = f"{ctx.job.format}: {summary}"
+    return "; ".join([summary, *ctx.problem.notes])

@@ -20,6 +20,7 @@ def run(ctx: RunContext) -> Outcome:
     seed = ctx.next_seed()
     inputs = ctx.generate(ctx.tests[0], seed)
     ref_inputs = clone_tree(inputs)
+    ctx.poison_outputs(inputs)
     started = time.perf_counter()
     out = ctx.candidate(*inputs)
     synchronize(ctx.tier)
