@@ -70,10 +70,14 @@ class WatcherState:
         return self.mode
 
 
+# Kernels and references are Python; a GPU MODE problem's task.yml decides its shapes.
+WATCHED_SUFFIXES = (".py", ".yml", ".yaml")
+
+
 def is_watched_file(path: Path) -> bool:
-    """A Python file an editor would save as the real thing, not its swap/backup/temp siblings."""
+    """A file an editor would save as the real thing, not its swap/backup/temp siblings."""
     name = path.name
-    if not name.endswith(".py") or name.startswith((".", "#")) or name.endswith(_TEMP_SUFFIXES):
+    if not name.endswith(WATCHED_SUFFIXES) or name.startswith((".", "#")) or name.endswith(_TEMP_SUFFIXES):
         return False
     return not any(part in SKIP_PARTS for part in path.parts)
 
@@ -282,7 +286,7 @@ class Watcher:
 def _python_files(folder: Path) -> list[Path]:
     if not folder.is_dir():
         return []
-    return [p for p in folder.rglob("*.py") if is_watched_file(p.relative_to(folder)) and p.is_file()]
+    return [p for p in folder.rglob("*") if p.is_file() and is_watched_file(p.relative_to(folder))]
 
 
 def _inotify_problem(exc: OSError) -> str:

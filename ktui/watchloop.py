@@ -32,7 +32,7 @@ class Saved(Notice):
     path: str
     kernels: tuple[str, ...]
     content_hash: str | None  # None: the file was removed
-    is_reference: bool = False
+    dependency: bool = False  # a reference or another file the kernels depend on, not a kernel itself
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ class WatchLoop:
             tasks={name: make(self) for name, make in (tasks or {}).items()},
         )
         self.watcher = Watcher(
-            workspace.watched_folders, self._on_saves, debounce_s=self.settings.debounce_s,
+            workspace.watch_folders(), self._on_saves, debounce_s=self.settings.debounce_s,
             force_polling=self.settings.force_polling, observer_factory=observer_factory,
             on_state=lambda state: listener(WatchStateChanged.of(state)),
         )
@@ -109,8 +109,8 @@ class WatchLoop:
         self.scheduler.close()
 
     # -- from the UI / a script ----------------------------------------------------------------
-    def rerun(self, kernel_id: str) -> bool:
-        kernel = self.kernel(kernel_id)
+    def rerun(self, path: Path) -> bool:
+        kernel = self.workspace.kernel(Path(path))
         if kernel is None:
             return False
         self.scheduler.submit(kernel, restart=True)
@@ -122,27 +122,24 @@ class WatchLoop:
             self.scheduler.submit(kernel, restart=False)
         return len(kernels)
 
-    def run_task(self, name: str, kernel_id: str) -> bool:
-        kernel = self.kernel(kernel_id)
+    def run_task(self, name: str, path: Path) -> bool:
+        kernel = self.workspace.kernel(Path(path))
         if kernel is None:
             return False
         self.scheduler.submit_task(name, kernel)
         return True
 
-    def kernel(self, kernel_id: str) -> Kernel | None:
-        return next((k for k in self.workspace.kernels() if k.id == kernel_id), None)
-
     # -- from the watcher thread ---------------------------------------------------------------
     def _on_saves(self, saves: list[Save]) -> None:
         for save in saves:
-            is_reference = self.workspace.is_reference_file(save.path)
-            if save.removed and not is_reference:
-                kernel_id = _kernel_id(self.workspace, save.path)
+            if save.removed and not self.workspace.is_reference_file(save.path) and save.path.suffix == ".py":
+                # A kernel file (or a module beside one) is gone: listeners drop it by its path.
                 self.scheduler.forget(save.path)
-                self.listener(Saved(str(save.path), (kernel_id,), None, False))
+                self.listener(Saved(str(save.path), (), None, dependency=False))
                 continue
             affected = self.workspace.affected_by(save.path)
-            self.listener(Saved(str(save.path), tuple(k.id for k in affected), save.content_hash, is_reference))
+            dependency = all(k.path != save.path for k in affected)
+            self.listener(Saved(str(save.path), tuple(k.id for k in affected), save.content_hash, dependency))
             for kernel in affected:
                 self.scheduler.submit(kernel, restart=True)
 
@@ -159,7 +156,3 @@ def is_current(store: Store, kernel: Kernel) -> bool:
     except OSError:
         return False
     return run.reference_hash == ref_hash
-
-
-def _kernel_id(workspace: Workspace, path: Path) -> str:
-    return Kernel(path=path, root=workspace.root, reference=None).id

@@ -104,7 +104,7 @@ def test_a_reference_save_reruns_every_kernel_that_uses_it(tmp_path):
         ref = ws / "references" / "add.py"
         save_atomically(ref, ref.read_text() + "\n# a comment changes the reference's hash\n")
         saved = got.wait_for(lambda e: isinstance(e, Saved))
-        assert saved.is_reference and sorted(saved.kernels) == ["add_copy", "add_triton"]
+        assert saved.dependency and sorted(saved.kernels) == ["add_copy", "add_triton"]
         for name in ("add_copy", "add_triton"):
             got.wait_for(lambda e, n=name: isinstance(e, RunStarted) and e.kernel == n)
         got.wait_for(lambda e: isinstance(e, QueueChanged) and e.running is None and not e.queued

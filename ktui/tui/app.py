@@ -218,24 +218,27 @@ class KtuiApp(App[int]):
 
     def _saved(self, item: Saved) -> None:
         """New kernel files join the list, removed ones leave it; follow mode jumps to the save."""
-        if item.content_hash is None and not item.is_reference:
-            for kernel_id in item.kernels:
+        if item.content_hash is None and not item.dependency:
+            gone = [v.id for v in self.state.kernels.values() if v.path == item.path]
+            for kernel_id in gone:
                 self.state.remove(kernel_id)
-            if self.selected in item.kernels:
+            if self.selected in gone:
                 self.selected = next(iter(self.state.kernels), None)
-            self._fill_all()
+            if gone:
+                self.state.note = self.workspace.problem()
+                self._fill_all()
             return
         added = False
         for kernel_id in item.kernels:
             if kernel_id not in self.state.kernels:
-                kernel = self.workspace.kernel(Path(item.path)) if not item.is_reference else None
+                kernel = self.workspace.kernel(Path(item.path)) if not item.dependency else None
                 if kernel is not None and kernel.id == kernel_id:
                     self.state.add_kernel(kernel, self.store)
                     added = True
         if added:
             self.state.note = self.workspace.problem()
             self.query_one(KernelList).show(list(self.state.kernels.values()), self.clock())
-        if self.follow and item.kernels and not item.is_reference:
+        if self.follow and item.kernels and not item.dependency:
             self._select(item.kernels[0])
 
     # -- filling panes (attributes down) -------------------------------------------------------
@@ -306,7 +309,7 @@ class KtuiApp(App[int]):
     def action_rerun(self) -> None:
         if not self._can_run() or not self.selected:
             return
-        if not self.loop.rerun(self.selected):
+        if not self.loop.rerun(Path(self.state.kernels[self.selected].path)):
             self.notify(f"{self.selected}: the file is gone", severity="warning")
 
     def action_rerun_all(self) -> None:
@@ -318,7 +321,7 @@ class KtuiApp(App[int]):
         if not self._can_run() or not self.selected:
             return
         self.state.profiles[self.selected] = ProfileStatus("queued behind the runs ahead of it", running=True)
-        self.loop.run_task("profile", self.selected)
+        self.loop.run_task("profile", Path(self.state.kernels[self.selected].path))
         self._fill_ncu(self.state.kernels.get(self.selected))
         self.action_pane(5)
 

@@ -236,10 +236,10 @@ class DashboardState:
                 view = self.kernels.get(kernel_id)
                 if view is None:
                     continue
-                if item.is_reference:
-                    view.disk_reference_hash = item.content_hash or ""
-                else:
+                if item.path == view.path:
                     view.disk_hash = item.content_hash or ""
+                elif item.path == view.reference:
+                    view.disk_reference_hash = item.content_hash or ""
                 changed.add(kernel_id)
             return changed
         if isinstance(item, JobProblem):
