@@ -124,9 +124,9 @@ def explain_ncu_failure(run: ToolRun, result: dict | None, timeout_s: float) -> 
 
 def profile(path: Path, options: ProfileOptions, progress: Progress = lambda message: None) -> ncu_summary.NcuSummary:
     """Profile one kernel file; raises ``CannotRun`` (exit 2) or ``ToolFailed`` (exit 1)."""
-    ncu = find_ncu()
     target = prepare(path)
     try:
+        ncu = find_ncu()
         progress(f"loading {target.kernel.id} v{target.job.version}")
         check = preflight(target, options.shape)
         require_gpu(check, "ncu profiling")

@@ -161,9 +161,9 @@ def sanitize(path: Path, tool: str = "memcheck", timeout_s: float = DEFAULT_TIME
              progress: Progress = lambda message: None) -> SanitizeReport:
     if tool not in TOOLS:
         raise ToolFailed(f"unknown sanitizer tool {tool!r}: expected one of {', '.join(TOOLS)}")
-    sanitizer = find_sanitizer()
     target = prepare(path)
     try:
+        sanitizer = find_sanitizer()
         progress(f"loading {target.kernel.id} v{target.job.version}")
         check = preflight(target, 0)
         require_gpu(check, "compute-sanitizer")
