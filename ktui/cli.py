@@ -334,6 +334,9 @@ def cmd_profile(args: argparse.Namespace) -> int:
     except ToolFailed as exc:
         finish(False, str(exc))
         return EXIT_FAILED
+    except Exception as exc:  # noqa: BLE001 - the dashboard waits for profile_finished: always send one
+        finish(False, f"ktui profile failed unexpectedly: {type(exc).__name__}: {exc}")
+        return EXIT_FAILED
     return EXIT_OK
 
 

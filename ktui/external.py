@@ -24,6 +24,7 @@ from typing import Callable
 
 from ktui.loop.job import Job, Options
 from ktui.problem import Kernel, ProblemError, kernel_at, state_dir
+from ktui.runner import describe_exit
 
 PREFLIGHT_TIMEOUT_S = 240.0  # importing torch + triton + the kernel on a cold machine
 TAIL_LINES = 12
@@ -182,7 +183,7 @@ def preflight(target: Target, shape: int, proton: bool = False, timeout_s: float
     if run.timed_out:
         raise ToolFailed(f"loading the kernel took longer than {timeout_s:.0f} s; it was killed")
     if result is None:
-        raise ToolFailed(f"the kernel's process died while loading ({_describe(run.returncode)}):\n{run.tail()}")
+        raise ToolFailed(f"the kernel's process died while loading ({describe_exit(run.returncode)}):\n{run.tail()}")
     target.check = result
     return result
 
@@ -200,17 +201,3 @@ def require_loaded(result: dict) -> None:
     if kind in ("shape",):
         raise ToolFailed(result.get("error", "bad shape"))
     raise ToolFailed(f"the kernel could not be loaded: {result.get('error', 'unknown error')}")
-
-
-def _describe(code: int | None) -> str:
-    if code is None:
-        return "still running"
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit code {code}"
-
-
-describe_exit = _describe

@@ -167,7 +167,8 @@ def number(text: str | None) -> float | None:
     return value if math.isfinite(value) else None
 
 
-_TIME_TO_US = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "µs": 1.0, "ms": 1e3, "msecond": 1e3,
+# ncu's base unit of time is the nanosecond: a duration with no unit (no units row) is in ns.
+_TIME_TO_US = {"": 1e-3, "ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "µs": 1.0, "ms": 1e3, "msecond": 1e3,
                "s": 1e6, "second": 1e6}
 _BYTES = {"byte": 1, "bytes": 1, "kbyte": 1000, "mbyte": 1000**2, "gbyte": 1000**3, "kib": 1024, "mib": 1024**2}
 
@@ -446,11 +447,11 @@ def launches_from_report(module: Any, report: Path) -> list[Launch]:
         for a in range(rng.num_actions()):
             action = rng.action_by_idx(a)
             metrics: dict[str, tuple[str, str]] = {}
+            string_kind = getattr(module.IMetric, "ValueKind_STRING", object())
             for name in action.metric_names():
                 metric = action.metric_by_name(name)
                 try:
-                    kind = metric.metric_type()
-                    if kind == module.IMetric.MetricType_STRING:
+                    if metric.value_kind() == string_kind:
                         text = metric.as_string()
                     else:
                         text = repr(metric.as_double())

@@ -152,7 +152,10 @@ def run_ncu(target: Target, ncu: str, options: ProfileOptions, progress: Progres
     if run.timed_out or not report.is_file() or result is None or not result.get("ok") or "ERR_NVGPUCTRPERM" in run.output:
         raise ToolFailed(explain_ncu_failure(run, result, options.timeout_s))
     progress("reading the report")
-    summary = summarise(ncu, report, target, options, result)
+    try:
+        summary = summarise(ncu, report, target, options, result)
+    except ncu_summary.NcuParseError as exc:
+        raise ToolFailed(f"ncu's export of {report} could not be read: {exc}") from exc
     ncu_summary.write(target.run_dir, summary)
     _record(target, "ncu", summary.to_json(), str(report))
     return summary

@@ -74,8 +74,9 @@ class SanitizeReport:
         return asdict(self)
 
     def text(self) -> str:
-        shape = ",".join(f"{k}={v}" for k, v in self.shape.items())
-        head = f"{self.kernel} v{self.version} · compute-sanitizer --tool {self.tool} · {shape} · {self.device}"
+        from ktui.ncu import shape_text
+
+        head = f"{self.kernel} v{self.version} · compute-sanitizer --tool {self.tool} · {shape_text(self.shape)} · {self.device}"
         if self.clean:
             return f"{head}\nno errors"
         lines = [head, f"{self.error_count} error(s); the first {len(self.errors)}:"]

@@ -82,8 +82,10 @@ class SectionsReport:
         return cls(sections=sections, **{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
     def text(self) -> str:
-        shape = ",".join(f"{k}={v}" for k, v in self.shape.items())
-        lines = [f"{self.kernel} v{self.version} · Proton sections · {shape} · {self.device} · Triton {self.triton}"]
+        from ktui.ncu import shape_text
+
+        lines = [f"{self.kernel} v{self.version} · Proton sections · {shape_text(self.shape)} · {self.device} · "
+                 f"Triton {self.triton}"]
         if not self.sections:
             lines.append("no sections recorded")
             return "\n".join(lines)

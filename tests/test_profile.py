@@ -271,7 +271,5 @@ def test_recorded_memcheck_report_names_the_out_of_bounds_kernel():
 
 
 def test_recorded_proton_tree_has_the_fixture_scopes():
-    import json as _json
-
-    _, sections = sections_from_tree(_json.loads(_recorded("sections_softmax.hatchet")))
+    _, sections = sections_from_tree(json.loads(_recorded("sections_softmax.hatchet")))
     assert {s.path[0] for s in sections} >= {"load", "reduce", "store"}

@@ -245,3 +245,16 @@ def test_recorded_h200_sass_of_two_versions_gives_the_same_facts_as_its_raw_coun
         if op not in ("NOP", "BRA"):
             assert (base, new) == (raw[1][op], raw[2][op]), op
     assert f.resources["registers"][0] > 0 and f.resources["registers"][1] > 0
+
+
+def test_a_cutedsl_kernel_whose_mangled_symbol_changed_is_still_paired(tmp_path):
+    """CuTeDSL mangles the tile layout into the symbol: halving ILP renames the GPU function."""
+    root = make_workspace(tmp_path / "ws", kernels=["add_cutedsl"])
+    kernel = root / "kernels" / "add_cutedsl.py"
+    assert ktui("run", "--seed", "1", "kernels/add_cutedsl.py", cwd=root).returncode == 0
+    kernel.write_text(re.sub(r"^ILP = 4\b", "ILP = 2", kernel.read_text(), flags=re.M))
+    assert ktui("run", "--seed", "1", "kernels/add_cutedsl.py", cwd=root).returncode == 0
+    (f,) = diff_versions(root / ".ktui", "add_cutedsl", 1, 2).functions
+    assert f.status == "changed" and f.base_name and f.base_name != f.name
+    assert f.instructions[1] < f.instructions[0]  # half the independent accesses per thread
+    assert any(op.startswith("LDG.E") and new < base for op, base, new in f.opcode_deltas)
