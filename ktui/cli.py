@@ -87,14 +87,57 @@ def build_parser() -> argparse.ArgumentParser:
     hist.add_argument("path", type=Path)
     hist.add_argument("--json", action="store_true")
     hist.add_argument("--limit", type=int, default=50)
+
+    diff = sub.add_parser("diff", help="SASS diff of a kernel's version against an earlier one")
+    diff.add_argument("path", type=Path)
+    diff.add_argument("--base", default="previous", metavar="previous|best|pinned|N",
+                      help="what to compare with: the latest earlier passing version (default), the fastest "
+                           "passing version, the pinned baseline, or a version number")
+    diff.add_argument("--version", type=int, default=None,
+                      help="the version to inspect (default: the file's current content, else the newest run)")
+    diff.add_argument("--json", action="store_true", help="one JSON object for agents")
+    diff.add_argument("--context", type=int, default=3, help="lines of context in the unified diff")
+    diff.add_argument("--no-unified", action="store_true", help="only the opcode and resource deltas")
+
+    pin = sub.add_parser("pin", help="pin a version of a kernel as its diff baseline")
+    pin.add_argument("path", type=Path)
+    pin.add_argument("version", type=int, nargs="?", default=None, help="default: the file's current version")
+    pin.add_argument("--clear", action="store_true", help="remove the pinned baseline")
+
+    prof = sub.add_parser("profile", help="profile a kernel on one benchmark shape with Nsight Compute (GPU)")
+    prof.add_argument("path", type=Path)
+    prof.add_argument("--json", action="store_true", help="progress and result as JSON lines")
+    prof.add_argument("--set", default="basic", help="basic (default: the summary's sections) or an ncu set, e.g. full")
+    prof.add_argument("--shape", type=int, default=0, help="index into the reference's BENCHMARKS (default 0)")
+    prof.add_argument("--clock-control", choices=("none", "base"), default="none",
+                      help="none (default): the clocks the benchmark sees; base: ncu locks base clocks")
+    prof.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS", help="limit for the profile (600)")
+    prof.add_argument("--warmup", type=int, default=2, help="unprofiled calls before the profiled one")
+    prof.add_argument("--sections", action="store_true",
+                      help="time the Proton scopes (triton.profiler.language) inside a Triton kernel instead")
+
+    san = sub.add_parser("sanitize", help="run a kernel's first test shape under compute-sanitizer (GPU)")
+    san.add_argument("path", type=Path)
+    san.add_argument("--tool", choices=("memcheck", "racecheck", "initcheck", "synccheck"), default="memcheck")
+    san.add_argument("--json", action="store_true")
+    san.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    handler = {"run": cmd_run, "history": cmd_history, "init": cmd_init, "context": cmd_context,
-               "watch": cmd_watch}[args.command]
+    handler = {
+        "run": cmd_run,
+        "history": cmd_history,
+        "diff": cmd_diff,
+        "pin": cmd_pin,
+        "profile": cmd_profile,
+        "sanitize": cmd_sanitize,
+        "init": cmd_init,
+        "context": cmd_context,
+        "watch": cmd_watch,
+    }[args.command]
     try:
         return handler(args)
     except KeyboardInterrupt:
@@ -297,6 +340,159 @@ def cmd_history(args: argparse.Namespace) -> int:
         print(f"{when}  " + summary_line(run.kernel, run.version, run.verdict, run.summary, run.tier, run.arch,
                                          run.duration_s or 0.0, run.message))
     return EXIT_OK
+
+
+def _current_version(store, kernel) -> tuple[int | None, str]:
+    """The version to look at: the file's current content if stored, else the newest run's (with a note)."""
+    from ktui.problem import content_hash
+
+    digest = content_hash(kernel.path.read_bytes())
+    version = store.version_of_hash(kernel.id, digest)
+    if version is not None:
+        return version, ""
+    latest = store.latest_run(kernel.id)
+    if latest is None:
+        return None, ""
+    return latest.version, (f"{kernel.path.name} changed since v{latest.version} was run; showing v{latest.version} "
+                            f"(run `ktui run {kernel.path.name}` to see the new code)")
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    from ktui.problem import ProblemError, kernel_at, state_dir
+    from ktui.sassdiff import DiffError, diff_versions, resolve_base
+    from ktui.store import Store
+
+    try:
+        kernel = kernel_at(args.path)
+        if not kernel.path.is_file():
+            raise ProblemError(f"{args.path}: no such file")
+    except ProblemError as exc:
+        print(f"ktui: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    state = state_dir(kernel.root)
+    store = Store(state / "history.db")
+    try:
+        new, note = (args.version, "") if args.version is not None else _current_version(store, kernel)
+        if new is None:
+            raise DiffError(f"{kernel.id} has no stored versions yet: run `ktui run {args.path}` first")
+        base = resolve_base(store, kernel.id, new, args.base)
+        diff = diff_versions(state, kernel.id, base, new, context=max(0, args.context))
+    except DiffError as exc:
+        if args.json:
+            print(json.dumps({"kernel": kernel.id, "base": args.base, "error": str(exc)}))
+        else:
+            print(f"ktui: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    finally:
+        store.close()
+    if args.json:
+        print(json.dumps({**diff.to_json(), "base": args.base, "note": note}))
+        return EXIT_OK
+    if note:
+        print(f"note: {note}", file=sys.stderr)
+    print(diff.text(unified=not args.no_unified))
+    return EXIT_OK
+
+
+def cmd_pin(args: argparse.Namespace) -> int:
+    from ktui.problem import ProblemError, kernel_at, state_dir
+    from ktui.store import Store
+
+    try:
+        kernel = kernel_at(args.path)
+        if not kernel.path.is_file():
+            raise ProblemError(f"{args.path}: no such file")
+    except ProblemError as exc:
+        print(f"ktui: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    store = Store(state_dir(kernel.root) / "history.db")
+    try:
+        if args.clear:
+            store.unpin(kernel.id)
+            print(f"{kernel.id}: no pinned baseline")
+            return EXIT_OK
+        version = args.version if args.version is not None else _current_version(store, kernel)[0]
+        known = [v for v, _ in store.iter_versions(kernel.id)]
+        if version is None or version not in known:
+            what = f"no version {version}" if version is not None else "no stored versions"
+            print(f"ktui: {kernel.id} has {what}: run `ktui run {args.path}` first", file=sys.stderr)
+            return EXIT_FAILED
+        store.pin(kernel.id, version)
+        print(f"{kernel.id}: v{version} pinned as the diff baseline")
+        return EXIT_OK
+    finally:
+        store.close()
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    """Profile, or time sections; ``--json`` prints the contract the dashboard's ``p`` reads."""
+    from ktui.external import CannotRun, ToolFailed
+    from ktui.profile import ProfileOptions, profile, profile_sections
+
+    def emit(obj: dict) -> None:
+        sys.stdout.write(json.dumps(obj, default=str) + "\n")
+        sys.stdout.flush()
+
+    def progress(message: str) -> None:
+        if args.json:
+            emit({"type": "profile_progress", "message": message})
+        else:
+            print(f"… {message}", file=sys.stderr, flush=True)
+
+    def finish(ok: bool, message: str, summary: dict | None = None, **extra) -> None:
+        if args.json:
+            emit({"type": "profile_finished", "ok": ok, "message": message, "summary": summary, **extra})
+        elif not ok:
+            print(f"ktui: {message}", file=sys.stderr)
+
+    options = ProfileOptions(set=args.set, shape=args.shape, clock_control=args.clock_control,
+                             timeout_s=args.timeout, warmup=args.warmup)
+    try:
+        if args.sections:
+            report = profile_sections(args.path, options, progress)
+            finish(True, f"{len(report.sections)} section(s) timed", None, sections=report.to_json())
+            if not args.json:
+                print(report.text())
+        else:
+            summary = profile(args.path, options, progress)
+            finish(True, f"profiled {len(summary.kernels)} kernel(s), {summary.total_duration_us:.1f} µs in total",
+                   summary.to_json())
+            if not args.json:
+                print(summary.text())
+    except CannotRun as exc:
+        finish(False, str(exc))
+        return EXIT_CANNOT_RUN
+    except ToolFailed as exc:
+        finish(False, str(exc))
+        return EXIT_FAILED
+    except Exception as exc:  # noqa: BLE001 - the dashboard waits for profile_finished: always send one
+        finish(False, f"ktui profile failed unexpectedly: {type(exc).__name__}: {exc}")
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def cmd_sanitize(args: argparse.Namespace) -> int:
+    from ktui.external import CannotRun, ToolFailed
+    from ktui.sanitize import sanitize
+
+    def progress(message: str) -> None:
+        if not args.json:
+            print(f"… {message}", file=sys.stderr, flush=True)
+
+    try:
+        report = sanitize(args.path, tool=args.tool, timeout_s=args.timeout, progress=progress)
+    except (CannotRun, ToolFailed) as exc:
+        if args.json:
+            print(json.dumps({"ok": False, "message": str(exc), "report": None}))
+        else:
+            print(f"ktui: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_RUN if isinstance(exc, CannotRun) else EXIT_FAILED
+    if args.json:
+        print(json.dumps({"ok": report.clean, "message": "no errors" if report.clean else
+                          f"{report.error_count} error(s)", "report": report.to_json()}))
+    else:
+        print(report.text())
+    return EXIT_OK if report.clean else EXIT_FAILED
 
 
 if __name__ == "__main__":

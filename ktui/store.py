@@ -78,6 +78,12 @@ CREATE TABLE IF NOT EXISTS profiles (
     summary TEXT NOT NULL,
     report_path TEXT NOT NULL DEFAULT ''
 );
+CREATE INDEX IF NOT EXISTS profiles_by_kernel ON profiles (kernel, created);
+CREATE TABLE IF NOT EXISTS pins (
+    kernel TEXT PRIMARY KEY,
+    version INTEGER NOT NULL,
+    created REAL NOT NULL
+);
 """
 
 
@@ -243,6 +249,49 @@ class Store:
     def iter_versions(self, kernel: str) -> Iterator[tuple[int, str]]:
         for r in self._conn().execute("SELECT version, content_hash FROM versions WHERE kernel=? ORDER BY version", (kernel,)):
             yield int(r[0]), r[1]
+
+    def version_of_hash(self, kernel: str, content_hash: str) -> int | None:
+        """The version that holds exactly this content, without creating one."""
+        row = self._conn().execute(
+            "SELECT version FROM versions WHERE kernel=? AND content_hash=?", (kernel, content_hash)
+        ).fetchone()
+        return int(row[0]) if row else None
+
+    # -- the diff baseline ---------------------------------------------------------------------
+    def pin(self, kernel: str, version: int) -> None:
+        """Make ``version`` the kernel's diff baseline (``ktui diff --base pinned``, the dashboard's ``b``)."""
+        with self._tx() as db:
+            db.execute("INSERT OR REPLACE INTO pins (kernel, version, created) VALUES (?,?,?)", (kernel, version, time.time()))
+
+    def unpin(self, kernel: str) -> None:
+        with self._tx() as db:
+            db.execute("DELETE FROM pins WHERE kernel=?", (kernel,))
+
+    def pinned(self, kernel: str) -> int | None:
+        row = self._conn().execute("SELECT version FROM pins WHERE kernel=?", (kernel,)).fetchone()
+        return int(row[0]) if row else None
+
+    # -- profiles ------------------------------------------------------------------------------
+    def record_profile(self, kernel: str, version: int, kind: str, summary: dict[str, Any], report_path: str = "") -> None:
+        """Keep a profile (``kind``: "ncu", "sections") of one version in the history."""
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO profiles (kernel, version, created, kind, summary, report_path) VALUES (?,?,?,?,?,?)",
+                (kernel, version, time.time(), kind, json.dumps(summary, default=str), report_path),
+            )
+
+    def profiles(self, kernel: str, kind: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+        """Newest first: ``{kernel, version, created, kind, summary, report_path}``."""
+        sql = "SELECT * FROM profiles WHERE kernel=?"
+        args: list[Any] = [kernel]
+        if kind is not None:
+            sql += " AND kind=?"
+            args.append(kind)
+        sql += " ORDER BY created DESC, rowid DESC"
+        if limit:
+            sql += f" LIMIT {int(limit)}"
+        rows = self._conn().execute(sql, args).fetchall()
+        return [{**dict(r), "summary": json.loads(r["summary"])} for r in rows]
 
 
 def _run_record(row: sqlite3.Row) -> RunRecord:

@@ -15,15 +15,17 @@ from ktui.loop.context import Outcome, RunContext
 from ktui.loop.errors import RungFailure
 from ktui.loop.events import ArtifactWritten
 
+DUMP_SUFFIXES = {".ttir", ".ttgir", ".llir", ".ptx", ".cubin", ".sass", ".mlir"}
+
 
 def run(ctx: RunContext) -> Outcome:
     if not ctx.compiled:
         raise RungFailure("nothing was compiled")
     run_dir = Path(ctx.job.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    for stale in run_dir.iterdir():  # a re-run of the same version replaces its dumps
-        if stale.is_file() and stale.name != "source.py":
-            stale.unlink()
+    for stale in run_dir.iterdir():  # a re-run of the same version replaces its dumps…
+        if stale.is_file() and (stale.suffix in DUMP_SUFFIXES or stale.name == "resources.json"):
+            stale.unlink()  # …and keeps the rest: its source, its profiles (ncu.json, .ncu-rep…)
 
     resources: dict[str, dict] = {}
     written = 0

@@ -60,11 +60,14 @@ def interpreter_environment() -> Iterator[None]:
                 if twin is None:
                     twin = _interpreted[id(value)] = InterpretedFunction(value.fn)
                 setattr(owner, attr, twin)
+    proton_saved = _silence_proton_scopes()
     saved = os.environ.get("TRITON_INTERPRET")
     os.environ["TRITON_INTERPRET"] = "1"
     try:
         yield
     finally:
+        for attr, value in proton_saved.items():
+            setattr(sys.modules["triton.profiler.language"], attr, value)
         if saved is None:
             os.environ.pop("TRITON_INTERPRET", None)
         else:
@@ -80,6 +83,25 @@ def interpreter_environment() -> Iterator[None]:
 
 
 _MISSING = object()
+
+# Proton's in-kernel markers (``with pl.scope("load"):``) are builtins that need a compiler
+# semantic, which the interpreter does not provide; they only mean something while Proton
+# instruments a compiled kernel, so in the interpreter they do nothing.
+_PROTON_MARKERS = ("enter_scope", "exit_scope", "allocate_event", "start_event", "end_event")
+
+
+def _silence_proton_scopes() -> dict[str, Any]:
+    module = sys.modules.get("triton.profiler.language")
+    if module is None:
+        return {}
+    saved = {name: getattr(module, name) for name in _PROTON_MARKERS if hasattr(module, name)}
+    for name in saved:
+        setattr(module, name, _no_op)
+    return saved
+
+
+def _no_op(*args: Any, **kwargs: Any) -> None:
+    return None
 
 
 def innermost(obj: Any) -> Any:

@@ -1,0 +1,203 @@
+"""Running NVIDIA's process-wrapping tools (``ncu``, ``compute-sanitizer``) around ktui's target.
+
+Shared by ``ktui profile`` and ``ktui sanitize``: find the tool where NVIDIA installs it, snapshot
+the kernel as a version (exactly like ``ktui run``), ask a plain ``python -m ktui.target --mode
+check`` whether there is a GPU and whether the kernel loads, then run the tool around the target in
+its own process group with a time limit — a hung kernel or a hung tool is killed, never waited on.
+Nothing here imports torch: the target does that in its own process.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from ktui.loop.job import Job, Options
+from ktui.problem import Kernel, ProblemError, kernel_at, state_dir
+from ktui.runner import describe_exit
+
+PREFLIGHT_TIMEOUT_S = 240.0  # importing torch + triton + the kernel on a cold machine
+TAIL_LINES = 12
+
+Progress = Callable[[str], None]
+
+
+class CannotRun(Exception):
+    """ktui cannot even start (bad path, no reference): exit code 2."""
+
+
+class ToolFailed(Exception):
+    """The tool or the kernel under it failed; the message says which and what to do: exit code 1."""
+
+
+def find_tool(name: str, env_var: str, patterns: tuple[str, ...] = ()) -> str | None:
+    """``$<env_var>``, then PATH, then the CUDA homes, then NVIDIA's install globs (newest first)."""
+    override = os.environ.get(env_var)
+    if override:
+        if Path(override).is_file() and os.access(override, os.X_OK):
+            return override
+        raise ToolFailed(f"{env_var}={override} is not an executable file")
+    found = shutil.which(name)
+    if found:
+        return found
+    homes = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
+    candidates = [str(Path(h) / "bin" / name) for h in homes if h]
+    for pattern in patterns:
+        candidates += sorted(glob.glob(pattern), key=_version_key, reverse=True)
+    for candidate in candidates:
+        if Path(candidate).is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def _version_key(path: str) -> list:
+    parts = []
+    for token in Path(path).parts:
+        parts.extend(int(x) if x.isdigit() else x for x in token.replace("-", ".").split("."))
+    return [(0, p) if isinstance(p, int) else (1, p) for p in parts]
+
+
+@dataclass
+class ToolRun:
+    argv: list[str]
+    returncode: int | None
+    output: str  # stdout and stderr interleaved, as a person would see them
+    timed_out: bool
+    duration_s: float
+
+    def tail(self, n: int = TAIL_LINES) -> str:
+        return "\n".join(self.output.rstrip().splitlines()[-n:])
+
+
+def run_tool(argv: list[str], timeout_s: float, env: dict | None = None, cwd: Path | None = None) -> ToolRun:
+    """Run ``argv`` in its own process group; on timeout kill the whole group (tool and target)."""
+    started = time.monotonic()
+    with tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as out:
+        try:
+            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                    cwd=cwd, start_new_session=True)
+        except OSError as exc:
+            raise ToolFailed(f"cannot start {argv[0]}: {exc.strerror or exc}") from exc
+        timed_out = False
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(proc)
+        out.seek(0)
+        output = out.read()
+    return ToolRun(argv, proc.returncode, output, timed_out, round(time.monotonic() - started, 3))
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:  # pragma: no cover - unkillable
+        pass
+
+
+def child_env(extra: dict | None = None) -> dict:
+    """The target's environment: ktui importable (as for the worker), unbuffered output."""
+    env = dict(os.environ)
+    package_parent = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = package_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra or {})
+    return env
+
+
+@dataclass
+class Target:
+    """One version of one kernel, ready to be run by ``python -m ktui.target`` under a tool."""
+
+    kernel: Kernel
+    job: Job
+    state: Path
+    run_dir: Path
+    workdir: Path  # private temp folder for the job and result files
+    check: dict = field(default_factory=dict)  # what the pre-flight reported
+
+    def argv(self, mode: str, result: Path, **flags: object) -> list[str]:
+        args = [sys.executable, "-m", "ktui.target", "--job", str(self.workdir / "job.json"), "--result", str(result),
+                "--mode", mode]
+        for key, value in flags.items():
+            if value is not None:
+                args += [f"--{key.replace('_', '-')}", str(value)]
+        return args
+
+    def result(self, path: Path) -> dict | None:
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def close(self) -> None:
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def prepare(path: Path, options: Options | None = None) -> Target:
+    """Resolve ``path`` to a kernel with a reference and snapshot it as a version (``CannotRun`` if not)."""
+    from ktui.session import Session
+
+    try:
+        kernel = kernel_at(Path(path))
+    except ProblemError as exc:
+        raise CannotRun(str(exc)) from exc
+    if not kernel.path.is_file():
+        raise CannotRun(f"{path}: no such file")
+    if kernel.path.suffix != ".py":
+        raise CannotRun(f"{path}: not a Python file")
+    if kernel.reference is None:
+        raise CannotRun(kernel.reference_error)
+    session = Session(kernel.root)
+    try:
+        job = session.prepare(kernel, options or Options())
+    finally:
+        session.close()
+    workdir = Path(tempfile.mkdtemp(prefix="ktui-target-"))
+    (workdir / "job.json").write_text(json.dumps(job.to_json()))
+    return Target(kernel, job, state_dir(kernel.root), Path(job.run_dir), workdir)
+
+
+def preflight(target: Target, shape: int, proton: bool = False, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> dict:
+    """Load the kernel in a plain target process (no tool): the tier, the shape, load errors, and
+    with ``proton`` what the installed Triton offers for in-kernel sections."""
+    result_path = target.workdir / "check.json"
+    argv = target.argv("check", result_path, shape=shape) + (["--proton"] if proton else [])
+    run = run_tool(argv, timeout_s, env=child_env())
+    result = target.result(result_path)
+    if run.timed_out:
+        raise ToolFailed(f"loading the kernel took longer than {timeout_s:.0f} s; it was killed")
+    if result is None:
+        raise ToolFailed(f"the kernel's process died while loading ({describe_exit(run.returncode)}):\n{run.tail()}")
+    target.check = result
+    return result
+
+
+def require_gpu(result: dict, what: str) -> None:
+    if result.get("tier") != "gpu":
+        raise ToolFailed(f"no GPU: {what} needs a CUDA GPU and none is visible here (CPU tier); "
+                         "run it on a GPU machine")
+
+
+def require_loaded(result: dict) -> None:
+    if result.get("ok"):
+        return
+    kind = result.get("error_kind")
+    if kind in ("shape",):
+        raise ToolFailed(result.get("error", "bad shape"))
+    raise ToolFailed(f"the kernel could not be loaded: {result.get('error', 'unknown error')}")
