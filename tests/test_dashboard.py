@@ -240,3 +240,75 @@ def test_no_color_turns_the_screen_monochrome(tmp_path, monkeypatch):
     assert any(max(ch) - min(ch) > 8 for ch in _screen_colours(ws))  # colour by default
     monkeypatch.setenv("NO_COLOR", "1")
     assert all(max(ch) - min(ch) <= 8 for ch in _screen_colours(ws))
+
+
+def test_p_runs_ktui_profile_and_its_answer_fills_the_ncu_pane(tmp_path):
+    """``p`` runs ``python -m ktui profile PATH --json`` for real; without a GPU or ncu its answer
+    is a failure that says why, and that answer is what the pane shows."""
+    ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
+
+    async def scenario():
+        app = make_app(ws)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await until(pilot, lambda: idle(app) and app.state.kernels["add_triton"].version == 1, what="catch-up")
+            await pilot.press("p")
+            assert app.query_one(TabbedContent).active == "tab-5"
+            await until(pilot, lambda: (s := app.state.profiles.get("add_triton")) is not None and not s.running,
+                        timeout=300, what="the profile's answer")
+            status = app.state.profiles["add_triton"]
+            await pilot.pause(0.2)
+            shown = plain(app.query_one("#ncu-head", Static), width=400)
+            assert status.message and status.message[:60] in shown.replace("\n", " ")
+            if not status.ok:
+                assert "last profile:" in shown
+
+    asyncio.run(scenario())
+
+
+def test_a_result_older_than_the_file_on_disk_is_marked_stale(tmp_path):
+    from dashboard_fixture import replay_cpu_history
+
+    ws, now = replay_cpu_history(tmp_path / "ws")
+    kernel = ws / "kernels" / "add_triton.py"
+    kernel.write_text(kernel.read_text() + "\n# edited while ktui was not watching\n")
+
+    async def scenario():
+        app = KtuiApp(Workspace.at(ws), live=False, clock=lambda: now)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await pilot.pause()
+            assert row(app, "add_triton")[-1] == "stale" and row(app, "softmax_triton")[-1] == "2m"
+            app._select("add_triton")
+            await pilot.pause()
+            assert "STALE" in plain(app.query_one("#status", Static), width=200)
+            assert "results of v1 predate the kernel file on disk" in plain(app.query_one("#status", Static), width=200)
+            app._select("softmax_triton")
+            await pilot.pause()
+            assert "STALE" not in plain(app.query_one("#status", Static), width=200)
+
+    asyncio.run(scenario())
+
+
+def test_resizing_between_tabs_and_side_by_side_keeps_the_selection(tmp_path):
+    from dashboard_fixture import replay_cpu_history
+    from ktui.tui.app import Dashboard
+
+    ws, now = replay_cpu_history(tmp_path / "ws")
+
+    async def scenario():
+        app = KtuiApp(Workspace.at(ws), live=False, clock=lambda: now)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            app._select("compile_error")
+            assert app.query(TabbedContent)
+            await pilot.resize_terminal(160, 48)
+            await pilot.pause(0.3)
+            assert app.query_one(Dashboard).has_class("-wide") and not app.query(TabbedContent)
+            assert app.selected == "compile_error" and app.query_one(KernelList).selected_id == "compile_error"
+            assert "arange's range must be a power of 2" in plain(app.query_one("#compile-body", Static))
+            await pilot.press("j")
+            assert app.selected == "crash_segfault"
+            await pilot.resize_terminal(80, 24)
+            await pilot.pause(0.3)
+            assert app.query(TabbedContent) and app.selected == "crash_segfault"
+
+    asyncio.run(scenario())

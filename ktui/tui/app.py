@@ -94,7 +94,7 @@ class Dashboard(Container):
 
 
 class KtuiApp(App[int]):
-    CSS_PATH = "app.tcss"
+    CSS_PATH = Path(__file__).parent / "app.tcss"  # absolute: subclasses elsewhere keep the styles
     TITLE = "ktui"
     BINDINGS = [
         Binding("r", "rerun", "rerun", tooltip="re-run the selected kernel (cancels its run in flight)"),

@@ -76,8 +76,11 @@ class KernelList(DataTable):
     # -- messages up ---------------------------------------------------------------------------
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         event.stop()
-        if event.row_key is not None and event.row_key.value is not None:
-            self.post_message(self.Selected(str(event.row_key.value)))
+        # A highlight for a row the cursor has already left (rows were added, the app moved the
+        # cursor since) is stale: only the cursor's row is the selection.
+        if event.cursor_row != self.cursor_row or event.row_key is None or event.row_key.value is None:
+            return
+        self.post_message(self.Selected(str(event.row_key.value)))
 
     # -- cells ---------------------------------------------------------------------------------
     def _style(self, name: str):

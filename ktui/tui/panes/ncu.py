@@ -54,5 +54,6 @@ def ncu_renderables(root: Path, view: KernelView | None, status: ProfileStatus |
     if view.disk_hash and summary.content_hash != view.disk_hash:
         head.append("  STALE", style="bold reverse")
         head.append(f" the kernel changed since v{summary.version} was profiled")
-    body = Group(*(Text(line) for line in summary.text().splitlines()[1:]))
+    text = summary.text().replace(str(root) + "/", "")  # paths as the user sees them
+    body = Group(*(Text(line) for line in text.splitlines()[1:]))
     return progress + head, body

@@ -64,11 +64,12 @@ def sass_renderables(root: Path, db: Path, kernel: str, version: int, base: str)
         try:
             base_version = resolve_base(store, kernel, version, base)
         except DiffError as exc:
-            return Text(f"base: {base} · d cycles previous/best/pinned, b pins v{version}", style="dim"), Text(str(exc))
+            return (Text(f"base: {base} · d cycles previous/best/pinned, b pins v{version}", style="dim"),
+                    Text(_short_paths(str(exc), root)))
         try:
             diff = diff_versions(state_dir(root), kernel, base_version, version)
         except DiffError as exc:
-            return Text(f"v{base_version} ({base}) → v{version}", style="bold"), Text(str(exc))
+            return Text(f"v{base_version} ({base}) → v{version}", style="bold"), Text(_short_paths(str(exc), root))
     finally:
         store.close()
     head = Text()
@@ -90,6 +91,11 @@ def sass_renderables(root: Path, db: Path, kernel: str, version: int, base: str)
     if total > shown:
         parts.append(Text(f"… {total - shown} more diff lines: ktui diff {kernel} --base {diff.base_version}", style="dim"))
     return head, Group(*parts)
+
+
+def _short_paths(message: str, root: Path) -> str:
+    """Paths inside the workspace as the user sees them (relative to its root)."""
+    return message.replace(str(root) + "/", "")
 
 
 def _diff_line(line: str) -> Text:
