@@ -8,7 +8,6 @@ import time
 import uuid
 from pathlib import Path
 
-import pytest
 from rich.console import Console
 from textual.widgets import DataTable, Static, TabbedContent
 

@@ -52,6 +52,13 @@ class Tmux:
             time.sleep(0.2)
 
 
+def _finished_runs(db: Path) -> int:
+    import sqlite3
+
+    with sqlite3.connect(db, timeout=30) as conn:
+        return conn.execute("SELECT COUNT(*) FROM runs WHERE verdict NOT IN ('running', 'cancelled')").fetchone()[0]
+
+
 def line_of(screen: str, kernel: str) -> str:
     return next((l for l in screen.splitlines() if f" {kernel} " in l), "")
 
@@ -90,7 +97,14 @@ def test_the_real_app_in_tmux_follows_edits_by_vim_and_by_rename_and_quits_on_q(
         tmux.wait_for(lambda s: "v2" in line_of(s, "add_triton") and "✓ passed" in line_of(s, "add_triton"),
                       what="the agent's save")
 
-        # keys as a terminal sends them
+        # keys as a terminal sends them: R (shift+r) re-runs both kernels
+        db = ws / ".ktui" / "history.db"
+        before = _finished_runs(db)
+        tmux("send-keys", "-t", "app", "R")
+        deadline = time.monotonic() + 120
+        while _finished_runs(db) < before + 2 and time.monotonic() < deadline:
+            time.sleep(0.3)
+        assert _finished_runs(db) == before + 2
         tmux("send-keys", "-t", "app", "2")
         tmux.wait_for(lambda s: "figures / message" in s, timeout=10, what="the rungs tab")
         tmux("send-keys", "-t", "app", "?")

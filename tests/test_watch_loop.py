@@ -13,7 +13,6 @@ import time
 import uuid
 from pathlib import Path
 
-import pytest
 
 from conftest import FIXTURES, REPO, make_workspace
 from ktui.loop.events import RunFinished, RungStarted, RunStarted
@@ -186,3 +185,26 @@ def test_watch_on_a_path_that_does_not_exist_is_a_clear_error(tmp_path):
     proc = ktui("watch", str(tmp_path / "nowhere"), "--headless", cwd=tmp_path, timeout=60)
     assert proc.returncode == 2
     assert "no such folder" in proc.stderr
+
+
+def test_a_cancelled_run_leaves_the_latest_file_with_the_last_real_verdict(tmp_path):
+    from ktui.loop.events import RunFinished, RunStarted
+    from ktui.reports import ReportWriter, latest_path
+
+    state = tmp_path / ".ktui"
+    writer = ReportWriter(state)
+
+    def run(run_id: str, version: int, verdict: str) -> None:
+        run_dir = state / "runs" / "k" / str(version)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        writer(RunStarted(run_id, kernel="k", path="k.py", version=version, content_hash=f"h{version}", reference="r.py",
+                          reference_hash="r", tier="cpu", device="CPU", arch="sm_90a", run_dir=str(run_dir)))
+        writer(RunFinished(run_id, verdict=verdict))
+
+    run("a", 1, "passed")
+    run("b", 2, "cancelled")
+    latest = json.loads(latest_path(state, "k").read_text())
+    assert (latest["version"], latest["verdict"]) == (1, "passed")
+    assert json.loads((state / "runs" / "k" / "2" / "report.json").read_text())["verdict"] == "cancelled"
+    run("c", 3, "failed")
+    assert json.loads(latest_path(state, "k").read_text())["verdict"] == "failed"

@@ -123,7 +123,6 @@ class KtuiApp(App[int]):
         settings: WatchSettings | None = None,
         live: bool = True,
         clock: Callable[[], float] = time.time,
-        loop_factory: Callable[..., WatchLoop] = WatchLoop,
     ):
         super().__init__()
         self.workspace = workspace
@@ -131,7 +130,6 @@ class KtuiApp(App[int]):
         self.settings = settings or WatchSettings()
         self.live = live
         self.clock = clock
-        self._loop_factory = loop_factory
         self.loop: WatchLoop | None = None
         self.store = Store(state_dir(workspace.root) / "history.db")
         self.state = DashboardState(root=workspace.root)
@@ -156,8 +154,7 @@ class KtuiApp(App[int]):
         self.query_one(KernelList).focus()
         self.set_interval(AGE_REFRESH_S, self._refresh_ages)
         if self.live:
-            self.loop = self._loop_factory(self.workspace, self.options, self._from_loop, self.settings,
-                                           tasks=self._tasks())
+            self.loop = WatchLoop(self.workspace, self.options, self._from_loop, self.settings, tasks=self._tasks())
             self.loop.start()
 
     def _tasks(self) -> dict:
@@ -329,9 +326,6 @@ class KtuiApp(App[int]):
         view = self.state.kernels.get(self.selected) if self.selected else None
         if view is None or view.version is None:
             self.notify("no version to pin yet", severity="warning")
-            return
-        if not hasattr(self.store, "pin"):
-            self.notify("pinning needs the SASS diff engine (ktui.sassdiff)", severity="error")
             return
         self.store.pin(view.id, view.version)
         self.diff_base = "pinned"
