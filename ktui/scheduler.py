@@ -134,6 +134,10 @@ class Scheduler:
                 kill = current.live and entry.kind == "run"
                 self._queue = [e for e in self._queue if e.key() != entry.key()]
                 self._queue.insert(0, entry)
+            elif current is None and not self._queue and not self._stopping:
+                # Idle: the job starts now. Hand it to the run thread directly, so the first
+                # notice already says "running" (no "queued" in between while that thread wakes).
+                self._current = _Current(entry, kernel_id)
             elif all(e.key() != entry.key() for e in self._queue):
                 self._queue.append(entry)
             self._cond.notify_all()
@@ -191,13 +195,17 @@ class Scheduler:
             self._describe()
         while True:
             with self._cond:
-                while not self._queue and not self._stopping:
+                while self._current is None and not self._queue and not self._stopping:
                     self._cond.wait()
                 if self._stopping:
                     return
-                entry = self._queue.pop(0)
-                current = self._current = _Current(entry, self._ids.get(entry.path, entry.path.stem))
-            self._notify_queue()
+                handed = self._current is not None
+                if not handed:
+                    entry = self._queue.pop(0)
+                    self._current = _Current(entry, self._ids.get(entry.path, entry.path.stem))
+                current = self._current
+            if not handed:
+                self._notify_queue()
             try:
                 self._run(current)
             except WorkerStartError as exc:

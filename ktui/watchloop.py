@@ -21,7 +21,7 @@ from ktui.scheduler import Listener, Notice, Scheduler, Task
 from ktui.session import Session
 from ktui.store import Store
 from ktui.watch import DEFAULT_DEBOUNCE_S, Save, Watcher, WatcherState
-from ktui.workspace import Workspace
+from ktui.workspace import KernelIndex, Workspace
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,7 @@ class WatchLoop:
             self.session, options, listener, resolve=workspace.kernel,
             tasks={name: make(self) for name, make in (tasks or {}).items()},
         )
+        self.index = KernelIndex(workspace)  # touched only from the watcher's thread after start
         self.watcher = Watcher(
             workspace.watch_folders(), self._on_saves, debounce_s=self.settings.debounce_s,
             force_polling=self.settings.force_polling, observer_factory=observer_factory,
@@ -97,10 +98,11 @@ class WatchLoop:
         problem = self.workspace.problem()
         if problem:
             self.listener(WorkspaceNote(problem))
+        kernels = self.index.kernels()  # read before the watcher's thread owns the index
         self.scheduler.start()
         self.watcher.start()
         if self.settings.catch_up:
-            for kernel in self.workspace.kernels():
+            for kernel in kernels:
                 if not is_current(self.store, kernel):
                     self.scheduler.submit(kernel, restart=False)
 
@@ -135,9 +137,10 @@ class WatchLoop:
             if save.removed and not self.workspace.is_reference_file(save.path) and save.path.suffix == ".py":
                 # A kernel file (or a module beside one) is gone: listeners drop it by its path.
                 self.scheduler.forget(save.path)
+                self.index.affected_by(save.path)  # drops it from the index
                 self.listener(Saved(str(save.path), (), None, dependency=False))
                 continue
-            affected = self.workspace.affected_by(save.path)
+            affected = self.index.affected_by(save.path)
             dependency = all(k.path != save.path for k in affected)
             self.listener(Saved(str(save.path), tuple(k.id for k in affected), save.content_hash, dependency))
             for kernel in affected:

@@ -87,12 +87,12 @@ class Workspace:
     def is_reference_file(self, path: Path) -> bool:
         return Path(path).is_relative_to(self.references_dir)
 
-    def affected_by(self, path: Path) -> list[Kernel]:
+    def affected_by(self, path: Path, kernels: list[Kernel] | None = None) -> list[Kernel]:
         """The kernels a change of ``path`` makes stale: those whose files include it. A new
         reference can also resolve kernels that had none, so those count too."""
         path = Path(path).resolve()
         unresolved_too = self.is_reference_file(path)
-        return [k for k in self.kernels()
+        return [k for k in (self.kernels() if kernels is None else kernels)
                 if path in {f.resolve() for f in k.files} or (unresolved_too and k.reference is None)]
 
     def problem(self) -> str:
@@ -113,3 +113,35 @@ class Workspace:
             return str(path.relative_to(Path.cwd())) or "."
         except ValueError:
             return str(path)
+
+
+class KernelIndex:
+    """The workspace's kernels, kept current save by save.
+
+    Finding every kernel reads and parses every file; on each save that would cost the time a
+    user waits to see "running". A save of a known kernel file re-reads that one file; anything
+    else (a new file, a reference, a task.yml) re-scans the workspace. Used from one thread.
+    """
+
+    def __init__(self, workspace: Workspace):
+        self.workspace = workspace
+        self._by_path: dict[Path, Kernel] = {}
+        self.rescan()
+
+    def rescan(self) -> list[Kernel]:
+        self._by_path = {k.path: k for k in self.workspace.kernels()}
+        return self.kernels()
+
+    def kernels(self) -> list[Kernel]:
+        return sorted(self._by_path.values(), key=lambda k: k.id)
+
+    def affected_by(self, path: Path) -> list[Kernel]:
+        path = Path(path).resolve()
+        if path not in self._by_path:
+            return self.workspace.affected_by(path, self.rescan())
+        kernel = self.workspace.kernel(path) if path.is_file() else None
+        if kernel is None:
+            del self._by_path[path]
+            return []
+        self._by_path[path] = kernel  # its REFERENCE line may have changed
+        return self.workspace.affected_by(path, self.kernels())

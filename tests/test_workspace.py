@@ -92,3 +92,22 @@ def test_a_folder_of_broken_files_lists_them_without_raising(tmp_path):
     kernels = {k.id: k for k in w.kernels()}
     assert set(kernels) == {"add_binary", "add_syntax", "nothing_known"}
     assert kernels["nothing_known"].reference is None and "no reference" in kernels["nothing_known"].reference_error
+
+
+def test_the_kernel_index_rereads_a_saved_kernel_and_rescans_for_anything_else(tmp_path):
+    from ktui.workspace import KernelIndex
+
+    ws = make_workspace(tmp_path / "ws", kernels=["add_triton", "softmax_triton"])
+    index = KernelIndex(Workspace.at(ws))
+    kernel = ws / "kernels" / "add_triton.py"
+    # a kernel that now names another reference is judged against it from this save on
+    kernel.write_text(kernel.read_text().replace('REFERENCE = "add"', 'REFERENCE = "softmax"'))
+    (hit,) = index.affected_by(kernel)
+    assert hit.reference == (ws / "references" / "softmax.py").resolve()
+    assert ids(index.affected_by(ws / "references" / "softmax.py")) == ["add_triton", "softmax_triton"]
+    # a new file is found by the rescan; a removed one leaves the index
+    new = ws / "kernels" / "add_new.py"
+    new.write_text((REPO / "kernels" / "add_triton.py").read_text())
+    assert ids(index.affected_by(new)) == ["add_new"]
+    new.unlink()
+    assert index.affected_by(new) == [] and "add_new" not in ids(index.kernels())
