@@ -234,7 +234,8 @@ def parse_ncu_csv(text: str) -> list[float]:
 
 
 def run_ncu(ncu: str, case: Case, row: Row, timeout: float) -> None:
-    cmd = [ncu, "--clock-control", "none", "--metrics", "gpu__time_duration.sum", "--csv", "--print-units", "base",
+    # Units are left to ncu (it scales them per value); parse_ncu_csv converts each one.
+    cmd = [ncu, "--clock-control", "none", "--metrics", "gpu__time_duration.sum", "--csv",
            "--kernel-name", f"regex:{case.ncu_name}", "--launch-skip", str(NCU_WARMUP), "--launch-count", str(NCU_COUNT),
            sys.executable, __file__, "--child-ncu", case.id]
     try:
