@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ktui import stats
@@ -27,6 +28,8 @@ from ktui.loop.events import Event, RunFinished, RungFinished, RunStarted
 from ktui.store import Baseline, Store
 
 FLOOR_AT_LEAST_50US = 0.01  # run-to-run spread target for kernels of 50 µs and more
+# A jump this large over the best version, with the machine code unchanged, is not believed.
+SUSPICIOUS_JUMP = 10.0
 FLOOR_SHORTER = 0.03  # and for shorter kernels (launch and clock jitter weigh more)
 
 
@@ -91,8 +94,10 @@ def best_of(baselines: list[Baseline]) -> Baseline | None:
 class VersionComparer:
     """Annotates one session's events with comparisons against the history (see module doc)."""
 
-    def __init__(self, store: Store):
+    def __init__(self, store: Store, state_dir: Path | None = None, jump: float = SUSPICIOUS_JUMP):
         self.store = store
+        self.state_dir = state_dir
+        self.jump = jump
         self._runs: dict[str, _RunState] = {}
 
     def __call__(self, event: Event) -> Event:
@@ -100,7 +105,7 @@ class VersionComparer:
             if event.tier == "gpu":
                 baselines = self.store.benchmark_baselines(event.kernel, event.device, event.reference_hash, event.version)
                 if baselines:
-                    self._runs[event.run_id] = _RunState(baselines[0], best_of(baselines))
+                    self._runs[event.run_id] = _RunState(baselines[0], best_of(baselines), event.kernel, event.version)
             return event
         state = self._runs.get(event.run_id)
         if state is None:
@@ -111,14 +116,40 @@ class VersionComparer:
         if isinstance(event, RunFinished):
             self._runs.pop(event.run_id, None)
             extra = state.summary()
-            return dataclasses.replace(event, summary={**event.summary, **extra}) if extra else event
+            if not extra:
+                return event
+            event = dataclasses.replace(event, summary={**event.summary, **extra})
+            doubt = self._unbelievable_jump(state, extra.get("vs_best"))
+            if doubt and event.verdict == "passed":
+                event = dataclasses.replace(event, verdict="suspicious", message=doubt,
+                                            summary={**event.summary, "first_failure": {
+                                                "rung": "benchmark", "status": "suspicious", "message": doubt}})
+            return event
         return event
+
+    def _unbelievable_jump(self, state: "_RunState", vs_best: dict | None) -> str:
+        """A version ``jump``× faster than the best one with the same SASS: the speed comes from
+        somewhere other than the kernel (a cache, the timer, the reference's timing)."""
+        if not vs_best or vs_best["ratio"] < self.jump or self.state_dir is None or state.best is None:
+            return ""
+        from ktui import sassdiff
+
+        try:
+            diff = sassdiff.diff_versions(self.state_dir, state.kernel, state.best.version, state.version)
+        except sassdiff.DiffError:
+            return ""
+        if any(f.status != "same" for f in diff.functions):
+            return ""
+        return (f"{vs_best['ratio']:.1f}× faster than the best version v{state.best.version} with identical SASS: "
+                "that speed did not come from the kernel's code")
 
 
 @dataclass
 class _RunState:
     previous: Baseline
     best: Baseline | None
+    kernel: str = ""
+    version: int = 0
     current: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
     def rung_figures(self, rung: str, figures: dict[str, Any]) -> dict[str, Any]:

@@ -30,7 +30,7 @@ class Session:
         self.runner: Runner = runner or LocalRunner()
         self.consumers: list[Consumer] = [self.store.record, ReportWriter(self.state), *consumers]
         # Labels benchmark figures against earlier versions before anyone sees them.
-        self.compare = VersionComparer(self.store)
+        self.compare = VersionComparer(self.store, self.state)
 
     def run_dir(self, kernel_id: str, version: int) -> Path:
         return self.state / "runs" / kernel_id / str(version)

@@ -116,3 +116,44 @@ def test_the_best_must_have_timed_every_shape():
 
 def test_short_kernels_get_a_wider_noise_floor():
     assert noise_floor(5.0) == 0.03 and noise_floor(50.0) == 0.01
+
+
+def _sass(state, version, text):
+    run_dir = state / "runs" / "add_triton" / str(version)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "add_kernel.sass").write_text(text)
+    (run_dir / "resources.json").write_text('{"add_kernel": {"registers": 28, "file_stem": "add_kernel"}}')
+
+
+SASS = """\t.section\t.text.add_kernel,"ax",@progbits
+add_kernel:
+        /*0000*/                   LDC R1, c[0x0][0x28] ;
+        /*0010*/                   LDG.E R2, desc[UR4][R2.64] ;
+        /*0020*/                   FADD R0, R2, R3 ;
+        /*0030*/                   STG.E desc[UR4][R4.64], R0 ;
+        /*0040*/                   EXIT ;
+"""
+
+
+def test_a_tenfold_jump_with_identical_sass_is_suspicious(store, tmp_path):
+    state = tmp_path / "state"
+    _sass(state, 2, SASS)
+    _sass(state, 4, SASS)
+    compare = VersionComparer(store, state)
+    compare(start("d", 4))
+    for rung, us in zip(SHAPES, [0.5, 5.0]):  # 16x faster than the best (v2: 8, 80)
+        compare(bench("d", rung, us))
+    end = compare(RunFinished("d", verdict="passed"))
+    assert end.verdict == "suspicious"
+    assert "identical SASS" in end.message and "v2" in end.message
+
+
+def test_a_tenfold_jump_with_new_machine_code_is_believed(store, tmp_path):
+    state = tmp_path / "state"
+    _sass(state, 2, SASS)
+    _sass(state, 4, SASS.replace("LDG.E R2", "LDG.E.128 R2"))
+    compare = VersionComparer(store, state)
+    compare(start("d", 4))
+    for rung, us in zip(SHAPES, [0.5, 5.0]):
+        compare(bench("d", rung, us))
+    assert compare(RunFinished("d", verdict="passed")).verdict == "passed"

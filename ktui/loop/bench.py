@@ -20,6 +20,7 @@ import torch
 
 from ktui import roofline as rl
 from ktui import stats
+from ktui.loop import integrity
 from ktui.loop.context import Outcome, RunContext
 from ktui.loop.errors import RungSkipped
 from ktui.loop.events import OK, SUSPICIOUS
@@ -29,6 +30,8 @@ from ktui.loop.timing import CallTiming, Flush, Measurement, Sampler, capture_gr
 # Input sets may use at most this share of the free device memory (the rest is for outputs,
 # the reference's temporaries and the flush buffer).
 INPUT_MEMORY_SHARE = 0.25
+# One timed output in this many is compared with the reference (all of them with --strict).
+RECHECK_EVERY = 8
 
 _process: dict[str, Any] = {}  # per-worker state: the clock monitor and driver version
 
@@ -39,7 +42,8 @@ def run(ctx: RunContext, shape: dict) -> Outcome:
     settings = ctx.job.options.bench_settings()
     sets = input_sets(ctx, shape, settings)
     rule = stats.StoppingRule(settings.rse_target, settings.min_samples, settings.time_s, settings.max_samples)
-    sampler = Sampler(Flush("hot" if settings.hot_cache else settings.flush), _clock_monitor())
+    check = integrity.TimedOutputCheck(ctx, sets, every=1 if ctx.job.options.strict else RECHECK_EVERY)
+    sampler = Sampler(Flush("hot" if settings.hot_cache else settings.flush), _clock_monitor(), inspect=check.inspect)
 
     def kernel(i: int) -> Any:
         return ctx.custom_kernel(*sets[i % len(sets)])
@@ -50,6 +54,16 @@ def run(ctx: RunContext, shape: dict) -> Outcome:
     measured = sampler.measure([kernel, reference], rule, settings.warmup_s)
     figures = timing_figures(measured, settings)
     figures["input_sets"] = len(sets)
+    figures["rechecked"] = check.checked
+    if check.failure is not None:
+        return Outcome(figures=figures, status=SUSPICIOUS,
+                       message=f"right when checked, wrong when timed — {check.failure}")
+    escape = integrity.timer_escape(lambda s: ctx.custom_kernel(*s), sets, figures["kernel_us"], figures["kernel_host_us"])
+    figures["wall_us"] = escape["wall_us"]
+    if escape["escaped"]:
+        return Outcome(figures=figures, status=SUSPICIOUS, message=(
+            f"work escapes the timer: {escape['wall_us']:.1f} µs per call with the device synchronised, "
+            f"{figures['kernel_us']:.1f} µs by CUDA events (another stream, a thread, or deferred work)"))
     if settings.cuda_graph:
         figures.update(graph_figures(ctx, sets, sampler, rule, settings))
     model, dtype, notes = roofline_model(ctx, shape, sets[0])

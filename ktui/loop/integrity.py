@@ -244,3 +244,64 @@ def run(ctx) -> "Outcome":
             )
         raise RungFailure(f"wrong when called again on new data in the same buffers: {verdict.reason}", figures)
     return Outcome(figures=figures, message="fresh data in reused buffers gave the fresh answer")
+
+
+class TimedOutputCheck:
+    """Compares what the kernel returned *while being timed* with the reference's answer.
+
+    A kernel can be right when checked and cut corners when timed (skip work after the first
+    calls, return stale buffers). A sample of timed calls — every ``every``-th, and all of them in
+    strict mode — is compared, outside the timed region, with the reference's output for that
+    input set.
+    """
+
+    def __init__(self, ctx, sets: list[tuple], every: int):
+        from ktui.loop.device import clone_tree
+
+        self.ctx = ctx
+        self.sets = sets
+        self.every = max(1, every)
+        self.expected = [ctx.ref_kernel(*clone_tree(s)) for s in sets]
+        self.checked = 0
+        self.failure: str | None = None
+
+    def inspect(self, index: int, round_: int, result: Any) -> None:
+        if index != 0 or self.failure is not None or round_ % self.every:
+            return
+        from ktui.loop.errors import RungFailure
+        from ktui.loop.outputs import pair_outputs
+        from ktui.metrics import compare
+
+        self.checked += 1
+        expected = self.expected[round_ % len(self.sets)]
+        try:
+            pairs = pair_outputs(result, expected, self.ctx.tier.torch_device)
+        except RungFailure as exc:
+            self.failure = f"timed call {round_}: {exc.message}"
+            return
+        for out, ref in pairs:
+            verdict = compare(out, ref, self.ctx.tolerances)
+            if not verdict.passed:
+                self.failure = f"timed call {round_}: {verdict.reason}"
+                return
+
+
+def timer_escape(call, sets: list[tuple], event_us: float, host_us: float, calls: int = 20) -> dict[str, Any]:
+    """Wall-clock time per call with the whole device synchronised, next to the event time.
+
+    Events on the current stream see only work on that stream. Work launched on another stream
+    or thread, or deferred, is invisible to them but not to ``torch.cuda.synchronize()``. Back to
+    back, a call costs at most about max(its device time, its launch time); much more than that
+    means the timer missed work.
+    """
+    torch.cuda.synchronize()
+    started = time.perf_counter()
+    for i in range(calls):
+        call(sets[i % len(sets)])
+    torch.cuda.synchronize()
+    wall_us = (time.perf_counter() - started) / calls * 1e6
+    expected_us = max(event_us, host_us)
+    return {
+        "wall_us": wall_us,
+        "escaped": wall_us > 2.0 * expected_us + 20.0,
+    }

@@ -155,21 +155,25 @@ class Measurement:
 class Sampler:
     """Takes samples of callables; owns the flush, the pad and one pair of events."""
 
-    def __init__(self, flush: Flush, clocks: ClockMonitor | None = None):
+    def __init__(self, flush: Flush, clocks: ClockMonitor | None = None,
+                 inspect: Callable[[int, int, Any], None] | None = None):
         self.flush = flush
         self.pad = Pad()
         self.clocks = clocks
+        # Called with (callable index, round, what the call returned) after each kept sample,
+        # outside the timed region: lets the timed outputs themselves be checked.
+        self.inspect = inspect
         self._start = torch.cuda.Event(enable_timing=True)
         self._end = torch.cuda.Event(enable_timing=True)
 
-    def sample(self, call: Call, i: int, timing: CallTiming, keep: bool = True) -> bool:
+    def sample(self, call: Call, i: int, timing: CallTiming, keep: bool = True, index: int = 0) -> bool:
         """One sample; returns whether the launch was exposed (the pad was too short)."""
         self.flush()
         if not timing.synchronizes:
             self.pad(timing.pad_us)
         self._start.record()
         t0 = time.perf_counter()
-        call(i)
+        result = call(i)
         host_s = time.perf_counter() - t0
         self._end.record()
         exposed = self._start.query()  # the GPU already passed the start event: it waited for us
@@ -189,6 +193,8 @@ class Sampler:
             timing.samples_ms.append(self._start.elapsed_time(self._end))
             timing.host_ms.append(host_s * 1e3)
             timing.exposed += int(exposed)
+            if self.inspect is not None:
+                self.inspect(index, i, result)
         return exposed
 
     def measure(self, calls: Sequence[Call], rule: StoppingRule, warmup_s: float) -> Measurement:
@@ -206,7 +212,7 @@ class Sampler:
             while stop is None:
                 order = range(len(calls)) if rounds % 2 == 0 else reversed(range(len(calls)))
                 for j in order:
-                    self.sample(calls[j], rounds, timings[j])
+                    self.sample(calls[j], rounds, timings[j], index=j)
                 rounds += 1
                 elapsed = time.perf_counter() - started
                 if rule.check_due(rounds, last_check) or elapsed >= rule.time_cap_s:
