@@ -22,6 +22,7 @@ from ktui import roofline as rl
 from ktui import stats
 from ktui.loop import integrity
 from ktui.loop.context import Outcome, RunContext
+from ktui.loop.device import tensors_in
 from ktui.loop.errors import RungSkipped
 from ktui.loop.events import OK, SUSPICIOUS
 from ktui.loop.job import BenchSettings
@@ -84,20 +85,10 @@ def input_sets(ctx: RunContext, shape: dict, settings: BenchSettings) -> list[tu
     """Fresh inputs per set (new seeds); as many sets as asked that fit in memory; one when hot."""
     first = ctx.generate(shape, ctx.next_seed())
     wanted = 1 if settings.hot_cache else settings.input_sets
-    size = sum(t.numel() * t.element_size() for t in _tensors(first))
+    size = sum(t.numel() * t.element_size() for t in tensors_in(first))
     free, _ = torch.cuda.mem_get_info()
     fit = int(INPUT_MEMORY_SHARE * free // size) if size else wanted
     return [first] + [ctx.generate(shape, ctx.next_seed()) for _ in range(max(0, min(wanted, fit) - 1))]
-
-
-def _tensors(obj: Any) -> list[torch.Tensor]:
-    if isinstance(obj, torch.Tensor):
-        return [obj]
-    if isinstance(obj, (tuple, list)):
-        return [t for x in obj for t in _tensors(x)]
-    if isinstance(obj, dict):
-        return [t for x in obj.values() for t in _tensors(x)]
-    return []
 
 
 def _summary_figures(prefix: str, timing: CallTiming) -> dict[str, Any]:
@@ -181,7 +172,7 @@ def roofline_model(ctx: RunContext, shape: dict, inputs: tuple) -> tuple[dict[st
         model[key] = value
     dtype = rl.dtype_key(shape["dtype"]) if isinstance(shape.get("dtype"), str) else None
     if dtype is None:
-        floating = [t for t in _tensors(inputs) if t.dtype.is_floating_point]
+        floating = [t for t in tensors_in(inputs) if t.dtype.is_floating_point]
         dtype = rl.dtype_key(floating[0].dtype) if floating else None
     return model, dtype, notes
 

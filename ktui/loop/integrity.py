@@ -28,12 +28,18 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import torch
 
-# (owner, attribute) pairs the timer and the metrics rely on.
+from ktui.loop.device import tensors_in
+
+if TYPE_CHECKING:
+    from ktui.loop.context import Outcome
+
+
 def _guarded_targets() -> list[tuple[Any, str, str]]:
+    """(owner, attribute, label) of what the timer and the metrics rely on."""
     targets: list[tuple[Any, str, str]] = []
 
     def add(owner: Any, names: tuple[str, ...], label: str) -> None:
@@ -180,7 +186,7 @@ def reference_imports(source: str, reference_path: str) -> list[str]:
 def fingerprint(out: Any) -> tuple:
     """A cheap identity of an output's values: shape, dtype and two weighted sums, per tensor."""
     prints = []
-    for t in _tensors(out):
+    for t in tensors_in(out):
         if not t.numel() or t.is_meta:
             prints.append((tuple(t.shape), str(t.dtype)))
             continue
@@ -192,21 +198,11 @@ def fingerprint(out: Any) -> tuple:
 
 def same_storage_replay(inputs: tuple, fresh: tuple) -> None:
     """Write ``fresh``'s values into ``inputs``' tensors in place: same pointers, new data."""
-    for dst, src in zip(_tensors(inputs), _tensors(fresh)):
+    for dst, src in zip(tensors_in(inputs), tensors_in(fresh)):
         dst.copy_(src)
 
 
-def _tensors(obj: Any) -> list[torch.Tensor]:
-    if isinstance(obj, torch.Tensor):
-        return [obj]
-    if isinstance(obj, (tuple, list)):
-        return [t for x in obj for t in _tensors(x)]
-    if isinstance(obj, dict):
-        return [t for x in obj.values() for t in _tensors(x)]
-    return []
-
-
-def run(ctx) -> "Outcome":
+def run(ctx) -> Outcome:
     """The ``integrity`` rung: the replay probe.
 
     Call the kernel on inputs A, then write fresh inputs B into A's very tensors (same
@@ -231,7 +227,7 @@ def run(ctx) -> "Outcome":
     ref = ctx.ref_kernel(*clone_tree(fresh))
     pairs = pair_outputs(second, ref, ctx.tier.torch_device)
     figures = {"shape": shape, "seeds": [first_seed, second_seed]}
-    for (out, expected), previous in zip(pairs, _tensors(first)):
+    for (out, expected), previous in zip(pairs, tensors_in(first)):
         verdict = compare(out, expected, ctx.tolerances)
         if verdict.passed:
             continue

@@ -40,7 +40,7 @@ case "${1:-}" in
     step figures.log 110 "$PY" tests/benchmarks/loop_latency.py --reps 5 --json "$OUT/loop_latency.json"
     step run.log 90 "$PY" -m ktui run kernels/ --seed 1
     if [ -f screenshots/make_screenshots.py ]; then
-      step figures.log 90 "$PY" screenshots/make_screenshots.py --gpu --out "$OUT/shots"
+      step figures.log 150 "$PY" screenshots/make_screenshots.py --name h200 --profile --out "$OUT/shots"
       tar -czf "$OUT/screenshots.tgz" -C "$OUT" shots 2>> "$OUT/figures.log" && rm -rf "$OUT/shots"
     fi
     ;;
