@@ -49,6 +49,25 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--strict", action="store_true",
                      help="the final word: a fresh process per run, more seeds per shape, every timed output re-checked")
     run.add_argument("-v", "--verbose", action="store_true", help="also print what the kernel printed")
+    bench = run.add_argument_group("benchmark (GPU tier)")
+    bench.add_argument("--hot-cache", action="store_true",
+                       help="time with inputs in L2: no flush between samples, one input set")
+    bench.add_argument("--cuda-graph", action="store_true",
+                       help="also time CUDA-graph replays (no launch overhead), reported as graph_* figures")
+    bench.add_argument("--bench-time", type=float, metavar="S", help="cap on sampling time per shape (default 3)")
+    bench.add_argument("--warmup", type=float, metavar="S", help="warm-up time per shape (default 0.2)")
+    bench.add_argument("--rse-target", type=float, metavar="F",
+                       help="stop when each median's relative standard error is below F (default 0.005 = 0.5%%)")
+    bench.add_argument("--min-samples", type=int, metavar="N", help="samples per callable before any stop (default 20)")
+    bench.add_argument("--input-sets", type=int, metavar="N", help="input sets rotated between samples (default 3)")
+    bench.add_argument("--flush", choices=("read", "write"), help="how the L2 is evicted between samples (default read)")
+    bench.add_argument("--roofline-done", type=float, metavar="F",
+                       help="fraction of roofline shown as 'at roofline' (default 0.9)")
+
+    cal = sub.add_parser("calibrate", help="measure this GPU's copy bandwidth and matmul rates for the roofline")
+    cal.add_argument("path", nargs="?", type=Path, default=Path("."), help="the workspace (default: here)")
+    cal.add_argument("--json", action="store_true", help="print the calibration as JSON")
+    cal.add_argument("--time", type=float, default=2.0, metavar="S", help="sampling cap per measurement (default 2)")
 
     watch = sub.add_parser("watch", help="watch a workspace and re-run the loop on every save (the dashboard)")
     watch.add_argument("dir", nargs="?", type=Path, default=Path("."),
@@ -134,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         "pin": cmd_pin,
         "profile": cmd_profile,
         "sanitize": cmd_sanitize,
+        "calibrate": cmd_calibrate,
         "init": cmd_init,
         "context": cmd_context,
         "watch": cmd_watch,
@@ -153,11 +173,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         kernels = discover(args.paths, reference=args.reference)
         timeouts = _timeouts(args.timeout)
-    except (ProblemError, argparse.ArgumentTypeError) as exc:
+        bench = bench_settings(args)
+    except (ProblemError, argparse.ArgumentTypeError, ValueError) as exc:
         print(f"ktui: {exc}", file=sys.stderr)
         return EXIT_CANNOT_RUN
     options = Options(arch=args.arch, force_cpu=args.cpu, benchmark=not args.no_bench, seed=args.seed,
-                      timeouts=timeouts, strict=args.strict)
+                      timeouts=timeouts, strict=args.strict, bench=bench)
     printer = JsonPrinter() if args.json else LinePrinter(verbose=args.verbose)
     verdicts = []
     runner = LocalRunner(WorkerConfig(arch=args.arch, force_cpu=args.cpu), fresh_each_run=args.cold)
@@ -175,6 +196,55 @@ def cmd_run(args: argparse.Namespace) -> int:
         for session in sessions.values():
             session.close()
     return exit_code(verdicts)
+
+
+# ``ktui run`` flag → BenchSettings field.
+BENCH_FLAGS = {
+    "hot_cache": "hot_cache", "cuda_graph": "cuda_graph", "bench_time": "time_s", "warmup": "warmup_s",
+    "rse_target": "rse_target", "min_samples": "min_samples", "input_sets": "input_sets", "flush": "flush",
+    "roofline_done": "roofline_done",
+}
+
+
+def bench_settings(args: argparse.Namespace) -> dict:
+    """The benchmark flags that were given, as ``Options.bench``; validated here so a bad value
+    stops ``ktui run`` before any worker starts (ValueError with the flag's meaning)."""
+    from ktui.loop.job import BenchSettings
+
+    given = {field: getattr(args, flag) for flag, field in BENCH_FLAGS.items()
+             if getattr(args, flag) not in (None, False)}
+    BenchSettings.from_dict(given)
+    return given
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from ktui import calibrate
+    from ktui.problem import ProblemError, find_root
+
+    try:
+        root = find_root(args.path)
+    except ProblemError as exc:
+        print(f"ktui: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    if args.time <= 0:
+        print(f"ktui: --time must be positive, got {args.time}", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    import torch
+
+    if not torch.cuda.is_available():
+        print("ktui: calibrate needs a CUDA GPU (torch.cuda.is_available() is False on this machine)", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    progress = (lambda _: None) if args.json else (lambda text: print(f"  measuring {text} …", flush=True))
+    result = calibrate.measure(args.time, progress)
+    path = calibrate.save(root, result)
+    if args.json:
+        print(json.dumps({**asdict(result), "path": str(path)}, default=str))
+    else:
+        print("\n".join(calibrate.describe(result)))
+        print(f"saved to {os.path.relpath(path)}: `ktui run` uses these ceilings on this device and driver")
+    return EXIT_OK
 
 
 def exit_code(verdicts: list[str]) -> int:

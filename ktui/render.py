@@ -20,7 +20,8 @@ KEY_FIGURES: dict[str, tuple[str, ...]] = {
     "run": ("wall_s",),
     "correctness": ("max_abs", "max_rel", "rmse", "psnr", "cossim", "mismatched", "nonfinite"),
     "check": (),
-    "benchmark": ("kernel_us", "ref_us", "speedup", "speedup_ci", "gbps", "tflops", "roofline", "label"),
+    "benchmark": ("kernel_us", "ref_us", "speedup", "speedup_ci", "graph_us", "gbps", "tflops", "roofline",
+                  "at_roofline", "impossible", "throttled", "stop", "label"),
 }
 
 
@@ -47,27 +48,44 @@ def fmt(key: str, value: Any) -> str:
             return f"{value * 100:.0f}%"
         if key.endswith("_s"):
             return f"{value:.2f}"
-        if key in ("kernel_us", "ref_us", "gbps", "tflops"):
-            return f"{value:.1f}" if value < 1000 else f"{value:.0f}"
+        if key.endswith("_us") or key in ("gbps", "tflops"):
+            return f"{value:.2f}" if value < 10 else f"{value:.1f}" if value < 1000 else f"{value:.0f}"
+        if key.endswith("_rse"):
+            return f"{value:.2%}"
         return f"{value:.2g}" if value != 0 else "0"
     if isinstance(value, (list, tuple)):
-        if key == "speedup_ci" and len(value) == 2:
+        if key in ("speedup_ci", "graph_speedup_ci", "vs_ci") and len(value) == 2:
             return f"[{value[0]:.2f},{value[1]:.2f}]"
         return "[" + ",".join(fmt(key, v) for v in value) + "]"
     return str(value)
 
 
-# Counters shown only when they are not zero.
+# Counters shown only when they are not zero, flags only when they are raised.
 QUIET_WHEN_ZERO = {"mismatched", "nonfinite"}
+QUIET_WHEN_FALSE = {"at_roofline", "impossible", "throttled"}
 
 
 def key_figures(rung: str, figures: dict[str, Any]) -> list[tuple[str, str]]:
     keys = KEY_FIGURES.get(rung_family(rung), ())
     return [
-        (k, fmt(k, figures[k]))
+        (k, label_text(figures) if k == "label" else fmt(k, figures[k]))
         for k in keys
-        if k in figures and figures[k] is not None and not (k in QUIET_WHEN_ZERO and figures[k] == 0)
+        if k in figures and figures[k] is not None
+        and not (k in QUIET_WHEN_ZERO and figures[k] == 0)
+        and not (k in QUIET_WHEN_FALSE and figures[k] is not True)
     ]
+
+
+def label_text(figures: dict[str, Any]) -> str:
+    """A version comparison in words: ``faster than v3 (1.12x)``, ``within noise of v3 (0.99x)``."""
+    label = figures.get("label")
+    version = figures.get("vs_version", figures.get("version"))
+    ratio = figures.get("vs_ratio", figures.get("ratio"))
+    if version is None:
+        return str(label)
+    word = "of" if label == "within noise" else "than"
+    ratio_text = f" ({ratio:.2f}x)" if isinstance(ratio, (int, float)) else ""
+    return f"{label} {word} v{version}{ratio_text}"
 
 
 def rung_line(event: dict[str, Any]) -> str:
@@ -92,6 +110,16 @@ def rung_line(event: dict[str, Any]) -> str:
     return line
 
 
+def best_text(best: dict[str, Any]) -> str:
+    """The comparison with the best earlier version: ``new best (1.05x over v2)``."""
+    version, ratio = best.get("version"), best.get("ratio", 1.0)
+    if best.get("label") == "faster":
+        return f"new best ({ratio:.2f}x over v{version})"
+    if best.get("label") == "slower":
+        return f"slower than the best, v{version} ({ratio:.2f}x)"
+    return f"as fast as the best, v{version}"
+
+
 def summary_line(kernel: str, version: int, verdict: str, summary: dict[str, Any], tier: str, arch: str,
                  duration_s: float, message: str = "") -> str:
     """``softmax_triton v3 passed · 4/4 correct · 2.31x · gpu sm_90a · 3.2 s``"""
@@ -104,11 +132,22 @@ def summary_line(kernel: str, version: int, verdict: str, summary: dict[str, Any
     if summary.get("checks"):
         parts.append(f"{summary['checks'][0]}/{summary['checks'][1]} problem checks")
     if "speedup" in summary:
-        parts.append(f"{summary['speedup']:.2f}x vs reference")
+        ci = summary.get("speedup_ci")
+        ci_text = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if isinstance(ci, list) and len(ci) == 2 else ""
+        parts.append(f"{summary['speedup']:.2f}x{ci_text} vs reference")
     if "roofline" in summary:
         parts.append(f"{summary['roofline'] * 100:.0f}% of roofline")
         if summary.get("at_roofline"):
             parts.append("at roofline")
+    if summary.get("impossible"):
+        parts.append(f"IMPOSSIBLE: faster than the hardware allows on {', '.join(summary['impossible'])}")
+    previous, best = summary.get("vs_previous"), summary.get("vs_best")
+    if previous:
+        parts.append(label_text(previous))
+    if best and (not previous or best.get("version") != previous.get("version")):
+        parts.append(best_text(best))
+    if summary.get("throttled"):
+        parts.append("GPU throttled")
     failure = summary.get("first_failure")
     if verdict != "passed" and failure:
         parts.append(f"{failure['rung']}: {failure['message'] or failure['status']}")

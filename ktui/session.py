@@ -11,6 +11,7 @@ import uuid
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
+from ktui.compare import VersionComparer
 from ktui.loop.events import ERROR, FAILED, Event, RunFinished, RungFinished, RunStarted
 from ktui.loop.job import Job, Options
 from ktui.problem import Kernel, content_hash, state_dir
@@ -28,6 +29,8 @@ class Session:
         self.store = Store(self.state / "history.db")
         self.runner: Runner = runner or LocalRunner()
         self.consumers: list[Consumer] = [self.store.record, ReportWriter(self.state), *consumers]
+        # Labels benchmark figures against earlier versions before anyone sees them.
+        self.compare = VersionComparer(self.store, self.state)
 
     def run_dir(self, kernel_id: str, version: int) -> Path:
         return self.state / "runs" / kernel_id / str(version)
@@ -58,9 +61,10 @@ class Session:
         )
 
     def events(self, job: Job) -> Iterator[Event]:
-        """The run's events, each already handed to every consumer."""
+        """The run's events, labelled against the history and already handed to every consumer."""
         stream = self.runner.run(job) if job.reference_path else self._unrunnable(job)
         for event in stream:
+            event = self.compare(event)
             for consumer in self.consumers:
                 consumer(event)
             yield event

@@ -111,6 +111,16 @@ class RunRecord:
         return dict(self.__dict__)
 
 
+@dataclass
+class Baseline:
+    """An earlier version's benchmark figures, per benchmark rung."""
+
+    version: int
+    run_id: str
+    started: float
+    figures: dict[str, dict[str, Any]]
+
+
 class Store:
     def __init__(self, path: Path):
         self.path = Path(path)
@@ -239,6 +249,30 @@ class Store:
     def artifacts(self, run_id: str) -> list[dict[str, Any]]:
         rows = self._conn().execute("SELECT * FROM artifacts WHERE run_id=?", (run_id,)).fetchall()
         return [dict(r) for r in rows]
+
+    def benchmark_baselines(self, kernel: str, device: str, reference_hash: str, exclude_version: int,
+                            limit: int = 200) -> list[Baseline]:
+        """The newest passed GPU run of every other version of ``kernel`` on ``device`` against the
+        same reference, with its ok benchmark rungs' figures — what a new version is compared with."""
+        rows = self._conn().execute(
+            "SELECT run_id, version, started FROM runs WHERE kernel=? AND device=? AND reference_hash=? AND version!=?"
+            " AND tier='gpu' AND verdict='passed' ORDER BY started DESC, rowid DESC LIMIT ?",
+            (kernel, device, reference_hash, exclude_version, int(limit)),
+        ).fetchall()
+        out: list[Baseline] = []
+        seen: set[int] = set()
+        for row in rows:
+            if row["version"] in seen:
+                continue
+            rungs = self._conn().execute(
+                "SELECT rung, figures FROM rungs WHERE run_id=? AND status='ok' AND rung LIKE 'benchmark[%' ORDER BY idx",
+                (row["run_id"],),
+            ).fetchall()
+            if rungs:
+                seen.add(row["version"])
+                out.append(Baseline(int(row["version"]), row["run_id"], row["started"],
+                                    {r["rung"]: json.loads(r["figures"]) for r in rungs}))
+        return out
 
     def version_hash(self, kernel: str, version: int) -> str | None:
         row = self._conn().execute(

@@ -89,11 +89,21 @@ def run_job(job, tier, emit, guard=None) -> bool:
         RunFinished(
             job.run_id,
             verdict=final,
-            summary=summarize(results),
+            summary=summarize(results, _roofline_done(job)),
             duration_s=round(time.perf_counter() - started, 3),
         )
     )
     return _device_healthy(tier)
+
+
+def _roofline_done(job) -> float:
+    """The job's "at roofline" threshold; a bad setting already failed the benchmark rungs."""
+    from ktui.roofline import DEFAULT_DONE
+
+    try:
+        return job.options.bench_settings().roofline_done
+    except ValueError:
+        return DEFAULT_DONE
 
 
 def _device_healthy(tier) -> bool:

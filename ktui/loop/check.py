@@ -9,18 +9,13 @@ fresh allocations poisoned, and the check gets the pristine inputs.
 from __future__ import annotations
 
 from ktui.loop.context import Outcome, RunContext
-from ktui.loop.device import clone_tree, poisoned_allocations, synchronize
+from ktui.loop.device import synchronize
 from ktui.loop.errors import RungFailure
 
 
 def run(ctx: RunContext, shape: dict) -> Outcome:
-    seed = ctx.next_seed()
-    inputs = ctx.generate(shape, seed)
-    pristine = clone_tree(inputs)
-    ctx.poison_outputs(inputs)
-    with poisoned_allocations():
-        out = ctx.candidate(*inputs)
-        synchronize(ctx.tier)
+    call = ctx.poisoned_call(shape)
+    seed, pristine, out = call.seed, call.pristine, call.out
     passed, message = ctx.check(pristine, out)
     synchronize(ctx.tier)
     figures = {"seed": seed, "passed": passed}

@@ -40,6 +40,16 @@ class Outcome:
 
 
 @dataclass
+class CheckedCall:
+    """One checked call: its seed, the inputs it got, a pristine copy of them, what it returned."""
+
+    seed: int
+    inputs: tuple
+    pristine: tuple
+    out: Any
+
+
+@dataclass
 class RunContext:
     job: Job
     tier: Tier
@@ -112,6 +122,19 @@ class RunContext:
 
         current = integrity.fingerprint(out)
         return current in self.fingerprints[:-1]
+
+    def poisoned_call(self, shape: dict) -> CheckedCall:
+        """The candidate on fresh inputs for ``shape``, every output buffer poisoned beforehand."""
+        from ktui.loop.device import clone_tree, poisoned_allocations, synchronize
+
+        seed = self.next_seed()
+        inputs = self.generate(shape, seed)
+        pristine = clone_tree(inputs)
+        self.poison_outputs(inputs)
+        with poisoned_allocations():
+            out = self.candidate(*inputs)
+            synchronize(self.tier)
+        return CheckedCall(seed, inputs, pristine, out)
 
     def ref_kernel(self, *inputs: Any) -> Any:
         with self.problem.scope():

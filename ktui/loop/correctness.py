@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from ktui.loop.context import Outcome, RunContext
-from ktui.loop.device import clone_tree, poisoned_allocations, synchronize, unwritten
+from ktui.loop.device import clone_tree, synchronize, unwritten
 from ktui.loop.errors import RungFailure
 from ktui.loop.outputs import pair_outputs
 from ktui.metrics import compare
@@ -34,13 +34,8 @@ def run(ctx: RunContext, shape: dict) -> Outcome:
 
 
 def check_once(ctx: RunContext, shape: dict) -> Outcome:
-    seed = ctx.next_seed()
-    inputs = ctx.generate(shape, seed)
-    pristine = clone_tree(inputs)
-    ctx.poison_outputs(inputs)
-    with poisoned_allocations():
-        out = ctx.candidate(*inputs)
-        synchronize(ctx.tier)
+    call = ctx.poisoned_call(shape)
+    seed, inputs, pristine, out = call.seed, call.inputs, call.pristine, call.out
     mutated = _mutated_inputs(ctx.watched_inputs(inputs), ctx.watched_inputs(pristine))
     ref = ctx.ref_kernel(*clone_tree(pristine))
     synchronize(ctx.tier)

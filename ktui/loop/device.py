@@ -70,6 +70,17 @@ def to_device(obj: Any, device: str) -> Any:
     return obj
 
 
+def tensors_in(obj: Any) -> list[torch.Tensor]:
+    """Every tensor inside ``obj`` (tuples, lists, dicts), in order."""
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, (tuple, list)):
+        return [t for x in obj for t in tensors_in(x)]
+    if isinstance(obj, dict):
+        return [t for x in obj.values() for t in tensors_in(x)]
+    return []
+
+
 def clone_tree(obj: Any) -> Any:
     """A private deep copy of the tensors in ``obj``, for the reference and the mutation check."""
     if isinstance(obj, torch.Tensor):

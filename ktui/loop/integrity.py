@@ -28,12 +28,18 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import torch
 
-# (owner, attribute) pairs the timer and the metrics rely on.
+from ktui.loop.device import tensors_in
+
+if TYPE_CHECKING:
+    from ktui.loop.context import Outcome
+
+
 def _guarded_targets() -> list[tuple[Any, str, str]]:
+    """(owner, attribute, label) of what the timer and the metrics rely on."""
     targets: list[tuple[Any, str, str]] = []
 
     def add(owner: Any, names: tuple[str, ...], label: str) -> None:
@@ -180,7 +186,7 @@ def reference_imports(source: str, reference_path: str) -> list[str]:
 def fingerprint(out: Any) -> tuple:
     """A cheap identity of an output's values: shape, dtype and two weighted sums, per tensor."""
     prints = []
-    for t in _tensors(out):
+    for t in tensors_in(out):
         if not t.numel() or t.is_meta:
             prints.append((tuple(t.shape), str(t.dtype)))
             continue
@@ -192,21 +198,11 @@ def fingerprint(out: Any) -> tuple:
 
 def same_storage_replay(inputs: tuple, fresh: tuple) -> None:
     """Write ``fresh``'s values into ``inputs``' tensors in place: same pointers, new data."""
-    for dst, src in zip(_tensors(inputs), _tensors(fresh)):
+    for dst, src in zip(tensors_in(inputs), tensors_in(fresh)):
         dst.copy_(src)
 
 
-def _tensors(obj: Any) -> list[torch.Tensor]:
-    if isinstance(obj, torch.Tensor):
-        return [obj]
-    if isinstance(obj, (tuple, list)):
-        return [t for x in obj for t in _tensors(x)]
-    if isinstance(obj, dict):
-        return [t for x in obj.values() for t in _tensors(x)]
-    return []
-
-
-def run(ctx) -> "Outcome":
+def run(ctx) -> Outcome:
     """The ``integrity`` rung: the replay probe.
 
     Call the kernel on inputs A, then write fresh inputs B into A's very tensors (same
@@ -231,7 +227,7 @@ def run(ctx) -> "Outcome":
     ref = ctx.ref_kernel(*clone_tree(fresh))
     pairs = pair_outputs(second, ref, ctx.tier.torch_device)
     figures = {"shape": shape, "seeds": [first_seed, second_seed]}
-    for (out, expected), previous in zip(pairs, _tensors(first)):
+    for (out, expected), previous in zip(pairs, tensors_in(first)):
         verdict = compare(out, expected, ctx.tolerances)
         if verdict.passed:
             continue
@@ -244,3 +240,64 @@ def run(ctx) -> "Outcome":
             )
         raise RungFailure(f"wrong when called again on new data in the same buffers: {verdict.reason}", figures)
     return Outcome(figures=figures, message="fresh data in reused buffers gave the fresh answer")
+
+
+class TimedOutputCheck:
+    """Compares what the kernel returned *while being timed* with the reference's answer.
+
+    A kernel can be right when checked and cut corners when timed (skip work after the first
+    calls, return stale buffers). A sample of timed calls — every ``every``-th, and all of them in
+    strict mode — is compared, outside the timed region, with the reference's output for that
+    input set.
+    """
+
+    def __init__(self, ctx, sets: list[tuple], every: int):
+        from ktui.loop.device import clone_tree
+
+        self.ctx = ctx
+        self.sets = sets
+        self.every = max(1, every)
+        self.expected = [ctx.ref_kernel(*clone_tree(s)) for s in sets]
+        self.checked = 0
+        self.failure: str | None = None
+
+    def inspect(self, index: int, round_: int, result: Any) -> None:
+        if index != 0 or self.failure is not None or round_ % self.every:
+            return
+        from ktui.loop.errors import RungFailure
+        from ktui.loop.outputs import pair_outputs
+        from ktui.metrics import compare
+
+        self.checked += 1
+        expected = self.expected[round_ % len(self.sets)]
+        try:
+            pairs = pair_outputs(result, expected, self.ctx.tier.torch_device)
+        except RungFailure as exc:
+            self.failure = f"timed call {round_}: {exc.message}"
+            return
+        for out, ref in pairs:
+            verdict = compare(out, ref, self.ctx.tolerances)
+            if not verdict.passed:
+                self.failure = f"timed call {round_}: {verdict.reason}"
+                return
+
+
+def timer_escape(call, sets: list[tuple], event_us: float, host_us: float, calls: int = 20) -> dict[str, Any]:
+    """Wall-clock time per call with the whole device synchronised, next to the event time.
+
+    Events on the current stream see only work on that stream. Work launched on another stream
+    or thread, or deferred, is invisible to them but not to ``torch.cuda.synchronize()``. Back to
+    back, a call costs at most about max(its device time, its launch time); much more than that
+    means the timer missed work.
+    """
+    torch.cuda.synchronize()
+    started = time.perf_counter()
+    for i in range(calls):
+        call(sets[i % len(sets)])
+    torch.cuda.synchronize()
+    wall_us = (time.perf_counter() - started) / calls * 1e6
+    expected_us = max(event_us, host_us)
+    return {
+        "wall_us": wall_us,
+        "escaped": wall_us > 2.0 * expected_us + 20.0,
+    }

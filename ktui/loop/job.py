@@ -24,6 +24,47 @@ def rung_family(rung: str) -> str:
     return rung.split("[", 1)[0]
 
 
+@dataclass(frozen=True)
+class BenchSettings:
+    """How the benchmark rung times (see ``ktui.loop.timing`` and ``ktui.stats``)."""
+
+    hot_cache: bool = False  # no L2 flush, one input set: time the kernel with its data in cache
+    cuda_graph: bool = False  # also time CUDA-graph replays (no launch overhead), as extra figures
+    time_s: float = 3.0  # cap on the sampling time per shape (kernel and reference together)
+    warmup_s: float = 0.2  # warm-up time per shape before sampling
+    rse_target: float = 0.005  # stop once each median's relative standard error is below this
+    min_samples: int = 20  # per callable, before any stop
+    max_samples: int = 20000  # per callable
+    input_sets: int = 3  # input sets rotated between samples (fresh seeds); 1 in hot-cache mode
+    flush: str = "read"  # "read" or "write": how the L2 is evicted between samples
+    roofline_done: float = 0.9  # fraction of roofline shown as "at roofline"
+    confidence: float = 0.95  # of the speedup interval
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.time_s > 0, f"the benchmark time cap must be positive, got {self.time_s}"),
+            (self.warmup_s >= 0, f"the warm-up time cannot be negative, got {self.warmup_s}"),
+            (0 < self.rse_target < 1, f"the RSE target must be in (0, 1), e.g. 0.005 for 0.5%, got {self.rse_target}"),
+            (self.min_samples >= 3, f"at least 3 samples are needed, got min_samples={self.min_samples}"),
+            (self.max_samples >= self.min_samples, f"max_samples ({self.max_samples}) is below min_samples ({self.min_samples})"),
+            (self.input_sets >= 1, f"at least one input set, got {self.input_sets}"),
+            (self.flush in ("read", "write"), f"the flush is 'read' or 'write', got {self.flush!r}"),
+            (0 < self.roofline_done <= 1.5, f"the roofline threshold must be in (0, 1.5], e.g. 0.9, got {self.roofline_done}"),
+            (0 < self.confidence < 1, f"the confidence must be in (0, 1), got {self.confidence}"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(message)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BenchSettings:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown benchmark setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        return cls(**data)
+
+
 @dataclass
 class Options:
     """Knobs of one run, set from the CLI or the dashboard."""
@@ -34,7 +75,10 @@ class Options:
     strict: bool = False
     seed: int | None = None  # base seed; None draws a fresh one for every run
     timeouts: dict[str, float] = field(default_factory=dict)
-    bench: dict[str, Any] = field(default_factory=dict)  # timer settings (see loop/bench.py)
+    bench: dict[str, Any] = field(default_factory=dict)  # BenchSettings fields that differ from the defaults
+
+    def bench_settings(self) -> BenchSettings:
+        return BenchSettings.from_dict(self.bench)
 
     def timeout_for(self, rung: str) -> float:
         family = rung_family(rung)

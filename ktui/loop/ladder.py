@@ -30,6 +30,8 @@ from ktui.loop.events import (
     RungStarted,
     clean_figures,
 )
+from ktui.roofline import DEFAULT_DONE
+from ktui.stats import Interval, geometric_mean, geometric_mean_interval
 
 CUTE_NEEDS_GPU = "CuTeDSL kernels need a GPU to run (CPU tier: compiled ahead of time only)"
 
@@ -151,12 +153,18 @@ def _jit_functions(ctx: RunContext) -> list:
     return [as_jit_function(obj) for m in modules for obj in vars(m).values() if is_triton_kernel(obj)]
 
 
-def summarize(results: list[RungFinished]) -> dict[str, Any]:
-    """The figures a one-line summary needs: counts, correctness, speedup, first failure."""
+def summarize(results: list[RungFinished], roofline_done: float = DEFAULT_DONE) -> dict[str, Any]:
+    """The figures a one-line summary needs: counts, correctness, speedup, roofline, first failure.
+
+    Across benchmark shapes: geometric means (of speedups, of fractions of roofline, of kernel
+    times), the speedup's interval from the shapes' intervals, and ``at_roofline`` when the mean
+    fraction reaches ``roofline_done`` and no shape was impossible.
+    """
     counts = {s: sum(1 for r in results if r.status == s) for s in {r.status for r in results}}
     checks = [r for r in results if r.rung.startswith("correctness[")]
     own = [r for r in results if r.rung.startswith("check[") and r.status != SKIPPED]
-    timed = [r for r in results if r.rung.startswith("benchmark[") and r.ok]
+    benches = [r for r in results if r.rung.startswith("benchmark[")]
+    timed = [r for r in benches if r.ok]
     summary: dict[str, Any] = {"rungs": len(results), "counts": counts}
     ran = [c for c in checks if c.status != SKIPPED]
     if ran:
@@ -165,12 +173,26 @@ def summarize(results: list[RungFinished]) -> dict[str, Any]:
         summary["unchecked"] = checks[0].message
     if own:
         summary["checks"] = [sum(1 for c in own if c.ok), len(own)]
-    speedups = [float(r.figures["speedup"]) for r in timed if isinstance(r.figures.get("speedup"), (int, float))]
+    speedups = _numbers(timed, "speedup")
     if speedups:
         summary["speedup"] = geomean(speedups)
-    fractions = [float(r.figures["roofline"]) for r in timed if isinstance(r.figures.get("roofline"), (int, float))]
+        intervals = [_interval(r.figures) for r in timed]
+        if all(intervals):
+            summary["speedup_ci"] = geometric_mean_interval(intervals).as_list()
+    kernel_us = _numbers(timed, "kernel_us")
+    if kernel_us:
+        summary["kernel_us"] = geomean(kernel_us)
+    impossible = [r.rung for r in benches if r.figures.get("impossible") is True]
+    if impossible:
+        summary["impossible"] = impossible
+    fractions = _numbers(timed, "roofline")
     if fractions:
         summary["roofline"] = geomean(fractions)
+        summary["at_roofline"] = summary["roofline"] >= roofline_done and not impossible
+        summary["roofline_done"] = roofline_done
+        summary["ceiling"] = sorted({str(r.figures["ceiling"]) for r in timed if r.figures.get("ceiling")})
+    if any(r.figures.get("throttled") is True for r in benches):
+        summary["throttled"] = True
     for r in results:
         if r.rung == "compile" and "compile_s" in r.figures:
             summary["compile_s"] = r.figures["compile_s"]
@@ -180,10 +202,20 @@ def summarize(results: list[RungFinished]) -> dict[str, Any]:
     return summary
 
 
-def geomean(values: list[float]) -> float:
-    import math
+def _numbers(results: list[RungFinished], key: str) -> list[float]:
+    values = [r.figures.get(key) for r in results]
+    return [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0]
 
-    positive = [v for v in values if v > 0]
-    if not positive:
-        return 0.0
-    return math.exp(sum(math.log(v) for v in positive) / len(positive))
+
+def _interval(figures: dict[str, Any]) -> Interval | None:
+    ci, point = figures.get("speedup_ci"), figures.get("speedup")
+    if not isinstance(ci, list) or len(ci) != 2 or not isinstance(point, (int, float)):
+        return None
+    if not all(isinstance(v, (int, float)) and v > 0 for v in ci):
+        return None
+    return Interval(float(point), float(ci[0]), float(ci[1]))
+
+
+def geomean(values: list[float]) -> float:
+    """Geometric mean of the positive values; 0.0 when there are none."""
+    return geometric_mean(values) if any(v > 0 for v in values) else 0.0

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# One sitting on a GPU machine: every GPU test and every figure the README quotes, in two parts
+# that each fit one 10-minute call. Run from the repository root with $OUT set:
+#
+#     bash tests/benchmarks/gpu_session.sh part1   # pytest -m gpu, then the recorded fixtures
+#     bash tests/benchmarks/gpu_session.sh part2   # timer fidelity, calibrate, latency, a run, screenshots
+#
+# Each step has its own time limit and its own log under $OUT; a failing step never stops the
+# next one. Nothing here changes the GPU's settings.
+set -u
+: "${OUT:?set OUT to the folder that receives the results}"
+cd "$(dirname "$0")/../.."
+export PYTHONUNBUFFERED=1
+PY="${PYTHON:-python3}"
+
+step() {  # step LOG LIMIT CMD...
+  local log="$OUT/$1" limit="$2"; shift 2
+  echo "### $* (limit ${limit} s)" >> "$log"
+  local t0=$SECONDS
+  timeout --kill-after=10 "$limit" "$@" >> "$log" 2>&1
+  echo "### exit $? after $((SECONDS - t0)) s" >> "$log"
+}
+
+machine() {
+  { date -u +%FT%TZ; nvidia-smi -L; nvidia-smi --query-gpu=driver_version,clocks.sm,clocks.mem --format=csv
+    "$PY" -c "import sys, torch, triton; print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__)"
+  } >> "$OUT/$1" 2>&1
+}
+
+case "${1:-}" in
+  part1)
+    machine pytest_gpu.log
+    step pytest_gpu.log 330 "$PY" -m pytest -m gpu -q -p no:cacheprovider -rA --timeout 300
+    step record.log 230 bash tests/benchmarks/record_gpu_fixtures.sh
+    ;;
+  part2)
+    machine figures.log
+    step figures.log 300 "$PY" tests/benchmarks/timer_fidelity.py --budget 240 --json "$OUT/timer_fidelity.json"
+    step figures.log 60 "$PY" -m ktui calibrate
+    step figures.log 110 "$PY" tests/benchmarks/loop_latency.py --reps 5 --json "$OUT/loop_latency.json"
+    step run.log 90 "$PY" -m ktui run kernels/ --seed 1
+    if [ -f screenshots/make_screenshots.py ]; then
+      step figures.log 150 "$PY" screenshots/make_screenshots.py --name h200 --profile --out "$OUT/shots"
+      tar -czf "$OUT/screenshots.tgz" -C "$OUT" shots 2>> "$OUT/figures.log" && rm -rf "$OUT/shots"
+    fi
+    ;;
+  *)
+    echo "usage: OUT=dir bash $0 part1|part2" >&2
+    exit 2
+    ;;
+esac
