@@ -1,7 +1,8 @@
 """Screenshots of the dashboard from real runs: Textual's own ``save_screenshot`` (SVG).
 
     python3 screenshots/make_screenshots.py --name cpu --cpu                # on a machine without a GPU
-    python3 screenshots/make_screenshots.py --name h200 --profile --panes 3,5   # on the H200
+    python3 screenshots/make_screenshots.py --name h200 --profile --panes 3,5 \
+        --kernels softmax_triton,add_triton                                 # on the H200
 
 Without ``--workspace`` it builds a fresh workspace from the repository's kernels/ and references/
 plus one kernel that does not compile, runs them all in the real dashboard (the watch loop, a real
@@ -40,10 +41,14 @@ WIDE = (160, 48)
 NARROW = (80, 24)
 
 
-def fresh_workspace() -> Path:
+def fresh_workspace(kernels: list[str] | None) -> Path:
+    """The repository's references, its kernels (or the ``kernels`` named), and compile_error."""
     ws = Path(tempfile.mkdtemp(prefix="ktui-screens-")) / "workspace"
     shutil.copytree(REPO / "references", ws / "references")
-    shutil.copytree(REPO / "kernels", ws / "kernels")
+    (ws / "kernels").mkdir()
+    for path in sorted((REPO / "kernels").glob("*.py")):
+        if kernels is None or path.stem in kernels:
+            shutil.copy(path, ws / "kernels" / path.name)
     shutil.copy(REPO / "tests" / "fixtures" / "kernels" / "compile_error.py", ws / "kernels" / "compile_error.py")
     return ws
 
@@ -82,9 +87,15 @@ async def shoot(args: argparse.Namespace, ws: Path) -> list[Path]:
     app = Recorder(Workspace.at(ws), Options(force_cpu=args.cpu), WatchSettings())
     app.profiles_done = []
     written: list[Path] = []
+    started = time.monotonic()
+
+    def progress(what: str) -> None:
+        print(f"{time.monotonic() - started:6.1f} s  {what}", flush=True)
+
     async with app.run_test(size=WIDE) as pilot:
         await until(pilot, lambda: idle(app) and all(v.version for v in app.state.kernels.values()),
                     args.timeout, "the first run of every kernel")
+        progress("first runs: " + ", ".join(f"{v.id} {v.verdict}" for v in app.state.kernels.values()))
         if args.versions:
             path = ws / "kernels" / "softmax_triton.py"
             for text in VERSIONS["softmax_triton"][1:]:
@@ -92,12 +103,14 @@ async def shoot(args: argparse.Namespace, ws: Path) -> list[Path]:
                 digest = content_hash(text.encode())
                 await until(pilot, lambda d=digest: idle(app) and app.state.kernels["softmax_triton"].content_hash == d,
                             args.timeout, "softmax_triton's new version")
+                view = app.state.kernels["softmax_triton"]
+                progress(f"softmax_triton v{view.version} {view.verdict}")
         app._select(args.kernel)
         if args.profile:
             await pilot.press("p")
             await until(pilot, lambda: bool(app.profiles_done), args.timeout, "the ncu profile")
             done = app.profiles_done[-1]
-            print(f"profile: {'ok' if done.ok else 'FAILED'} — {done.message}", flush=True)
+            progress(f"profile: {'ok' if done.ok else 'FAILED'} — {done.message}")
         await pilot.press("escape")
         await app.workers.wait_for_complete()
         await pilot.pause(0.5)
@@ -120,6 +133,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--workspace", type=Path, default=None, help="an existing workspace (default: a fresh one)")
     ap.add_argument("--kernel", default="softmax_triton", help="the kernel to show")
+    ap.add_argument("--kernels", default=None,
+                    help="a fresh workspace gets only these of the repository's kernels, e.g. softmax_triton,add_triton")
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent, help="where the SVGs go")
     ap.add_argument("--name", default="cpu", help="file name prefix, e.g. cpu or h200")
     ap.add_argument("--panes", default="2", help="panes for the 80x24 shots, e.g. 2,3,5")
@@ -131,7 +146,8 @@ def main() -> int:
     args = ap.parse_args()
     args.panes = [int(p) for p in args.panes.split(",") if p.strip()]
     args.out.mkdir(parents=True, exist_ok=True)
-    ws = args.workspace.resolve() if args.workspace else fresh_workspace()
+    names = [k.strip() for k in args.kernels.split(",")] if args.kernels else None
+    ws = args.workspace.resolve() if args.workspace else fresh_workspace(names)
     if args.versions and not (ws / "kernels" / "softmax_triton.py").is_file():
         args.versions = False
     print(f"workspace: {ws}", flush=True)
