@@ -313,7 +313,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
     if args.headless:
         from ktui import headless
 
-        return headless.run(WatchLoop(workspace, options, headless.JsonLines(with_output=args.verbose), settings))
+        printer = headless.JsonLines(with_output=args.verbose)
+        return headless.run(WatchLoop(workspace, options, printer, settings), printer)
     from ktui.tui.app import run_dashboard
 
     return run_dashboard(workspace, options, settings)

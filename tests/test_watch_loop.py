@@ -164,7 +164,7 @@ def test_headless_prints_json_lines_writes_latest_and_leaves_no_process(tmp_path
     assert _workers_tagged(tag) == []
 
 
-def test_headless_on_a_missing_kernels_folder_says_what_to_create_and_keeps_watching(tmp_path):
+def test_headless_on_a_missing_kernels_folder_says_what_to_create_and_stops_on_sigterm(tmp_path):
     ws = tmp_path / "ws"
     (ws / "references").mkdir(parents=True)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -175,8 +175,25 @@ def test_headless_on_a_missing_kernels_folder_says_what_to_create_and_keeps_watc
         assert first["type"] == "watch_workspace" and "no kernels/ folder" in first["message"]
         assert proc.poll() is None
     finally:
-        proc.send_signal(signal.SIGINT)
+        for _ in range(5):  # signals at any moment, repeated: never a hang
+            proc.send_signal(signal.SIGTERM)
+            time.sleep(0.05)
         assert proc.wait(timeout=30) == 0
+
+
+def test_headless_stops_when_its_reader_goes_away(tmp_path):
+    ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "ktui", "watch", str(ws), "--headless", "--lazy"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    try:
+        assert json.loads(proc.stdout.readline())["type"] == "watch_state"
+        proc.stdout.close()  # the agent reading the stream quits
+        save_atomically(ws / "kernels" / "add_triton.py", ADD + "\n# the next line written finds no reader\n")
+        assert proc.wait(timeout=120) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
 
 
 def test_watch_on_a_path_that_does_not_exist_is_a_clear_error(tmp_path):
