@@ -69,6 +69,22 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--json", action="store_true", help="print the calibration as JSON")
     cal.add_argument("--time", type=float, default=2.0, metavar="S", help="sampling cap per measurement (default 2)")
 
+    watch = sub.add_parser("watch", help="watch a workspace and re-run the loop on every save (the dashboard)")
+    watch.add_argument("dir", nargs="?", type=Path, default=Path("."),
+                       help="the workspace, its kernels/ folder, or a folder of kernels (default: .)")
+    watch.add_argument("--headless", action="store_true", help="no UI: print the loop's events as JSON lines")
+    watch.add_argument("--arch", default=None, help="target architecture without a local GPU (default sm_90a)")
+    watch.add_argument("--cpu", action="store_true", help="use the CPU tier even where a GPU exists")
+    watch.add_argument("--no-bench", action="store_true", help="skip the benchmark rungs")
+    watch.add_argument("--seed", type=int, default=None, help="base seed (default: fresh seeds every run)")
+    watch.add_argument("--timeout", action="append", metavar="RUNG=SECONDS", help="per-rung time limit (repeatable)")
+    watch.add_argument("--debounce-ms", type=float, default=150.0,
+                       help="quiet time after the last file event before a save counts (default 150)")
+    watch.add_argument("--poll", action="store_true", help="poll the file system instead of using inotify")
+    watch.add_argument("--lazy", action="store_true",
+                       help="do not run kernels at start whose stored results are stale; mark them stale")
+    watch.add_argument("-v", "--verbose", action="store_true", help="headless: also print what kernels printed")
+
     init = sub.add_parser("init", help="create a workspace: kernels/, references/, context/, AGENTS.md")
     init.add_argument("dir", nargs="?", type=Path, default=Path("."))
     init.add_argument("--force", action="store_true", help="overwrite files that already exist")
@@ -140,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         "calibrate": cmd_calibrate,
         "init": cmd_init,
         "context": cmd_context,
+        "watch": cmd_watch,
     }[args.command]
     try:
         return handler(args)
@@ -275,6 +292,32 @@ class LinePrinter:
             print(summary_line(start.kernel, start.version, event.verdict, event.summary, start.tier, start.arch,
                                event.duration_s, event.message), flush=True)
 
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    from ktui.loop.job import Options
+    from ktui.problem import ProblemError
+    from ktui.watchloop import WatchLoop, WatchSettings
+    from ktui.workspace import Workspace
+
+    try:
+        workspace = Workspace.at(args.dir)
+        timeouts = _timeouts(args.timeout)
+    except (ProblemError, argparse.ArgumentTypeError) as exc:
+        print(f"ktui: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    if args.debounce_ms < 0:
+        print("ktui: --debounce-ms must be 0 or more", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    options = Options(arch=args.arch, force_cpu=args.cpu, benchmark=not args.no_bench, seed=args.seed, timeouts=timeouts)
+    settings = WatchSettings(debounce_s=args.debounce_ms / 1000.0, force_polling=args.poll, catch_up=not args.lazy)
+    if args.headless:
+        from ktui import headless
+
+        printer = headless.JsonLines(with_output=args.verbose)
+        return headless.run(WatchLoop(workspace, options, printer, settings), printer)
+    from ktui.tui.app import run_dashboard
+
+    return run_dashboard(workspace, options, settings)
 
 def cmd_init(args: argparse.Namespace) -> int:
     from ktui.scaffold import init_workspace

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ktui.loop.events import Event, Output, RunFinished, RunStarted
+from ktui.loop.events import CANCELLED, Event, Output, RunFinished, RunStarted
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -52,7 +52,10 @@ class ReportWriter:
             report = build_report(start, event, events)
             text = json.dumps(report, indent=2, default=str)
             write_atomic(Path(start.run_dir) / "report.json", text)
-            write_atomic(latest_path(self.state_dir, start.kernel), text)
+            if event.verdict != CANCELLED:
+                # A cancelled run says nothing about the kernel (a newer save replaced it): the
+                # latest file keeps the newest real verdict until the replacement finishes.
+                write_atomic(latest_path(self.state_dir, start.kernel), text)
 
 
 def latest_path(state_dir: Path, kernel: str) -> Path:

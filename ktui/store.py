@@ -105,6 +105,7 @@ class RunRecord:
     summary: dict[str, Any]
     duration_s: float | None
     strict: bool = False
+    reference_hash: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -345,6 +346,7 @@ def _run_record(row: sqlite3.Row) -> RunRecord:
         summary=json.loads(row["summary"] or "{}"),
         duration_s=row["duration_s"],
         strict=bool(row["strict"]),
+        reference_hash=row["reference_hash"],
     )
 
 

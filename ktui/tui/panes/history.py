@@ -1,0 +1,90 @@
+"""Speedup history: speedup over the reference per version, read from the history store.
+
+Failed versions are marked at zero, the best version is starred, and the roofline ceiling (the
+speedup a version at 100% of roofline would reach) is drawn when the benchmark knew it. On the
+CPU tier nothing is timed, so there is no speedup: the pane says so and lists the verdicts.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.containers import Vertical
+from textual.reactive import reactive
+from textual.widgets import Static
+from textual_plotext import PlotextPlot
+
+from ktui.tui.state import VersionPoint, best_version, roofline_ceiling
+from ktui.tui.text import STATUS_LABELS
+
+
+class HistoryPane(Vertical):
+    BORDER_TITLE = "3 history"
+    points: reactive[list[VersionPoint]] = reactive(list, always_update=True)
+
+    def compose(self):
+        yield Static(id="history-head")
+        yield PlotextPlot(id="history-plot")
+
+    def watch_points(self, points: list[VersionPoint]) -> None:
+        head = self.query_one("#history-head", Static)
+        plot = self.query_one("#history-plot", PlotextPlot)
+        timed = [p for p in points if p.speedup is not None]
+        head.update(_head(points, timed))
+        plot.display = bool(timed)
+        if timed:
+            _draw(plot, points)
+            plot.refresh()
+
+
+def _head(points: list[VersionPoint], timed: list[VersionPoint]) -> Text:
+    if not points:
+        return Text("no finished runs yet", style="dim")
+    text = Text()
+    if not timed:
+        cpu = all(p.tier in ("cpu", "-", "") for p in points)
+        reason = ("no speedup on the CPU tier: nothing is timed without a GPU (the benchmark rungs are skipped)"
+                  if cpu else "no speedup yet: no version has passed its benchmark")
+        text.append(reason + "\n", style="bold")
+    else:
+        # The chart's key: plotext's own legend would cover the points in a short pane.
+        best = best_version(points)
+        text.append("• speedup per version  x failed (at 0)  ")
+        if best is not None:
+            text.append(f"* best v{best.version} {best.speedup:.2f}x", style="bold")
+        ceiling = roofline_ceiling(points)
+        text.append("\n── reference 1.00x")
+        if ceiling is not None:
+            text.append(f"   ── roofline ceiling {ceiling:.2f}x")
+        text.append("\n")
+    # The verdict of every version, newest last, so a CPU history still tells a story.
+    for p in points[-12:]:
+        glyph, word = STATUS_LABELS.get(p.verdict, ("?", p.verdict))
+        speed = f" {p.speedup:.2f}x" if p.speedup is not None else ""
+        text.append(f"v{p.version} {glyph} {word}{speed}   ")
+    return text
+
+
+def _draw(plot: PlotextPlot, points: list[VersionPoint]) -> None:
+    plt = plot.plt
+    plt.clear_data()
+    plt.clear_figure()
+    versions = [p.version for p in points]
+    passed = [p for p in points if p.verdict == "passed" and p.speedup is not None]
+    failed = [p for p in points if p.verdict != "passed"]
+    if passed:
+        plt.plot([p.version for p in passed], [p.speedup for p in passed], marker="dot")
+    if failed:
+        plt.scatter([p.version for p in failed], [0.0] * len(failed), marker="x", color="red")
+    best = best_version(points)
+    if best is not None:
+        plt.scatter([best.version], [best.speedup], marker="*", color="green")
+    ceiling = roofline_ceiling(points)
+    if ceiling is not None:
+        plt.hline(ceiling, "blue")
+    plt.hline(1.0, "gray")  # the reference's own speed
+    step = max(1, len(versions) // 12)  # keep the labels readable on long histories
+    shown = versions[::step]
+    plt.xticks(shown, [f"v{v}" for v in shown])
+    plt.ylabel("speedup ×")
+    top = max([p.speedup for p in passed] + [ceiling or 0.0, 1.0])
+    plt.ylim(0, top * 1.15)

@@ -1,0 +1,133 @@
+"""The ladder as a table: rung, status, key figures, failure message; Enter shows the traceback."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.reactive import reactive
+from textual.widgets import DataTable, Static
+
+from ktui.render import key_figures, summary_line
+from ktui.tui.state import KernelView
+from ktui.tui.text import STATUS_LABELS
+
+
+class RungsPane(Vertical):
+    BORDER_TITLE = "2 rungs"
+    BINDINGS = [Binding("enter", "toggle_traceback", "traceback")]
+    COMPONENT_CLASSES = {"rungs-pane--ok", "rungs-pane--failed", "rungs-pane--muted", "rungs-pane--running"}
+
+    view: reactive[KernelView | None] = reactive(None, always_update=True)
+    expanded: reactive[bool] = reactive(False)
+
+    def compose(self):
+        yield Static(id="rungs-head")
+        yield DataTable(id="rungs-table", cursor_type="row", zebra_stripes=False)
+        with VerticalScroll(id="rung-detail-scroll"):
+            yield Static(id="rung-detail")
+
+    def watch_view(self, view: KernelView | None) -> None:
+        self.query_one("#rungs-head", Static).update(_head(view))
+        table = self.query_one("#rungs-table", DataTable)
+        cursor = table.cursor_row
+        rows = _rows(view)
+        # Columns sized to the pane: rung names can be long (shapes), figures get the rest.
+        table.clear(columns=True)
+        width = max(40, self.content_size.width or 80) - 2
+        rung_w = min(max((len(r["rung"]) for r in rows), default=8), max(14, width * 2 // 5))
+        table.add_column("rung", key="rung", width=rung_w)
+        table.add_column("status", key="status", width=11)
+        table.add_column("figures / message", key="figures", width=max(10, width - rung_w - 11 - 6))
+        for record in rows:
+            table.add_row(*self._cells(record), key=record["rung"])
+        if table.row_count:
+            table.move_cursor(row=min(max(cursor, 0), table.row_count - 1))
+        self._show_detail()
+
+    def watch_expanded(self, expanded: bool) -> None:
+        self._show_detail()
+
+    def action_toggle_traceback(self) -> None:
+        self.expanded = not self.expanded
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        event.stop()
+        self._show_detail()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()  # Enter on a row: the table's own binding, so the toggle is here
+        self.action_toggle_traceback()
+
+    def on_resize(self) -> None:
+        if self.view is not None:
+            self.view = self.view
+
+    def _selected(self) -> dict | None:
+        table = self.query_one("#rungs-table", DataTable)
+        rows = _rows(self.view)
+        if not rows or table.cursor_row < 0 or table.cursor_row >= len(rows):
+            return None
+        return rows[table.cursor_row]
+
+    def _show_detail(self) -> None:
+        detail = self.query_one("#rung-detail", Static)
+        record = self._selected()
+        text = _detail(record, self.expanded)
+        detail.update(text)
+        self.query_one("#rung-detail-scroll").display = bool(text.plain)
+
+    def _cells(self, record: dict) -> tuple[Text, Text, Text]:
+        status = record["status"]
+        glyph, word = STATUS_LABELS.get(status, ("?", status))
+        tone = {"ok": "ok", "skipped": "muted", "running": "running"}.get(status, "failed")
+        style = self.get_component_rich_style(f"rungs-pane--{tone}", partial=True)
+        figures = " ".join(f"{k}={v}" for k, v in key_figures(record["rung"], record.get("figures") or {}))
+        message = (record.get("message") or "").strip().splitlines()
+        if status not in ("ok", "running") and message:
+            figures = (figures + " — " if figures else "") + message[0]
+        elif not figures and message:
+            figures = message[0]
+        return (Text(record["rung"], no_wrap=True, overflow="ellipsis"), Text(f"{glyph} {word}", style=style),
+                Text(figures, no_wrap=True, overflow="ellipsis"))
+
+
+def _rows(view: KernelView | None) -> list[dict]:
+    if view is None:
+        return []
+    rows = list(view.rungs)
+    if view.state == "running" and view.rung:
+        rows.append({"rung": view.rung, "status": "running", "figures": {}, "message": "", "error": None})
+    return rows
+
+
+def _head(view: KernelView | None) -> Text:
+    if view is None:
+        return Text("no kernel selected", style="dim")
+    if view.version is None:
+        return Text(view.problem or f"{view.id}: not run yet", style="dim")
+    if view.state == "running" or not view.verdict:
+        return Text(f"{view.id} v{view.version} running · {view.rung_progress()}")
+    line = summary_line(view.id, view.version, view.verdict, view.summary, view.tier, view.arch, view.duration_s,
+                        view.message)
+    return Text(line.splitlines()[0], no_wrap=True, overflow="ellipsis")
+
+
+def _detail(record: dict | None, expanded: bool) -> Text:
+    if record is None:
+        return Text("")
+    error = record.get("error") or {}
+    message = (record.get("message") or "").strip()
+    if record["status"] in ("ok", "skipped", "running") and not error:
+        return Text("")
+    if not expanded:
+        extra = len(message.splitlines()) > 1 or error.get("traceback")
+        return Text("enter: show the traceback" if extra else "", style="dim")
+    out = Text()
+    out.append(message + "\n", style="bold")
+    loc = error.get("location")
+    if loc:
+        out.append(f"at {loc['file']}:{loc['line']}\n", style="italic")
+    if error.get("traceback"):
+        out.append(error["traceback"].rstrip())
+    return out

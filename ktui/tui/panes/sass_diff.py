@@ -1,0 +1,108 @@
+"""SASS diff: the selected version's machine code against a base (previous, best or pinned).
+
+The diff itself is ``ktui.sassdiff`` (normalised listings, opcode and resource deltas); this pane
+only draws it: the facts per function first, then the unified diff, ``+``/``-`` coloured. The diff
+is computed in a thread so a large listing never stalls the keys.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Group, RenderableType
+from rich.text import Text
+from textual import work
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from ktui.problem import state_dir
+from ktui.store import Store
+from ktui.tui.state import KernelView
+
+MAX_DIFF_LINES = 2000  # beyond this the pane says where the full diff is (ktui diff)
+
+
+class SassPane(VerticalScroll):
+    BORDER_TITLE = "4 sass diff"
+
+    def compose(self):
+        yield Static(id="sass-head")
+        yield Static(id="sass-body")
+
+    def show(self, root: Path, store: Store, view: KernelView | None, base: str) -> None:
+        head = self.query_one("#sass-head", Static)
+        body = self.query_one("#sass-body", Static)
+        if view is None:
+            head.update(Text("no kernel selected", style="dim"))
+            body.update("")
+            return
+        if view.version is None or view.state == "running" and not view.find_rung("dumps"):
+            head.update(Text(f"base: {base} · waiting for this version's SASS", style="dim"))
+            body.update("")
+            return
+        self._diff(root, store.path, view.id, view.version, base)
+
+    @work(thread=True, exclusive=True, group="sass")
+    def _diff(self, root: Path, db: Path, kernel: str, version: int, base: str) -> None:
+        try:
+            head, body = sass_renderables(root, db, kernel, version, base)
+        except Exception as exc:  # noqa: BLE001 - a bug in a diff must not take the dashboard down
+            head, body = Text(f"the SASS diff failed: {exc!r}", style="bold red"), Text("")
+        self.app.call_from_thread(self._put, head, body)
+
+    def _put(self, head: RenderableType, body: RenderableType) -> None:
+        self.query_one("#sass-head", Static).update(head)
+        self.query_one("#sass-body", Static).update(body)
+
+
+def sass_renderables(root: Path, db: Path, kernel: str, version: int, base: str) -> tuple[RenderableType, RenderableType]:
+    """(header, body) for the pane; a missing base or missing SASS is a sentence, not an error."""
+    from ktui.sassdiff import DiffError, diff_versions, function_facts, resolve_base
+
+    store = Store(db)  # this thread's own connection
+    try:
+        try:
+            base_version = resolve_base(store, kernel, version, base)
+        except DiffError as exc:
+            return (Text(f"base: {base} · d cycles previous/best/pinned, b pins v{version}", style="dim"),
+                    Text(_short_paths(str(exc), root)))
+        try:
+            diff = diff_versions(state_dir(root), kernel, base_version, version)
+        except DiffError as exc:
+            return Text(f"v{base_version} ({base}) → v{version}", style="bold"), Text(_short_paths(str(exc), root))
+    finally:
+        store.close()
+    head = Text()
+    head.append(f"SASS v{diff.base_version} ({base}) → v{diff.new_version}", style="bold")
+    if all(f.status == "same" for f in diff.functions):
+        head.append(" · identical after normalisation")
+    parts: list[RenderableType] = []
+    shown = 0
+    for f in diff.functions:
+        facts = function_facts(f)
+        parts.append(Text(facts[0], style="bold"))
+        parts.extend(Text(line) for line in facts[1:])
+        for line in f.unified:
+            if shown >= MAX_DIFF_LINES:
+                break
+            parts.append(_diff_line(line))
+            shown += 1
+    total = sum(len(f.unified) for f in diff.functions)
+    if total > shown:
+        parts.append(Text(f"… {total - shown} more diff lines: ktui diff {kernel} --base {diff.base_version}", style="dim"))
+    return head, Group(*parts)
+
+
+def _short_paths(message: str, root: Path) -> str:
+    """Paths inside the workspace as the user sees them (relative to its root)."""
+    return message.replace(str(root) + "/", "")
+
+
+def _diff_line(line: str) -> Text:
+    if line.startswith("+") and not line.startswith("+++"):
+        return Text(line, style="green", no_wrap=True, overflow="ellipsis")
+    if line.startswith("-") and not line.startswith("---"):
+        return Text(line, style="red", no_wrap=True, overflow="ellipsis")
+    if line.startswith("@@"):
+        return Text(line, style="cyan", no_wrap=True, overflow="ellipsis")
+    return Text(line, style="dim", no_wrap=True, overflow="ellipsis")

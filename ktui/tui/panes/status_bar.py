@@ -1,0 +1,71 @@
+"""The status line: stale badge, device and tier, the queue, how the watcher watches, follow."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widgets import Static
+
+from ktui.tui.text import device_text
+
+
+@dataclass(frozen=True)
+class StatusInfo:
+    tier: str = ""
+    device: str = ""
+    arch: str = ""
+    running: str | None = None
+    running_rung: str = ""
+    queued: int = 0
+    cancelling: bool = False
+    watcher: str = "starting"
+    watcher_reason: str = ""
+    follow: bool = True
+    stale: str = ""  # why the selected kernel's results are stale ("" when they are current)
+    note: str = ""  # a workspace or worker problem
+    activity: str = ""  # e.g. a profile in progress
+
+
+class StatusBar(Static):
+    COMPONENT_CLASSES = {"status-bar--stale", "status-bar--warn", "status-bar--muted"}
+    info: reactive[StatusInfo] = reactive(StatusInfo, always_update=True)
+
+    def watch_info(self, info: StatusInfo) -> None:
+        self.update(self._text(info))
+
+    def _text(self, info: StatusInfo) -> Text:
+        warn = self.get_component_rich_style("status-bar--warn", partial=True)
+        muted = self.get_component_rich_style("status-bar--muted", partial=True)
+        parts: list[Text] = []
+        if info.stale:
+            badge = Text(" STALE ", style=self.get_component_rich_style("status-bar--stale", partial=True))
+            badge.append(f" {info.stale}")
+            parts.append(badge)
+        if info.note:
+            parts.append(Text(info.note, style=warn))
+        parts.append(Text(device_text(info.tier, info.device, info.arch)))
+        if info.running:
+            what = f"running {info.running}" + (f" ({info.running_rung})" if info.running_rung else "")
+            if info.cancelling:
+                what += " · cancelling stale run"
+            queue = Text(what)
+            if info.queued:
+                queue.append(f" · {info.queued} queued")
+        else:
+            queue = Text(f"idle · {info.queued} queued" if info.queued else "idle", style=muted)
+        parts.append(queue)
+        if info.activity:
+            parts.append(Text(info.activity))
+        if info.watcher == "polling":
+            parts.append(Text("watch: polling" + (f" ({info.watcher_reason})" if info.watcher_reason else ""), style=warn))
+        else:
+            parts.append(Text(f"watch: {info.watcher}", style=muted))
+        parts.append(Text("follow" if info.follow else "follow off", style=muted))
+        out = Text(no_wrap=True, overflow="ellipsis")
+        for i, part in enumerate(parts):
+            if i:
+                out.append(" │ ", style=muted)
+            out.append_text(part)
+        return out

@@ -1,0 +1,337 @@
+"""What the dashboard knows, built only from the loop's events, its notices and the history.
+
+No Textual here: the app feeds every event and notice to ``DashboardState.apply`` and hands the
+resulting views down to its panes. A restart loses nothing: ``load`` rebuilds the same views from
+the history store, so what was shown before is shown again.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ktui.loop.events import (
+    CANCELLED,
+    PASSED,
+    Event,
+    RunFinished,
+    RungFinished,
+    RungStarted,
+    RunStarted,
+)
+from ktui.loop.job import rung_family
+from ktui.problem import Kernel, content_hash
+from ktui.profile_runner import ProfileFinished, ProfileProgress
+from ktui.scheduler import JobProblem, Notice, QueueChanged, RunnerReady
+from ktui.store import Store
+from ktui.watchloop import Saved, WatchStateChanged, WorkspaceNote
+
+NEVER_RUN = "new"
+QUEUED = "queued"
+RUNNING = "running"
+PROBLEM = "error"
+
+
+@dataclass
+class KernelView:
+    """One kernel as the panes show it: the run on screen (live or last) and its standing."""
+
+    id: str
+    path: str
+    reference: str = ""
+    state: str = NEVER_RUN  # new | queued | running | a verdict (passed, failed, crashed, …)
+    rung: str = ""  # the rung in flight while running
+    version: int | None = None
+    run_id: str = ""
+    run_dir: str = ""
+    content_hash: str = ""  # what the shown run ran
+    reference_hash: str = ""
+    disk_hash: str = ""  # what the kernel file holds now
+    disk_reference_hash: str = ""
+    tier: str = ""
+    device: str = ""
+    arch: str = ""
+    started: float | None = None
+    finished: float | None = None
+    duration_s: float = 0.0
+    verdict: str = ""  # the shown run's verdict ("" while it runs)
+    message: str = ""
+    summary: dict[str, Any] = field(default_factory=dict)
+    rungs: list[dict[str, Any]] = field(default_factory=list)
+    shapes: tuple[int, int] = (0, 0)  # (test shapes, benchmark shapes) from the pre-checks
+    best_speedup: float | None = None
+    best_version: int | None = None
+    problem: str = ""  # a job that could not run at all
+
+    @property
+    def stale(self) -> bool:
+        """The shown results are not for what is on disk now (the file or its reference changed)."""
+        if not self.content_hash or not self.disk_hash:
+            return False
+        if self.content_hash != self.disk_hash:
+            return True
+        return bool(self.disk_reference_hash) and self.reference_hash != self.disk_reference_hash
+
+    @property
+    def last_speedup(self) -> float | None:
+        value = self.summary.get("speedup")
+        return float(value) if isinstance(value, (int, float)) else None
+
+    @property
+    def roofline(self) -> float | None:
+        value = self.summary.get("roofline")
+        return float(value) if isinstance(value, (int, float)) else None
+
+    def rung_progress(self) -> str:
+        """The rung in flight in a few characters: ``compile``, ``check 3/6``, ``bench 1/3``."""
+        if not self.rung:
+            return "starting worker" if self.state == RUNNING else ""
+        family = rung_family(self.rung)
+        tests, benches = self.shapes
+        if family == "correctness":
+            done = sum(1 for r in self.rungs if r["rung"].startswith("correctness["))
+            return f"check {done + 1}/{tests}" if tests else "check"
+        if family == "benchmark":
+            done = sum(1 for r in self.rungs if r["rung"].startswith("benchmark["))
+            return f"bench {done + 1}/{benches}" if benches else "bench"
+        return family
+
+    def find_rung(self, name: str) -> dict[str, Any] | None:
+        return next((r for r in self.rungs if r["rung"] == name), None)
+
+
+@dataclass(frozen=True)
+class ProfileStatus:
+    """A profile of one kernel: in progress (with its last progress line) or finished."""
+
+    message: str
+    running: bool
+    ok: bool | None = None
+
+
+@dataclass(frozen=True)
+class VersionPoint:
+    """One version in the speedup history: its last finished run's verdict and figures."""
+
+    version: int
+    verdict: str
+    speedup: float | None
+    roofline: float | None
+    tier: str
+    finished: float | None
+
+
+@dataclass
+class DashboardState:
+    root: Path
+    kernels: dict[str, KernelView] = field(default_factory=dict)
+    tier: str = ""
+    device: str = ""
+    arch: str = ""
+    watcher: str = "starting"
+    watcher_reason: str = ""
+    queue: QueueChanged = field(default_factory=lambda: QueueChanged(None, ()))
+    note: str = ""  # the workspace's problem, if any
+    problem: str = ""  # the last problem not tied to a kernel (the worker would not start)
+    profiles: dict[str, ProfileStatus] = field(default_factory=dict)
+
+    # -- from the disk and the history ---------------------------------------------------------
+    def load(self, store: Store, kernels: list[Kernel]) -> None:
+        """Views for the kernels on disk, filled from each one's latest stored run."""
+        self.kernels = {}
+        for kernel in kernels:
+            self.add_kernel(kernel, store)
+
+    def add_kernel(self, kernel: Kernel, store: Store | None = None) -> KernelView:
+        view = KernelView(id=kernel.id, path=str(kernel.path), reference=str(kernel.reference or ""))
+        view.disk_hash = _hash_of(kernel.path)
+        view.disk_reference_hash = _hash_of(kernel.reference) if kernel.reference else ""
+        if kernel.reference is None:
+            view.problem = kernel.reference_error
+        if store is not None:
+            run = _latest_finished(store, kernel.id)
+            if run is not None:
+                view.state = run.verdict
+                view.verdict = run.verdict
+                view.version = run.version
+                view.run_id = run.run_id
+                view.run_dir = run.run_dir
+                view.content_hash = run.content_hash
+                view.reference_hash = run.reference_hash
+                view.tier, view.device, view.arch = run.tier, run.device, run.arch
+                view.started, view.finished = run.started, run.finished
+                view.duration_s = run.duration_s or 0.0
+                view.message = run.message
+                view.summary = run.summary
+                view.rungs = store.rungs(run.run_id)
+                view.shapes = _shapes(view.rungs)
+                if not self.tier and run.tier not in ("", "-"):
+                    self.tier, self.device, self.arch = run.tier, run.device, run.arch
+            best = best_version(version_history(store, kernel.id))
+            if best is not None:
+                view.best_version, view.best_speedup = best.version, best.speedup
+        self.kernels[kernel.id] = view
+        self.kernels = dict(sorted(self.kernels.items()))
+        return view
+
+    # -- from the loop -------------------------------------------------------------------------
+    def apply(self, item: Event | Notice) -> set[str]:
+        """Take in one event or notice; return the ids of the kernels whose view changed
+        (``""`` in the set means the status bar changed)."""
+        if isinstance(item, RunStarted):
+            view = self.kernels.get(item.kernel)
+            if view is None:
+                return set()
+            view.state, view.rung, view.verdict = RUNNING, "", ""
+            view.version, view.run_id, view.run_dir = item.version, item.run_id, item.run_dir
+            view.content_hash, view.reference_hash = item.content_hash, item.reference_hash
+            view.started, view.finished, view.message, view.summary = item.time, None, "", {}
+            view.rungs, view.shapes, view.problem = [], (0, 0), ""
+            if item.tier not in ("", "-"):
+                view.tier, view.device, view.arch = item.tier, item.device, item.arch
+                self.tier, self.device, self.arch = item.tier, item.device, item.arch
+            return {view.id, ""}
+        if isinstance(item, (RungStarted, RungFinished, RunFinished)):
+            view = self._by_run(item.run_id)
+            if view is None:
+                return set()
+            if isinstance(item, RungStarted):
+                view.rung = item.rung
+            elif isinstance(item, RungFinished):
+                view.rung = ""
+                record = item.to_json()
+                view.rungs.append({k: record[k] for k in ("rung", "status", "figures", "message", "error", "duration_s")})
+                if item.rung == "pre-checks":
+                    view.shapes = _shapes(view.rungs)
+            else:
+                view.rung = ""
+                view.verdict, view.message, view.summary = item.verdict, item.message, item.summary
+                view.finished, view.duration_s = item.time, item.duration_s
+                view.state = item.verdict
+                speedup = view.last_speedup
+                if item.verdict == PASSED and speedup is not None and (view.best_speedup is None or speedup > view.best_speedup):
+                    view.best_speedup, view.best_version = speedup, view.version
+            return {view.id}
+        if isinstance(item, QueueChanged):
+            changed = {""}
+            queued = set(item.queued)
+            for view in self.kernels.values():
+                want = view.state
+                if view.id == item.running:
+                    want = RUNNING
+                elif view.id in queued:
+                    want = QUEUED
+                elif view.state in (QUEUED, RUNNING):
+                    want = view.verdict or NEVER_RUN
+                if want != view.state:
+                    view.state = want
+                    changed.add(view.id)
+            self.queue = item
+            return changed
+        if isinstance(item, Saved):
+            changed = set()
+            for kernel_id in item.kernels:
+                view = self.kernels.get(kernel_id)
+                if view is None:
+                    continue
+                if item.path == view.path:
+                    view.disk_hash = item.content_hash or ""
+                elif item.path == view.reference:
+                    view.disk_reference_hash = item.content_hash or ""
+                changed.add(kernel_id)
+            return changed
+        if isinstance(item, JobProblem):
+            view = self.kernels.get(item.kernel)
+            if view is None:
+                self.problem = item.message
+                return {""}
+            view.problem = item.message
+            if view.state in (QUEUED, RUNNING):
+                view.state = view.verdict or PROBLEM
+            return {view.id}
+        if isinstance(item, ProfileProgress):
+            self.profiles[item.kernel] = ProfileStatus(item.message, running=True)
+            return {item.kernel, ""}
+        if isinstance(item, ProfileFinished):
+            self.profiles[item.kernel] = ProfileStatus(item.message, running=False, ok=item.ok)
+            return {item.kernel, ""}
+        if isinstance(item, RunnerReady):
+            self.tier, self.device, self.arch = item.tier, item.device, item.arch
+            self.problem = ""
+            return {""}
+        if isinstance(item, WatchStateChanged):
+            self.watcher, self.watcher_reason = item.mode, item.reason
+            return {""}
+        if isinstance(item, WorkspaceNote):
+            self.note = item.message
+            return {""}
+        return set()
+
+    def activity(self) -> str:
+        """Profiles in progress, for the status bar."""
+        running = [f"profiling {k}: {s.message}" for k, s in self.profiles.items() if s.running]
+        return " · ".join(running)
+
+    def _by_run(self, run_id: str) -> KernelView | None:
+        return next((v for v in self.kernels.values() if v.run_id == run_id), None)
+
+    def remove(self, kernel_id: str) -> None:
+        self.kernels.pop(kernel_id, None)
+
+
+# -- history ------------------------------------------------------------------------------------
+def version_history(store: Store, kernel_id: str, limit: int = 500) -> list[VersionPoint]:
+    """Per version, its newest finished run (cancelled runs say nothing about a version)."""
+    points: dict[int, VersionPoint] = {}
+    for run in store.runs(kernel_id, limit=limit):  # newest first
+        if run.version in points or run.verdict in ("running", CANCELLED):
+            continue
+        speedup = run.summary.get("speedup")
+        roofline = run.summary.get("roofline")
+        points[run.version] = VersionPoint(
+            version=run.version,
+            verdict=run.verdict,
+            speedup=float(speedup) if isinstance(speedup, (int, float)) and math.isfinite(speedup) else None,
+            roofline=float(roofline) if isinstance(roofline, (int, float)) and math.isfinite(roofline) else None,
+            tier=run.tier,
+            finished=run.finished,
+        )
+    return [points[v] for v in sorted(points)]
+
+
+def best_version(points: list[VersionPoint]) -> VersionPoint | None:
+    timed = [p for p in points if p.verdict == PASSED and p.speedup is not None]
+    return max(timed, key=lambda p: p.speedup) if timed else None
+
+
+def roofline_ceiling(points: list[VersionPoint]) -> float | None:
+    """The speedup a version at 100% of roofline would reach: speedup / fraction, newest first."""
+    for p in reversed(points):
+        if p.verdict == PASSED and p.speedup and p.roofline and p.roofline > 0:
+            return p.speedup / p.roofline
+    return None
+
+
+def _latest_finished(store: Store, kernel_id: str):
+    for run in store.runs(kernel_id, limit=20):
+        if run.verdict not in ("running", CANCELLED):
+            return run
+    return None
+
+
+def _shapes(rungs: list[dict[str, Any]]) -> tuple[int, int]:
+    pre = next((r for r in rungs if r["rung"] == "pre-checks"), None)
+    figures = (pre or {}).get("figures") or {}
+    tests, benches = figures.get("tests", 0), figures.get("benchmarks", 0)
+    return (tests if isinstance(tests, int) else 0, benches if isinstance(benches, int) else 0)
+
+
+def _hash_of(path: Path | None) -> str:
+    if path is None:
+        return ""
+    try:
+        return content_hash(Path(path).read_bytes())
+    except OSError:
+        return ""

@@ -1,0 +1,69 @@
+"""Words and glyphs the panes share: status labels, ages, paths relative to the workspace."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+# Each status reads without colour too (NO_COLOR): a glyph and a word.
+STATUS_LABELS: dict[str, tuple[str, str]] = {
+    "new": ("·", "not run"),
+    "queued": ("…", "queued"),
+    "running": ("▶", "running"),
+    "passed": ("✓", "passed"),
+    "failed": ("✗", "failed"),
+    "suspicious": ("?", "suspicious"),
+    "crashed": ("✗", "crashed"),
+    "timed_out": ("⏱", "timed out"),
+    "cancelled": ("-", "cancelled"),
+    "error": ("!", "cannot run"),
+    # rung statuses
+    "ok": ("✓", "ok"),
+    "skipped": ("-", "skipped"),
+}
+
+
+def status_label(status: str) -> str:
+    glyph, word = STATUS_LABELS.get(status, ("?", status))
+    return f"{glyph} {word}"
+
+
+def ago(seconds: float | None) -> str:
+    """``now``, ``12s``, ``5m``, ``3h``, ``2d``: the age of a result at a glance."""
+    if seconds is None:
+        return ""
+    seconds = max(0.0, seconds)
+    if seconds < 5:
+        return "now"
+    if seconds < 60:
+        return f"{int(seconds)}s"
+    if seconds < 3600:
+        return f"{int(seconds // 60)}m"
+    if seconds < 86400:
+        return f"{int(seconds // 3600)}h"
+    return f"{int(seconds // 86400)}d"
+
+
+def rel(path: str | Path, root: Path) -> str:
+    """A path as the user typed it: relative to the workspace root when inside it."""
+    if not path:
+        return ""
+    p = Path(path)
+    try:
+        return p.relative_to(root).as_posix()
+    except ValueError:
+        return os.path.relpath(p) if p.is_absolute() else str(p)
+
+
+def speedup_text(value: float | None) -> str:
+    return "" if value is None else f"{value:.2f}x"
+
+
+def device_text(tier: str, device: str, arch: str) -> str:
+    """``NVIDIA H200 · sm_90a`` or ``CPU · Triton interpreter · sm_90a``."""
+    if not tier:
+        return "device: starting…"
+    if tier == "cpu":
+        inner = device.split("(", 1)[1].rstrip(")") if "(" in device else "Triton interpreter"
+        return f"CPU · {inner} · {arch}"
+    return f"{device} · {arch}"

@@ -1,0 +1,160 @@
+"""Screenshots of the dashboard from real runs: Textual's own ``save_screenshot`` (SVG).
+
+    python3 screenshots/make_screenshots.py --name cpu --cpu                # on a machine without a GPU
+    python3 screenshots/make_screenshots.py --name h200 --profile --panes 3,5 \
+        --kernels softmax_triton,add_triton                                 # on the H200
+
+Without ``--workspace`` it builds a fresh workspace from the repository's kernels/ and references/
+plus one kernel that does not compile, runs them all in the real dashboard (the watch loop, a real
+worker), then saves two more versions of softmax_triton the way an agent does (temp file +
+rename) — one with a wrong normaliser, one that multiplies by the reciprocal of the sum — so the
+history and the SASS diff have something to show. ``--profile`` presses ``p`` on the shown kernel
+and waits for the Nsight Compute summary. Then it writes ``<out>/<name>-160x48.svg`` (panes side by
+side) and ``<out>/<name>-80x24-<pane>.svg`` for each pane in ``--panes`` (the tabbed layout).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests" / "fixtures" / "dashboard"))
+
+from ktui.loop.job import Options  # noqa: E402
+from ktui.problem import content_hash  # noqa: E402
+from ktui.profile_runner import ProfileFinished  # noqa: E402
+from ktui.tui.app import KtuiApp, LoopItem  # noqa: E402
+from ktui.watchloop import WatchSettings  # noqa: E402
+from ktui.workspace import Workspace  # noqa: E402
+from record import VERSIONS  # noqa: E402  (the softmax variants the snapshot fixture records)
+
+WIDE = (160, 48)
+NARROW = (80, 24)
+
+
+def fresh_workspace(kernels: list[str] | None) -> Path:
+    """The repository's references, its kernels (or the ``kernels`` named), and compile_error."""
+    ws = Path(tempfile.mkdtemp(prefix="ktui-screens-")) / "workspace"
+    shutil.copytree(REPO / "references", ws / "references")
+    (ws / "kernels").mkdir()
+    for path in sorted((REPO / "kernels").glob("*.py")):
+        if kernels is None or path.stem in kernels:
+            shutil.copy(path, ws / "kernels" / path.name)
+    shutil.copy(REPO / "tests" / "fixtures" / "kernels" / "compile_error.py", ws / "kernels" / "compile_error.py")
+    return ws
+
+
+def save_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:6]}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+async def until(pilot, predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out after {timeout:.0f} s waiting for {what}")
+        await pilot.pause(0.2)
+
+
+def idle(app: KtuiApp) -> bool:
+    q = app.state.queue
+    return q.running is None and not q.queued and all(v.state not in ("queued", "running") for v in app.state.kernels.values())
+
+
+class Recorder(KtuiApp):
+    """The dashboard, remembering whether a profile finished (the screenshot waits for it).
+    Textual calls this handler and then KtuiApp's own, so the dashboard is unchanged."""
+
+    profiles_done: list[ProfileFinished]
+
+    def on_loop_item(self, message: LoopItem) -> None:
+        if isinstance(message.item, ProfileFinished):
+            self.profiles_done.append(message.item)
+
+
+async def shoot(args: argparse.Namespace, ws: Path) -> list[Path]:
+    app = Recorder(Workspace.at(ws), Options(force_cpu=args.cpu), WatchSettings())
+    app.profiles_done = []
+    written: list[Path] = []
+    started = time.monotonic()
+
+    def progress(what: str) -> None:
+        print(f"{time.monotonic() - started:6.1f} s  {what}", flush=True)
+
+    async with app.run_test(size=WIDE) as pilot:
+        await until(pilot, lambda: idle(app) and all(v.version for v in app.state.kernels.values()),
+                    args.timeout, "the first run of every kernel")
+        progress("first runs: " + ", ".join(f"{v.id} {v.verdict}" for v in app.state.kernels.values()))
+        if args.versions:
+            path = ws / "kernels" / "softmax_triton.py"
+            for text in VERSIONS["softmax_triton"][1:]:
+                save_atomically(path, text)
+                digest = content_hash(text.encode())
+                await until(pilot, lambda d=digest: idle(app) and app.state.kernels["softmax_triton"].content_hash == d,
+                            args.timeout, "softmax_triton's new version")
+                view = app.state.kernels["softmax_triton"]
+                progress(f"softmax_triton v{view.version} {view.verdict}")
+        app._select(args.kernel)
+        if args.profile:
+            await pilot.press("p")
+            await until(pilot, lambda: bool(app.profiles_done), args.timeout, "the ncu profile")
+            done = app.profiles_done[-1]
+            progress(f"profile: {'ok' if done.ok else 'FAILED'} — {done.message}")
+        await pilot.press("escape")
+        await app.workers.wait_for_complete()
+        await pilot.pause(0.5)
+        out = args.out / f"{args.name}-{WIDE[0]}x{WIDE[1]}.svg"
+        app.save_screenshot(filename=out.name, path=str(out.parent))
+        written.append(out)
+        await pilot.resize_terminal(*NARROW)
+        await pilot.pause(0.5)
+        for pane in args.panes:
+            await pilot.press(str(pane))
+            await app.workers.wait_for_complete()
+            await pilot.pause(0.5)
+            out = args.out / f"{args.name}-{NARROW[0]}x{NARROW[1]}-{pane}.svg"
+            app.save_screenshot(filename=out.name, path=str(out.parent))
+            written.append(out)
+    return written
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--workspace", type=Path, default=None, help="an existing workspace (default: a fresh one)")
+    ap.add_argument("--kernel", default="softmax_triton", help="the kernel to show")
+    ap.add_argument("--kernels", default=None,
+                    help="a fresh workspace gets only these of the repository's kernels, e.g. softmax_triton,add_triton")
+    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent, help="where the SVGs go")
+    ap.add_argument("--name", default="cpu", help="file name prefix, e.g. cpu or h200")
+    ap.add_argument("--panes", default="2", help="panes for the 80x24 shots, e.g. 2,3,5")
+    ap.add_argument("--profile", action="store_true", help="press p and wait for the ncu summary (GPU)")
+    ap.add_argument("--cpu", action="store_true", help="the CPU tier even where a GPU exists")
+    ap.add_argument("--no-versions", dest="versions", action="store_false",
+                    help="do not save the extra softmax_triton versions")
+    ap.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for each step")
+    args = ap.parse_args()
+    args.panes = [int(p) for p in args.panes.split(",") if p.strip()]
+    args.out.mkdir(parents=True, exist_ok=True)
+    names = [k.strip() for k in args.kernels.split(",")] if args.kernels else None
+    ws = args.workspace.resolve() if args.workspace else fresh_workspace(names)
+    if args.versions and not (ws / "kernels" / "softmax_triton.py").is_file():
+        args.versions = False
+    print(f"workspace: {ws}", flush=True)
+    for path in asyncio.run(shoot(args, ws)):
+        print(f"wrote {path}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
