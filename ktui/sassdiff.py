@@ -535,7 +535,8 @@ def resolve_base(store: "Store", kernel: str, new_version: int, base: str) -> in
     runs = store.runs(kernel)  # newest first
     last_verdict: dict[int, str] = {}
     for run in runs:
-        last_verdict.setdefault(run.version, run.verdict)
+        if run.verdict not in ("cancelled", "running"):  # an interrupted re-run says nothing of the version
+            last_verdict.setdefault(run.version, run.verdict)
     if base == "previous":
         earlier = [v for v in versions if v < new_version]
         passing = [v for v in earlier if last_verdict.get(v) == "passed"]

@@ -26,6 +26,7 @@ BROKEN = [
     "badgen_triton",
     "no_kernel",
     "oob_write",
+    "softmax_wrong_norm",
 ]
 
 
@@ -108,6 +109,13 @@ def test_wrong_values_fail_every_shape_with_figures(stream):
     figures = checks["correctness[size=1000]"]["figures"]
     assert figures["max_abs"] == pytest.approx(1e-3, rel=0.05)
     assert figures["mismatched"] > 0 and len(figures["worst_index"]) == 1
+
+
+def test_a_wrong_answer_that_happens_to_be_constant_is_failed_not_suspicious(stream):
+    # softmax of one column is 1.0 whatever the input: a constant wrong answer there is a bug, not a cache
+    events = stream[1]["softmax_wrong_norm"]
+    assert finished(events)["verdict"] == "failed"
+    assert not [r for r in rungs(events).values() if r["status"] == "suspicious"]
 
 
 def test_segfault_ends_the_run_crashed_with_the_signal(stream):

@@ -258,3 +258,13 @@ def test_a_cutedsl_kernel_whose_mangled_symbol_changed_is_still_paired(tmp_path)
     assert f.status == "changed" and f.base_name and f.base_name != f.name
     assert f.instructions[1] < f.instructions[0]  # half the independent accesses per thread
     assert any(op.startswith("LDG.E") and new < base for op, base, new in f.opcode_deltas)
+
+
+def test_a_cancelled_rerun_does_not_hide_a_version_that_passed(two_versions):
+    from ktui.loop.events import RunFinished, RunStarted
+
+    store = Store(two_versions / ".ktui" / "history.db")
+    store.record(RunStarted("rerun", kernel="add_triton", path="/k.py", version=2, content_hash="h", reference="/r.py",
+                            reference_hash="r", tier="cpu", device="CPU", arch="sm_90a", run_dir="/d"))
+    store.record(RunFinished("rerun", verdict="cancelled"))
+    assert resolve_base(store, "add_triton", 3, "previous") == 2

@@ -65,7 +65,7 @@ class RunContext:
     seeds: random.Random = field(default_factory=random.Random)
     seeds_used: list[int] = field(default_factory=list)
     guard: Any = None  # integrity.HarnessGuard snapshotted before any user code ran
-    fingerprints: list[tuple] = field(default_factory=list)  # of every candidate output, in call order
+    answers: list[tuple[tuple, tuple]] = field(default_factory=list)  # (output, reference) fingerprints per check
 
     def __post_init__(self) -> None:
         if self.job.options.seed is not None:
@@ -113,15 +113,20 @@ class RunContext:
                 "the answer came from somewhere else (torch ops, a cache, the reference)",
                 status="suspicious",
             )
-        self.fingerprints.append(integrity.fingerprint(out))
         return out
 
-    def replayed(self, out: Any) -> bool:
-        """Is ``out`` identical to what an earlier call (on other inputs) returned?"""
+    def replayed(self, out: Any, ref: Any) -> bool:
+        """Is ``out`` what an earlier check returned, although the right answer has changed since?
+
+        Recorded for every correctness check. A constant answer is only evidence of a cache when
+        the reference's answer moved: at some shapes (a softmax of one column) it never does.
+        """
         from ktui.loop import integrity
 
-        current = integrity.fingerprint(out)
-        return current in self.fingerprints[:-1]
+        current = (integrity.fingerprint(out), integrity.fingerprint(ref))
+        earlier = list(self.answers)
+        self.answers.append(current)
+        return any(o == current[0] and r != current[1] for o, r in earlier)
 
     def poisoned_call(self, shape: dict) -> CheckedCall:
         """The candidate on fresh inputs for ``shape``, every output buffer poisoned beforehand."""

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# One sitting on a GPU machine: every GPU test and every figure the README quotes, in two parts
+# One sitting on a GPU machine: every GPU test and every figure the README quotes, in parts
 # that each fit one 10-minute call. Run from the repository root with $OUT set:
 #
 #     bash tests/benchmarks/gpu_session.sh part1   # pytest -m gpu, then the recorded fixtures
-#     bash tests/benchmarks/gpu_session.sh part2   # timer fidelity, calibrate, latency, a run, screenshots
+#     bash tests/benchmarks/gpu_session.sh part2   # timer fidelity, calibrate, screenshots
+#     bash tests/benchmarks/gpu_session.sh part3   # loop latency, one plain run
 #
 # Each step has its own time limit and its own log under $OUT; a failing step never stops the
 # next one. Nothing here changes the GPU's settings.
@@ -28,24 +29,26 @@ machine() {
 }
 
 case "${1:-}" in
-  part1)
+  part1)  # about 9 minutes
     machine pytest_gpu.log
-    step pytest_gpu.log 330 "$PY" -m pytest -m gpu -q -p no:cacheprovider -rA --timeout 300
+    step pytest_gpu.log 320 "$PY" -m pytest -m gpu -q -p no:cacheprovider -rA --timeout 300
     step record.log 230 bash tests/benchmarks/record_gpu_fixtures.sh
     ;;
-  part2)
+  part2)  # about 9 minutes
     machine figures.log
-    step figures.log 300 "$PY" tests/benchmarks/timer_fidelity.py --budget 240 --json "$OUT/timer_fidelity.json"
+    step figures.log 230 "$PY" tests/benchmarks/timer_fidelity.py --budget 200 --json "$OUT/timer_fidelity.json"
     step figures.log 60 "$PY" -m ktui calibrate
-    step figures.log 110 "$PY" tests/benchmarks/loop_latency.py --reps 5 --json "$OUT/loop_latency.json"
-    step run.log 90 "$PY" -m ktui run kernels/ --seed 1
-    if [ -f screenshots/make_screenshots.py ]; then
-      step figures.log 150 "$PY" screenshots/make_screenshots.py --name h200 --profile --out "$OUT/shots"
-      tar -czf "$OUT/screenshots.tgz" -C "$OUT" shots 2>> "$OUT/figures.log" && rm -rf "$OUT/shots"
-    fi
+    step shots.log 270 "$PY" screenshots/make_screenshots.py --name h200 --profile --panes 3,5 \
+      --kernels softmax_triton,add_triton --out "$OUT/shots"
+    tar -czf "$OUT/screenshots.tgz" -C "$OUT" shots 2>> "$OUT/shots.log" && rm -rf "$OUT/shots"
+    ;;
+  part3)  # about 2 minutes
+    machine figures.log
+    step figures.log 100 "$PY" tests/benchmarks/loop_latency.py --reps 3 --json "$OUT/loop_latency.json"
+    step run.log 60 "$PY" -m ktui run kernels/ --seed 1 --bench-time 1
     ;;
   *)
-    echo "usage: OUT=dir bash $0 part1|part2" >&2
+    echo "usage: OUT=dir bash $0 part1|part2|part3" >&2
     exit 2
     ;;
 esac
