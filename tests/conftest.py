@@ -33,7 +33,8 @@ def make_workspace(root: Path, kernels: list[str] = (), fixtures: list[str] = ()
 
 def ktui(*args: str, cwd: Path, timeout: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run the real CLI in a subprocess, as a user or an agent would."""
-    full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    full_env = {**os.environ, "PYTHONPATH": path, **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "ktui", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=full_env
     )

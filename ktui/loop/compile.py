@@ -1,10 +1,12 @@
 """Rung 2, ``compile``: build every kernel ``custom_kernel`` launches, for the target architecture.
 
-One traced call of ``custom_kernel`` on the first test input decides the specialisation, so what
-is compiled (and dumped) is what runs. Triton launches are recorded; CuTeDSL's ``cute.compile``
-calls are captured. On a GPU the traced call really runs and the kernels it compiled are kept;
-on the CPU tier Triton kernels ran in the interpreter and are now compiled ahead of time for
-``--arch``, and CuTeDSL kernels are compiled but not executed.
+One traced call of ``custom_kernel`` decides the specialisation, so what is compiled (and dumped)
+is what runs where it matters most: the trace uses the first benchmark shape — the one that is
+timed and profiled — or the first test shape when the reference has no benchmarks. Triton
+launches are recorded; CuTeDSL's ``cute.compile`` calls are captured. On a GPU the traced call
+really runs and the kernels it compiled are kept; on the CPU tier the launches are only recorded
+(their arguments are all a specialisation needs) and compiled ahead of time for ``--arch``, and
+CuTeDSL kernels are compiled but not executed.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import contextlib
 import time
 
 from ktui.loop import cutedsl
-from ktui.loop.context import CompiledFunction, Outcome, RunContext
+from ktui.loop.context import CompiledFunction, Outcome, RunContext, shape_label
 from ktui.loop.device import synchronize
 from ktui.loop.errors import RungFailure, error_info
 from ktui.loop.triton_kernels import (
@@ -34,10 +36,11 @@ def run(ctx: RunContext) -> Outcome:
     started = time.perf_counter()
     recorder = LaunchRecorder(ctx.triton_kernels)
     capture = cutedsl.CuteCapture(execute=ctx.tier.is_gpu) if ctx.has_cute else contextlib.nullcontext()
-    inputs = ctx.generate(ctx.tests[0], ctx.next_seed())
+    shape = (ctx.benchmarks or ctx.tests)[0]
+    inputs = ctx.generate(shape, ctx.next_seed())
 
     trace_error: BaseException | None = None
-    with recorder.recording(), capture:
+    with recorder.recording(execute=ctx.tier.is_gpu), capture:
         try:
             ctx.custom_kernel(*inputs)
             synchronize(ctx.tier)
@@ -77,18 +80,19 @@ def run(ctx: RunContext) -> Outcome:
         if trace_error is not None:
             raise trace_error
         raise RungFailure(
-            "custom_kernel launched no Triton or CuTeDSL kernel on the first test input, so nothing was compiled",
+            f"custom_kernel launched no Triton or CuTeDSL kernel on {shape_label(shape)}, so nothing was compiled",
             status="suspicious",
         )
     figures = {
         "arch": ctx.tier.arch,
+        "traced_shape": shape,
         "functions": [c.name for c in compiled],
         "launches": recorder.count(),
         "compile_s": round(time.perf_counter() - started, 3),
         "trace_s": round(trace_s, 3),
     }
     names = ", ".join(sorted({c.name for c in compiled}))
-    message = f"compiled {names} for {ctx.tier.arch} in {figures['compile_s']:.2f} s"
+    message = f"compiled {names} for {ctx.tier.arch} in {figures['compile_s']:.2f} s, specialised for {shape_label(shape)}"
     if trace_error is not None:
         info = error_info(trace_error, ctx.user_files)
         figures["trace_error"] = info.message.splitlines()[0] if info.message else info.type

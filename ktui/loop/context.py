@@ -115,10 +115,11 @@ class RunContext:
             )
         return out
 
-    def replayed(self, out: Any, ref: Any) -> bool:
-        """Is ``out`` what an earlier check returned, although the right answer has changed since?
+    def note_answer(self, out: Any, ref: Any) -> bool:
+        """Remember this call's output and right answer; return whether ``out`` is what an earlier
+        call returned although the right answer has changed since (a replayed, cached result).
 
-        Recorded for every correctness check. A constant answer is only evidence of a cache when
+        Noted for every call whose reference answer is computed (run, correctness). A constant answer is only evidence of a cache when
         the reference's answer moved: at some shapes (a softmax of one column) it never does.
         """
         from ktui.loop import integrity

@@ -27,6 +27,7 @@ def run(ctx: RunContext) -> Outcome:
     elapsed = time.perf_counter() - started
     ref = ctx.ref_kernel(*ref_inputs)
     pairs = pair_outputs(out, ref, ctx.tier.torch_device)
+    ctx.note_answer(out, ref)
     figures = {
         "seed": seed,
         "wall_s": round(elapsed, 4),

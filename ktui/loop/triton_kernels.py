@@ -152,30 +152,36 @@ class LaunchRecorder:
         return len(self.launches)
 
     @contextlib.contextmanager
-    def recording(self) -> Iterator[LaunchRecorder]:
+    def recording(self, execute: bool = True) -> Iterator[LaunchRecorder]:
+        """Record launches while active. ``execute=False`` records without running them: all the
+        CPU tier needs to compile a specialisation is its arguments."""
         patched = []
         for name, obj in self.kernels.items():
             inner = innermost(obj)
-            if "run" in vars(inner):  # already wrapped (nested recorders): leave it
-                continue
+            previous = vars(inner).get("run", _MISSING)  # a recorder already active (nested)
             original = inner.run
 
             def run(*args, grid, warmup, _name=name, _original=original, **kwargs):
                 launch = Launch(_name, args, dict(kwargs), grid)
                 if not warmup:
                     self.launches.append(launch)
+                if not execute:
+                    return None
                 result = _original(*args, grid=grid, warmup=warmup, **kwargs)
                 if isinstance(result, triton.compiler.CompiledKernel):
                     launch.compiled = result
                 return result
 
             inner.run = run
-            patched.append(inner)
+            patched.append((inner, previous))
         try:
             yield self
         finally:
-            for inner in patched:
-                del inner.run
+            for inner, previous in reversed(patched):
+                if previous is _MISSING:
+                    del inner.run
+                else:
+                    inner.run = previous
 
     def distinct(self) -> list[Launch]:
         """One launch per (kernel, specialisation): the same kernel at two block sizes is two."""
