@@ -83,6 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
     watch.add_argument("--poll", action="store_true", help="poll the file system instead of using inotify")
     watch.add_argument("--lazy", action="store_true",
                        help="do not run kernels at start whose stored results are stale; mark them stale")
+    watch.add_argument("--strict", action="store_true",
+                       help="start in strict mode (key s toggles it): fresh process, more seeds, every timed output re-checked")
     watch.add_argument("-v", "--verbose", action="store_true", help="headless: also print what kernels printed")
 
     init = sub.add_parser("init", help="create a workspace: kernels/, references/, context/, AGENTS.md")
@@ -308,7 +310,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
     if args.debounce_ms < 0:
         print("ktui: --debounce-ms must be 0 or more", file=sys.stderr)
         return EXIT_CANNOT_RUN
-    options = Options(arch=args.arch, force_cpu=args.cpu, benchmark=not args.no_bench, seed=args.seed, timeouts=timeouts)
+    options = Options(arch=args.arch, force_cpu=args.cpu, benchmark=not args.no_bench, seed=args.seed, timeouts=timeouts,
+                      strict=args.strict)
     settings = WatchSettings(debounce_s=args.debounce_ms / 1000.0, force_polling=args.poll, catch_up=not args.lazy)
     if args.headless:
         from ktui import headless

@@ -152,6 +152,19 @@ def test_keys_do_what_the_footer_says(tmp_path):
             await pilot.press("f")
             assert app.follow is False
             assert "follow off" in plain(app.query_one("#status", Static))
+            # s toggles strict mode for the runs that start from now on
+            await pilot.press("s")
+            assert app.options.strict is True
+            assert "strict" in plain(app.query_one("#status", Static))
+            strict_before = len(app.store.runs("add_triton"))
+            await pilot.press("k")
+            await pilot.press("r")
+            await until(pilot, lambda: len(app.store.runs("add_triton")) == strict_before + 1 and idle(app),
+                        what="strict re-run")
+            assert app.store.latest_run("add_triton").strict
+            await pilot.press("s")
+            assert app.options.strict is False
+            await pilot.press("j")
             # d cycles the diff base
             bases = []
             for _ in range(3):

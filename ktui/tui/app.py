@@ -103,6 +103,8 @@ class KtuiApp(App[int]):
         Binding("b", "pin", "pin", tooltip="pin the selected version as the SASS diff baseline"),
         Binding("d", "cycle_base", "base", tooltip="SASS diff base: previous passing / best / pinned"),
         Binding("f", "toggle_follow", "follow", tooltip="follow mode: select the kernel saved last"),
+        Binding("s", "toggle_strict", "strict",
+                tooltip="strict mode: a fresh process per run, 3 seeds per shape, every timed output re-checked"),
         Binding("j", "move(1)", "down", show=False, tooltip="next kernel (or the down arrow)"),
         Binding("k", "move(-1)", "up", show=False, tooltip="previous kernel (or the up arrow)"),
         Binding("1", "pane(1)", "panes", key_display="1-5",
@@ -276,7 +278,7 @@ class KtuiApp(App[int]):
             running=queue.running, running_rung=running.rung_progress() if running else "",
             queued=len(queue.queued), cancelling=queue.cancelling,
             watcher=self.state.watcher if self.live else "off (viewer)", watcher_reason=self.state.watcher_reason,
-            follow=self.follow, stale=stale, note=self.state.note or self.state.problem,
+            follow=self.follow, strict=self.options.strict, stale=stale, note=self.state.note or self.state.problem,
             activity=self.state.activity(),
         )
 
@@ -341,6 +343,12 @@ class KtuiApp(App[int]):
     def action_toggle_follow(self) -> None:
         self.follow = not self.follow
 
+    def action_toggle_strict(self) -> None:
+        """Strict applies to the runs that start from now on (the scheduler reads these options)."""
+        self.options.strict = not self.options.strict
+        if self.is_mounted and self.query(StatusBar):
+            self._fill_status()
+
     def watch_follow(self, follow: bool) -> None:
         if self.is_mounted and self.query(StatusBar):
             self._fill_status()
@@ -387,6 +395,8 @@ class KtuiApp(App[int]):
         yield SystemCommand("Pin diff baseline", "Pin the current version as the SASS diff base (b)", self.action_pin)
         yield SystemCommand("Cycle diff base", "previous / best / pinned (d)", self.action_cycle_base)
         yield SystemCommand("Toggle follow", "Select the kernel saved last (f)", self.action_toggle_follow)
+        yield SystemCommand("Toggle strict", "Fresh process, more seeds, every timed output re-checked (s)",
+                            self.action_toggle_strict)
         yield SystemCommand("Key help", "All keys (?)", self.action_help)
 
 

@@ -23,6 +23,7 @@ class StatusInfo:
     watcher: str = "starting"
     watcher_reason: str = ""
     follow: bool = True
+    strict: bool = False
     stale: str = ""  # why the selected kernel's results are stale ("" when they are current)
     note: str = ""  # a workspace or worker problem
     activity: str = ""  # e.g. a profile in progress
@@ -63,6 +64,8 @@ class StatusBar(Static):
         else:
             parts.append(Text(f"watch: {info.watcher}", style=muted))
         parts.append(Text("follow" if info.follow else "follow off", style=muted))
+        if info.strict:
+            parts.append(Text("strict", style=warn))
         out = Text(no_wrap=True, overflow="ellipsis")
         for i, part in enumerate(parts):
             if i:
