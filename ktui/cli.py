@@ -387,14 +387,12 @@ def cmd_context(args: argparse.Namespace) -> int:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    from ktui.problem import ProblemError, kernel_at, state_dir
+    from ktui.problem import state_dir
     from ktui.render import summary_line
     from ktui.store import Store
 
-    try:
-        kernel = kernel_at(args.path)
-    except ProblemError as exc:
-        print(f"ktui: {exc}", file=sys.stderr)
+    kernel = _stored_kernel(args.path)
+    if kernel is None:
         return EXIT_CANNOT_RUN
     store = Store(state_dir(kernel.root) / "history.db")
     runs = store.runs(kernel.id, limit=args.limit)
@@ -431,17 +429,27 @@ def _current_version(store, kernel) -> tuple[int | None, str]:
                             f"(run `ktui run {kernel.path.name}` to see the new code)")
 
 
+def _stored_kernel(path: Path):
+    """The kernel at ``path`` for the commands that read its history, or None after saying why."""
+    from ktui.problem import ProblemError, kernel_at
+
+    try:
+        kernel = kernel_at(path)
+        if not kernel.path.is_file():
+            raise ProblemError(f"{path}: no such file")
+    except ProblemError as exc:
+        print(f"ktui: {exc}", file=sys.stderr)
+        return None
+    return kernel
+
+
 def cmd_diff(args: argparse.Namespace) -> int:
-    from ktui.problem import ProblemError, kernel_at, state_dir
+    from ktui.problem import state_dir
     from ktui.sassdiff import DiffError, diff_versions, resolve_base
     from ktui.store import Store
 
-    try:
-        kernel = kernel_at(args.path)
-        if not kernel.path.is_file():
-            raise ProblemError(f"{args.path}: no such file")
-    except ProblemError as exc:
-        print(f"ktui: {exc}", file=sys.stderr)
+    kernel = _stored_kernel(args.path)
+    if kernel is None:
         return EXIT_CANNOT_RUN
     state = state_dir(kernel.root)
     store = Store(state / "history.db")
@@ -469,15 +477,11 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_pin(args: argparse.Namespace) -> int:
-    from ktui.problem import ProblemError, kernel_at, state_dir
+    from ktui.problem import state_dir
     from ktui.store import Store
 
-    try:
-        kernel = kernel_at(args.path)
-        if not kernel.path.is_file():
-            raise ProblemError(f"{args.path}: no such file")
-    except ProblemError as exc:
-        print(f"ktui: {exc}", file=sys.stderr)
+    kernel = _stored_kernel(args.path)
+    if kernel is None:
         return EXIT_CANNOT_RUN
     store = Store(state_dir(kernel.root) / "history.db")
     try:
