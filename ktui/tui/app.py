@@ -188,6 +188,8 @@ class KtuiApp(App[int]):
         self.post_message(LoopItem(item))
 
     def on_loop_item(self, message: LoopItem) -> None:
+        if not self._panes_alive():
+            return
         item = message.item
         if isinstance(item, Saved):
             self._saved(item)
@@ -213,7 +215,12 @@ class KtuiApp(App[int]):
 
     def _flush_panes(self) -> None:
         history, self._pending_history, self._pane_timer = self._pending_history, False, None
-        self._fill_panes(history=history)
+        if self._panes_alive():
+            self._fill_panes(history=history)
+
+    def _panes_alive(self) -> bool:
+        """False while the app closes: the loop's thread may still deliver its last messages."""
+        return bool(self.query(KernelList))
 
     def _saved(self, item: Saved) -> None:
         """New kernel files join the list, removed ones leave it; follow mode jumps to the save."""
