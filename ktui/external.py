@@ -9,7 +9,6 @@ Nothing here imports torch: the target does that in its own process.
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import shutil
@@ -25,6 +24,7 @@ from typing import Callable
 from ktui.loop.job import Job, Options
 from ktui.problem import Kernel, ProblemError, kernel_at, state_dir
 from ktui.runner import describe_exit
+from ktui.tools import ToolFailed
 
 PREFLIGHT_TIMEOUT_S = 240.0  # importing torch + triton + the kernel on a cold machine
 TAIL_LINES = 12
@@ -34,37 +34,6 @@ Progress = Callable[[str], None]
 
 class CannotRun(Exception):
     """ktui cannot even start (bad path, no reference): exit code 2."""
-
-
-class ToolFailed(Exception):
-    """The tool or the kernel under it failed; the message says which and what to do: exit code 1."""
-
-
-def find_tool(name: str, env_var: str, patterns: tuple[str, ...] = ()) -> str | None:
-    """``$<env_var>``, then PATH, then the CUDA homes, then NVIDIA's install globs (newest first)."""
-    override = os.environ.get(env_var)
-    if override:
-        if Path(override).is_file() and os.access(override, os.X_OK):
-            return override
-        raise ToolFailed(f"{env_var}={override} is not an executable file")
-    found = shutil.which(name)
-    if found:
-        return found
-    homes = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
-    candidates = [str(Path(h) / "bin" / name) for h in homes if h]
-    for pattern in patterns:
-        candidates += sorted(glob.glob(pattern), key=_version_key, reverse=True)
-    for candidate in candidates:
-        if Path(candidate).is_file() and os.access(candidate, os.X_OK):
-            return candidate
-    return None
-
-
-def _version_key(path: str) -> list:
-    parts = []
-    for token in Path(path).parts:
-        parts.extend(int(x) if x.isdigit() else x for x in token.replace("-", ".").split("."))
-    return [(0, p) if isinstance(p, int) else (1, p) for p in parts]
 
 
 @dataclass

@@ -28,13 +28,13 @@ from ktui.external import (
     ToolRun,
     child_env,
     describe_exit,
-    find_tool,
     preflight,
     prepare,
     require_gpu,
     require_loaded,
     run_tool,
 )
+from ktui.tools import find_tool
 from ktui.target import NVTX_RANGE
 
 NCU_PATTERNS = (

@@ -19,13 +19,13 @@ from ktui.external import (
     ToolFailed,
     child_env,
     describe_exit,
-    find_tool,
     preflight,
     prepare,
     require_gpu,
     require_loaded,
     run_tool,
 )
+from ktui.tools import find_tool
 
 TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 SANITIZER_PATTERNS = ("/usr/local/cuda-*/bin/compute-sanitizer", "/usr/local/cuda*/compute-sanitizer/compute-sanitizer",

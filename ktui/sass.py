@@ -7,13 +7,12 @@ toolkit. Nothing here imports torch or triton: the dashboard and ``ktui diff`` u
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import re
-import shutil
 import subprocess
 from collections import Counter
 from pathlib import Path
+
+from ktui import tools
 
 TOOL_TIMEOUT_S = 60
 
@@ -23,22 +22,11 @@ class ToolMissing(RuntimeError):
 
 
 def find_tool(name: str) -> str:
-    """Path of ``cuobjdump``/``nvdisasm``/``ptxas``: $KTUI_<NAME>, PATH, CUDA_HOME, Triton's wheel."""
-    override = os.environ.get(f"KTUI_{name.upper()}")
-    if override:
-        return override
-    found = shutil.which(name)
-    if found:
-        return found
-    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
-        if home and (Path(home) / "bin" / name).is_file():
-            return str(Path(home) / "bin" / name)
-    spec = importlib.util.find_spec("triton")
-    if spec and spec.submodule_search_locations:
-        bundled = Path(spec.submodule_search_locations[0]) / "backends" / "nvidia" / "bin" / name
-        if bundled.is_file():
-            return str(bundled)
-    raise ToolMissing(f"{name} not found: install the CUDA toolkit or Triton (whose wheel ships {name})")
+    """Path of ``cuobjdump``/``nvdisasm``/``ptxas`` (see ``ktui.tools``), or ToolMissing."""
+    found = tools.find_tool(name)
+    if found is None:
+        raise ToolMissing(f"{name} not found: install the CUDA toolkit or Triton (whose wheel ships {name})")
+    return found
 
 
 def _run(args: list[str]) -> str:
