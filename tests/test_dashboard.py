@@ -74,6 +74,9 @@ def test_a_save_written_as_temp_file_and_rename_runs_and_updates_the_panes(tmp_p
             await until(pilot, lambda: app.selected == "compile_error", timeout=10, what="follow")
             await until(pilot, lambda: app.state.kernels["compile_error"].verdict == "passed"
                         and app.state.kernels["compile_error"].version == 2, what="the new run")
+            # the panes are redrawn once per burst of events (a short timer after the last one)
+            await until(pilot, lambda: "compile_error v2 passed" in plain(app.query_one("#rungs-head", Static)),
+                        timeout=5, what="the panes' redraw")
             assert row(app, "compile_error")[0] == "✓ passed" and row(app, "compile_error")[2] == "v2"
             assert "compiled cleanly for sm_90a in" in plain(app.query_one("#compile-body", Static))
             table = app.query_one("#rungs-table", DataTable)
@@ -117,8 +120,9 @@ def test_a_crashing_kernel_leaves_the_app_running_and_the_next_run_works(tmp_pat
             await until(pilot, lambda: app.state.kernels["crash_segfault"].verdict == "crashed", what="the crash")
             assert row(app, "crash_segfault")[0] == "✗ crashed"
             await pilot.press("2")
-            assert "SIGSEGV" in plain(app.query_one("#rungs-head", Static)) or \
-                "SIGSEGV" in " ".join(str(c) for c in app.query_one("#rungs-table", DataTable).get_row_at(1))
+            await until(pilot, lambda: "SIGSEGV" in plain(app.query_one("#rungs-head", Static)) or
+                        "SIGSEGV" in " ".join(str(c) for c in app.query_one("#rungs-table", DataTable).get_row_at(1)),
+                        timeout=5, what="the crash in the rungs pane")
             save_atomically(ws / "kernels" / "crash_segfault.py", ADD)
             await until(pilot, lambda: app.state.kernels["crash_segfault"].verdict == "passed", what="the fixed run")
             assert app.is_running
