@@ -34,6 +34,16 @@ class Problem:
         self.notes: list[str] = []  # what the adapter did, said in the pre-checks message
         self.figures: dict[str, Any] = {}
 
+    def require(self, names: tuple[str, ...], what: str = "reference", callables: bool = False) -> None:
+        """Fail pre-checks naming every contract name the reference module lacks."""
+        from ktui.loop.errors import RungFailure
+
+        present = (lambda n: callable(getattr(self.reference, n, None))) if callables else \
+            (lambda n: hasattr(self.reference, n))
+        missing = [n for n in names if not present(n)]
+        if missing:
+            raise RungFailure(f"{what} {self.reference_name} lacks {', '.join(missing)}")
+
     # -- what every format provides -------------------------------------------------------------
     def generate(self, shape: dict, seed: int) -> tuple:
         raise NotImplementedError

@@ -28,9 +28,7 @@ class GpuModeProblem(Problem):
 
     def __init__(self, job, tier, candidate, reference, next_seed):
         super().__init__(job, tier, candidate, reference, next_seed)
-        missing = [n for n in ("generate_input", "ref_kernel") if not callable(getattr(reference, n, None))]
-        if missing:
-            raise RungFailure(f"reference {self.reference_name} lacks {', '.join(missing)}")
+        self.require(("generate_input", "ref_kernel"), callables=True)
         self.tests = list(job.problem.get("tests", []))
         self.benchmarks = list(job.problem.get("benchmarks", []))
         self._check = getattr(reference, "check_implementation", None)

@@ -18,7 +18,6 @@ import torch
 
 from ktui.formats.base import Problem
 from ktui.loop.device import cuda_mapped_to
-from ktui.loop.errors import RungFailure
 
 TRIALS = 5
 REQUIRED_IN_PROBLEM = ("Model", "get_inputs", "get_init_inputs")
@@ -29,9 +28,7 @@ class KernelBenchProblem(Problem):
 
     def __init__(self, job, tier, candidate, reference, next_seed):
         super().__init__(job, tier, candidate, reference, next_seed)
-        missing = [n for n in REQUIRED_IN_PROBLEM if not hasattr(reference, n)]
-        if missing:
-            raise RungFailure(f"KernelBench problem {self.reference_name} lacks {', '.join(missing)}")
+        self.require(REQUIRED_IN_PROBLEM, what="KernelBench problem")
         self.tests = [{"trial": i} for i in range(1, TRIALS + 1)]
         self.benchmarks = [{}]
         seed = next_seed()

@@ -17,9 +17,7 @@ class NativeProblem(Problem):
 
     def __init__(self, job, tier, candidate, reference, next_seed):
         super().__init__(job, tier, candidate, reference, next_seed)
-        missing = [name for name in REQUIRED_IN_REFERENCE if not hasattr(reference, name)]
-        if missing:
-            raise RungFailure(f"reference {self.reference_name} lacks {', '.join(missing)}")
+        self.require(REQUIRED_IN_REFERENCE)
         if not isinstance(reference.TESTS, (list, tuple)) or not reference.TESTS:
             raise RungFailure(f"reference {self.reference_name}: TESTS must be a non-empty list of shape dicts")
         self.tests = list(reference.TESTS)
