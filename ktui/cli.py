@@ -29,15 +29,20 @@ def _timeouts(values: list[str]) -> dict[str, float]:
     return out
 
 
+def add_reference(parser: argparse.ArgumentParser) -> None:
+    """``--reference``, one meaning for every command that takes a kernel path (see ``kernel_for``)."""
+    parser.add_argument("--reference", type=Path, default=None, metavar="PROBLEM.py",
+                        help="judge the kernel(s) named against this reference (a KernelBench problem file, "
+                             "a GPU MODE reference.py or a ktui reference), as `ktui run --reference` does")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ktui", description="Verify, time and inspect GPU kernels.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run the loop once on kernel files or folders")
     run.add_argument("paths", nargs="+", type=Path)
-    run.add_argument("--reference", type=Path, default=None, metavar="PROBLEM.py",
-                     help="judge every kernel named against this reference (a KernelBench problem file, "
-                          "a GPU MODE reference.py or a ktui reference)")
+    add_reference(run)
     run.add_argument("--json", action="store_true", help="print the loop's events as JSON lines")
     run.add_argument("--arch", default=None, help="target architecture without a local GPU (default sm_90a)")
     run.add_argument("--cpu", action="store_true", help="use the CPU tier even where a GPU exists")
@@ -106,11 +111,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     hist = sub.add_parser("history", help="list the stored versions of a kernel")
     hist.add_argument("path", type=Path)
+    add_reference(hist)
     hist.add_argument("--json", action="store_true")
     hist.add_argument("--limit", type=int, default=50)
 
     diff = sub.add_parser("diff", help="SASS diff of a kernel's version against an earlier one")
     diff.add_argument("path", type=Path)
+    add_reference(diff)
     diff.add_argument("--base", default="previous", metavar="previous|best|pinned|N",
                       help="what to compare with: the latest earlier passing version (default), the fastest "
                            "passing version, the pinned baseline, or a version number")
@@ -122,11 +129,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     pin = sub.add_parser("pin", help="pin a version of a kernel as its diff baseline")
     pin.add_argument("path", type=Path)
+    add_reference(pin)
     pin.add_argument("version", type=int, nargs="?", default=None, help="default: the file's current version")
     pin.add_argument("--clear", action="store_true", help="remove the pinned baseline")
 
     prof = sub.add_parser("profile", help="profile a kernel on one benchmark shape with Nsight Compute (GPU)")
     prof.add_argument("path", type=Path)
+    add_reference(prof)
     prof.add_argument("--json", action="store_true", help="progress and result as JSON lines")
     prof.add_argument("--set", default="basic", help="basic (default: the summary's sections) or an ncu set, e.g. full")
     prof.add_argument("--shape", type=int, default=0, help="index into the reference's BENCHMARKS (default 0)")
@@ -139,6 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     san = sub.add_parser("sanitize", help="run a kernel's first test shape under compute-sanitizer (GPU)")
     san.add_argument("path", type=Path)
+    add_reference(san)
     san.add_argument("--tool", choices=("memcheck", "racecheck", "initcheck", "synccheck"), default="memcheck")
     san.add_argument("--json", action="store_true")
     san.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS")
@@ -391,7 +401,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     from ktui.render import summary_line
     from ktui.store import Store
 
-    kernel = _stored_kernel(args.path)
+    kernel = _stored_kernel(args)
     if kernel is None:
         return EXIT_CANNOT_RUN
     store = Store(state_dir(kernel.root) / "history.db")
@@ -403,7 +413,7 @@ def cmd_history(args: argparse.Namespace) -> int:
             print(json.dumps(record, default=str))
         return EXIT_OK
     if not runs:
-        print(f"{kernel.id}: no runs recorded yet (ktui run {args.path})")
+        print(f"{kernel.id}: no runs recorded yet ({_run_hint(args)})")
         return EXIT_OK
     from datetime import datetime
 
@@ -429,18 +439,22 @@ def _current_version(store, kernel) -> tuple[int | None, str]:
                             f"(run `ktui run {kernel.path.name}` to see the new code)")
 
 
-def _stored_kernel(path: Path):
-    """The kernel at ``path`` for the commands that read its history, or None after saying why."""
-    from ktui.problem import ProblemError, kernel_at
+def _stored_kernel(args: argparse.Namespace):
+    """The kernel at ``args.path`` (with ``--reference``) for the commands that read its history,
+    resolved as ``ktui run`` resolves it so they find the same ``.ktui/``; None after saying why."""
+    from ktui.problem import ProblemError, kernel_for
 
     try:
-        kernel = kernel_at(path)
-        if not kernel.path.is_file():
-            raise ProblemError(f"{path}: no such file")
+        return kernel_for(args.path, args.reference)
     except ProblemError as exc:
         print(f"ktui: {exc}", file=sys.stderr)
         return None
-    return kernel
+
+
+def _run_hint(args: argparse.Namespace) -> str:
+    """The ``ktui run`` command that records what a history command found missing."""
+    reference = f" --reference {args.reference}" if args.reference is not None else ""
+    return f"ktui run {args.path}{reference}"
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
@@ -448,7 +462,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from ktui.sassdiff import DiffError, diff_versions, resolve_base
     from ktui.store import Store
 
-    kernel = _stored_kernel(args.path)
+    kernel = _stored_kernel(args)
     if kernel is None:
         return EXIT_CANNOT_RUN
     state = state_dir(kernel.root)
@@ -456,7 +470,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     try:
         new, note = (args.version, "") if args.version is not None else _current_version(store, kernel)
         if new is None:
-            raise DiffError(f"{kernel.id} has no stored versions yet: run `ktui run {args.path}` first")
+            raise DiffError(f"{kernel.id} has no stored versions yet: run `{_run_hint(args)}` first")
         base = resolve_base(store, kernel.id, new, args.base)
         diff = diff_versions(state, kernel.id, base, new, context=max(0, args.context))
     except DiffError as exc:
@@ -480,7 +494,7 @@ def cmd_pin(args: argparse.Namespace) -> int:
     from ktui.problem import state_dir
     from ktui.store import Store
 
-    kernel = _stored_kernel(args.path)
+    kernel = _stored_kernel(args)
     if kernel is None:
         return EXIT_CANNOT_RUN
     store = Store(state_dir(kernel.root) / "history.db")
@@ -493,7 +507,7 @@ def cmd_pin(args: argparse.Namespace) -> int:
         known = [v for v, _ in store.iter_versions(kernel.id)]
         if version is None or version not in known:
             what = f"no version {version}" if version is not None else "no stored versions"
-            print(f"ktui: {kernel.id} has {what}: run `ktui run {args.path}` first", file=sys.stderr)
+            print(f"ktui: {kernel.id} has {what}: run `{_run_hint(args)}` first", file=sys.stderr)
             return EXIT_FAILED
         store.pin(kernel.id, version)
         print(f"{kernel.id}: v{version} pinned as the diff baseline")
@@ -527,12 +541,12 @@ def cmd_profile(args: argparse.Namespace) -> int:
                              timeout_s=args.timeout, warmup=args.warmup)
     try:
         if args.sections:
-            report = profile_sections(args.path, options, progress)
+            report = profile_sections(args.path, options, progress, reference=args.reference)
             finish(True, f"{len(report.sections)} section(s) timed", None, sections=report.to_json())
             if not args.json:
                 print(report.text())
         else:
-            summary = profile(args.path, options, progress)
+            summary = profile(args.path, options, progress, reference=args.reference)
             finish(True, f"profiled {len(summary.kernels)} kernel(s), {summary.total_duration_us:.1f} µs in total",
                    summary.to_json())
             if not args.json:
@@ -558,7 +572,8 @@ def cmd_sanitize(args: argparse.Namespace) -> int:
             print(f"… {message}", file=sys.stderr, flush=True)
 
     try:
-        report = sanitize(args.path, tool=args.tool, timeout_s=args.timeout, progress=progress)
+        report = sanitize(args.path, tool=args.tool, timeout_s=args.timeout, progress=progress,
+                          reference=args.reference)
     except (CannotRun, ToolFailed) as exc:
         if args.json:
             print(json.dumps({"ok": False, "message": str(exc), "report": None}))

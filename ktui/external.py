@@ -1,9 +1,10 @@
 """Running NVIDIA's process-wrapping tools (``ncu``, ``compute-sanitizer``) around ktui's target.
 
-Shared by ``ktui profile`` and ``ktui sanitize``: find the tool where NVIDIA installs it, snapshot
-the kernel as a version (exactly like ``ktui run``), ask a plain ``python -m ktui.target --mode
-check`` whether there is a GPU and whether the kernel loads, then run the tool around the target in
-its own process group with a time limit — a hung kernel or a hung tool is killed, never waited on.
+Shared by ``ktui profile`` and ``ktui sanitize``: find the tool where NVIDIA installs it, resolve
+the path and its ``--reference`` and snapshot the kernel as a version (``kernel_for`` and
+``Session.prepare``, exactly like ``ktui run``), ask a plain ``python -m ktui.target --mode check``
+whether the kernel loads and whether there is a GPU, then run the tool around the target in its
+own process group with a time limit — a hung kernel or a hung tool is killed, never waited on.
 Nothing here imports torch: the target does that in its own process.
 """
 
@@ -22,7 +23,8 @@ from pathlib import Path
 from typing import Callable
 
 from ktui.loop.job import Job, Options
-from ktui.problem import Kernel, ProblemError, kernel_at, state_dir
+from ktui.ncu import shape_text
+from ktui.problem import Kernel, ProblemError, kernel_for, state_dir
 from ktui.runner import describe_exit
 from ktui.tools import ToolFailed
 
@@ -118,18 +120,15 @@ class Target:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def prepare(path: Path, options: Options | None = None) -> Target:
-    """Resolve ``path`` to a kernel with a reference and snapshot it as a version (``CannotRun`` if not)."""
+def prepare(path: Path, options: Options | None = None, reference: Path | None = None) -> Target:
+    """Resolve ``path`` (and ``--reference``) to a kernel with a reference, as ``ktui run`` does, and
+    snapshot it as a version; the job carries its format and modules to the target (``CannotRun`` if not)."""
     from ktui.session import Session
 
     try:
-        kernel = kernel_at(Path(path))
+        kernel = kernel_for(Path(path), reference)
     except ProblemError as exc:
         raise CannotRun(str(exc)) from exc
-    if not kernel.path.is_file():
-        raise CannotRun(f"{path}: no such file")
-    if kernel.path.suffix != ".py":
-        raise CannotRun(f"{path}: not a Python file")
     if kernel.reference is None:
         raise CannotRun(kernel.reference_error)
     session = Session(kernel.root)
@@ -142,11 +141,14 @@ def prepare(path: Path, options: Options | None = None) -> Target:
     return Target(kernel, job, state_dir(kernel.root), Path(job.run_dir), workdir)
 
 
-def preflight(target: Target, shape: int, proton: bool = False, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> dict:
-    """Load the kernel in a plain target process (no tool): the tier, the shape, load errors, and
-    with ``proton`` what the installed Triton offers for in-kernel sections."""
+def preflight(target: Target, shape: int, proton: bool = False, tests: bool = False,
+              timeout_s: float = PREFLIGHT_TIMEOUT_S) -> dict:
+    """Load the kernel in a plain target process (no tool): the tier, the shape (of the test
+    shapes with ``tests``, else the benchmark shapes), load errors, and with ``proton`` what the
+    installed Triton offers for in-kernel sections."""
     result_path = target.workdir / "check.json"
-    argv = target.argv("check", result_path, shape=shape) + (["--proton"] if proton else [])
+    argv = (target.argv("check", result_path, shape=shape) + (["--proton"] if proton else [])
+            + (["--tests"] if tests else []))
     run = run_tool(argv, timeout_s, env=child_env())
     result = target.result(result_path)
     if run.timed_out:
@@ -158,12 +160,22 @@ def preflight(target: Target, shape: int, proton: bool = False, timeout_s: float
 
 
 def require_gpu(result: dict, what: str) -> None:
-    if result.get("tier") != "gpu":
-        raise ToolFailed(f"no GPU: {what} needs a CUDA GPU and none is visible here (CPU tier); "
-                         "run it on a GPU machine")
+    """Stop on the CPU tier; after ``require_loaded``, the message also says what loaded here, so
+    a machine without a GPU still tells whether the kernel is ready for one."""
+    if result.get("tier") == "gpu":
+        return
+    loaded = ""
+    if result.get("ok"):
+        names = ", ".join(result.get("kernels") or []) or "no GPU function"
+        kind = str(result.get("shape_set", "")).removesuffix("s")
+        shape = shape_text(result["shape"]) if result.get("shape") else "default"
+        loaded = f" (it loads here: {names}; {kind} shape {shape})"
+    raise ToolFailed(f"no GPU: {what} needs a CUDA GPU and none is visible here (CPU tier); "
+                     f"run it on a GPU machine{loaded}")
 
 
 def require_loaded(result: dict) -> None:
+    """Stop when the target could not load the kernel (checked before ``require_gpu``)."""
     if result.get("ok"):
         return
     kind = result.get("error_kind")

@@ -10,7 +10,8 @@ Problems in other formats are found here too (``ktui.formats.detect`` reads thei
 MODE problem folder (``reference.py`` + ``task.yml``) is its own root and its kernels are
 ``submission*.py`` and ``solutions/**``; a KernelBench problem is named by ``REFERENCE = "<path>"``
 or ``--reference`` and recognised by its ``class Model`` + ``get_inputs``. ``discover`` is what
-``ktui run`` and ``ktui watch`` both call.
+``ktui run`` and ``ktui watch`` both call; ``kernel_for`` is how every command that names one kernel
+file (``run``, ``profile``, ``sanitize``, ``diff``, ``history``, ``pin``, the dashboard's ``p``) resolves it.
 """
 
 from __future__ import annotations
@@ -145,7 +146,7 @@ def kernel_at(path: Path, root: Path | None = None, reference: Path | None = Non
         ref = reference.resolve()
         if not ref.is_file():
             raise ProblemError(f"{reference}: no such reference file")
-        return _judged_by(path, root or find_root(path, fallback=path.parent), ref)
+        return _judged_by(path, root, ref)
     problem_dir = detect.gpumode_problem_dir(path)
     if problem_dir is not None and declared_reference(source) is None:
         return _gpumode_kernel(path, root or problem_dir, problem_dir)
@@ -156,11 +157,19 @@ def kernel_at(path: Path, root: Path | None = None, reference: Path | None = Non
     return _judged_by(path, root, ref)
 
 
-def _judged_by(path: Path, root: Path, reference: Path) -> Kernel:
+def _judged_by(path: Path, root: Path | None, reference: Path) -> Kernel:
+    """``path`` judged by ``reference``; without a ``root``, the one the kernel would have unnamed.
+
+    A kernel inside a GPU MODE problem folder keeps that folder as its root when its own
+    ``reference.py`` is named, so ``--reference`` changes neither its name nor its history.
+    """
     fmt = detect.reference_format(reference)
     if fmt == detect.GPUMODE:
-        return _gpumode_kernel(path, root, reference.parent)
-    return Kernel(path=path, root=root, reference=reference, format=fmt)
+        problem_dir = reference.parent
+        if root is None and path.is_relative_to(problem_dir):
+            root = problem_dir
+        return _gpumode_kernel(path, root or find_root(path, fallback=path.parent), problem_dir)
+    return Kernel(path=path, root=root or find_root(path, fallback=path.parent), reference=reference, format=fmt)
 
 
 def _gpumode_kernel(path: Path, root: Path, problem_dir: Path) -> Kernel:
@@ -186,6 +195,23 @@ def is_candidate_file(path: Path) -> bool:
     )
 
 
+def kernel_for(path: Path, reference: Path | None = None, root: Path | None = None) -> Kernel:
+    """The one kernel file a command names (with its ``--reference``), resolved as ``ktui run`` does.
+
+    Every command that takes a kernel path goes through here, so its format, its reference, its
+    GPU MODE ``files:`` modules, its name and its ``.ktui/`` folder are one answer for all of them.
+    """
+    raw = Path(path)
+    resolved = raw.resolve()
+    if not resolved.exists():
+        raise ProblemError(f"{raw}: no such file")
+    if not resolved.is_file():
+        raise ProblemError(f"{raw}: not a file (name one kernel file)")
+    if resolved.suffix != ".py":
+        raise ProblemError(f"{raw}: not a Python file")
+    return kernel_at(resolved, root, reference)
+
+
 def discover(paths: list[Path], root: Path | None = None, reference: Path | None = None) -> list[Kernel]:
     """Expand files and folders into kernels, in any format.
 
@@ -200,9 +226,7 @@ def discover(paths: list[Path], root: Path | None = None, reference: Path | None
         if not path.exists():
             raise ProblemError(f"{raw}: no such file or folder")
         if path.is_file():
-            if path.suffix != ".py":
-                raise ProblemError(f"{raw}: not a Python file")
-            kernels.append(kernel_at(path, root, reference))
+            kernels.append(kernel_for(raw, reference, root))
             continue
         kernels.extend(_kernels_in_folder(raw, path, root, reference))
     seen: set[Path] = set()

@@ -122,15 +122,17 @@ def explain_ncu_failure(run: ToolRun, result: dict | None, timeout_s: float) -> 
     return f"ncu failed ({describe_exit(run.returncode)}):\n{run.tail()}"
 
 
-def profile(path: Path, options: ProfileOptions, progress: Progress = lambda message: None) -> ncu_summary.NcuSummary:
-    """Profile one kernel file; raises ``CannotRun`` (exit 2) or ``ToolFailed`` (exit 1)."""
-    target = prepare(path)
+def profile(path: Path, options: ProfileOptions, progress: Progress = lambda message: None,
+            reference: Path | None = None) -> ncu_summary.NcuSummary:
+    """Profile one kernel file (judged by ``reference`` as in ``ktui run``); raises ``CannotRun``
+    (exit 2) or ``ToolFailed`` (exit 1)."""
+    target = prepare(path, reference=reference)
     try:
         ncu = find_ncu()
         progress(f"loading {target.kernel.id} v{target.job.version}")
         check = preflight(target, options.shape)
-        require_gpu(check, "ncu profiling")
         require_loaded(check)
+        require_gpu(check, "ncu profiling")
         return run_ncu(target, ncu, options, progress)
     finally:
         target.close()
@@ -243,18 +245,18 @@ def _record(target: Target, kind: str, summary: dict, report_path: str) -> None:
 # -- in-kernel sections ----------------------------------------------------------------------------
 
 
-def profile_sections(path: Path, options: ProfileOptions,
-                     progress: Progress = lambda message: None) -> proton_sections.SectionsReport:
+def profile_sections(path: Path, options: ProfileOptions, progress: Progress = lambda message: None,
+                     reference: Path | None = None) -> proton_sections.SectionsReport:
     """Time the Proton scopes inside a Triton kernel on one benchmark shape."""
-    target = prepare(path)
+    target = prepare(path, reference=reference)
     try:
         progress(f"loading {target.kernel.id} v{target.job.version}")
         check = preflight(target, options.shape, proton=True)
+        require_loaded(check)
         support = check.get("proton") or {}
         if not support.get("supported"):
             raise ToolFailed(f"in-kernel sections are not supported here: {support.get('reason', 'unknown')}")
         require_gpu(check, "Proton's in-kernel instrumentation")
-        require_loaded(check)
         progress(f"running {target.kernel.id} under Proton ({support.get('reason')})")
         output = target.run_dir / proton_sections.HATCHET_STEM
         Path(str(output) + ".hatchet").unlink(missing_ok=True)

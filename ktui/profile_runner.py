@@ -39,8 +39,11 @@ class ProfileFinished(Notice):
     summary: dict[str, Any] | None = field(default=None)
 
 
-def profile_command(path: Path) -> list[str]:
-    return [sys.executable, "-m", "ktui", "profile", str(path), "--json"]
+def profile_command(kernel: Kernel) -> list[str]:
+    """The CLI call for ``kernel``, naming the reference the loop judged it by, so the profile
+    resolves the same kernel (format, modules, ``.ktui/``) as the runs beside it."""
+    reference = ["--reference", str(kernel.reference)] if kernel.reference is not None else []
+    return [sys.executable, "-m", "ktui", "profile", str(kernel.path), *reference, "--json"]
 
 
 def profile_task(loop):
@@ -53,7 +56,7 @@ def profile_task(loop):
         package_parent = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = package_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         try:
-            proc = subprocess.Popen(profile_command(kernel.path), cwd=kernel.root, stdout=subprocess.PIPE,
+            proc = subprocess.Popen(profile_command(kernel), cwd=kernel.root, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, text=True, errors="replace", env=env,
                                     start_new_session=True)
         except OSError as exc:

@@ -159,16 +159,17 @@ def find_sanitizer() -> str:
 
 
 def sanitize(path: Path, tool: str = "memcheck", timeout_s: float = DEFAULT_TIMEOUT_S,
-             progress: Progress = lambda message: None) -> SanitizeReport:
+             progress: Progress = lambda message: None, reference: Path | None = None) -> SanitizeReport:
+    """The kernel file (judged by ``reference`` as in ``ktui run``) under compute-sanitizer."""
     if tool not in TOOLS:
         raise ToolFailed(f"unknown sanitizer tool {tool!r}: expected one of {', '.join(TOOLS)}")
-    target = prepare(path)
+    target = prepare(path, reference=reference)
     try:
         sanitizer = find_sanitizer()
         progress(f"loading {target.kernel.id} v{target.job.version}")
-        check = preflight(target, 0)
-        require_gpu(check, "compute-sanitizer")
+        check = preflight(target, 0, tests=True)
         require_loaded(check)
+        require_gpu(check, "compute-sanitizer")
         progress(f"running {target.kernel.id} v{target.job.version} under compute-sanitizer --tool {tool}")
         result_path = target.workdir / "result.json"
         argv = [sanitizer, "--tool", tool, "--print-limit", "100",

@@ -38,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output", type=Path, default=None, help="sections: where Proton writes (no suffix)")
     parser.add_argument("--proton", action="store_true", help="check: also report Proton support")
+    parser.add_argument("--tests", action="store_true", help="check: index into TESTS, as sanitize does")
     args = parser.parse_args(argv)
     result: dict = {"ok": False, "mode": args.mode}
     try:
@@ -66,7 +67,7 @@ def run(args: argparse.Namespace, result: dict) -> None:
     from ktui.loop.device import detect
     from ktui.loop.errors import RungFailure
     from ktui.loop.job import Job
-    from ktui.loop.modules import workspace_imports
+    from ktui.loop.modules import job_imports
     from ktui.sections import proton_support
 
     job = Job.from_json(json.loads(args.job.read_text()))
@@ -81,7 +82,7 @@ def run(args: argparse.Namespace, result: dict) -> None:
         return
 
     ctx = RunContext(job=job, tier=tier, emit=lambda event: None)
-    with workspace_imports(job.root, str(Path(job.kernel_path).parent)):
+    with job_imports(job):
         try:
             precheck.run(ctx)
         except RungFailure as exc:
@@ -89,7 +90,8 @@ def run(args: argparse.Namespace, result: dict) -> None:
             result["error"] = exc.message
             return
         result["kernels"] = sorted(ctx.triton_kernels) + [name for name, _ in ctx.cute_functions]
-        shapes, kind = (ctx.tests, "tests") if args.mode == "sanitize" or not ctx.benchmarks else (ctx.benchmarks, "benchmarks")
+        on_tests = args.mode == "sanitize" or args.tests or not ctx.benchmarks
+        shapes, kind = (ctx.tests, "tests") if on_tests else (ctx.benchmarks, "benchmarks")
         if not 0 <= args.shape < len(shapes):
             result["error_kind"] = "shape"
             result["error"] = f"no shape {args.shape}: the reference has {len(shapes)} {kind} shape(s) (0–{len(shapes) - 1})"

@@ -16,7 +16,10 @@ import os
 import sys
 import types
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, ContextManager, Iterator
+
+if TYPE_CHECKING:
+    from ktui.loop.job import Job
 
 
 def _prime_linecache(path: str, source: str) -> None:
@@ -103,3 +106,9 @@ def workspace_imports(root: str, kernel_dir: str, modules: dict[str, str] | None
                 sys.modules.pop(name, None)
         for name in [n for n in sys.modules if n.startswith("ktui_user_")]:
             sys.modules.pop(name, None)
+
+
+def job_imports(job: Job) -> ContextManager[None]:
+    """What the user code of ``job`` may import — its workspace, its own folder and the problem's
+    modules (GPU MODE ``files:``) — the same in the worker and in the target a tool wraps."""
+    return workspace_imports(job.root, str(Path(job.kernel_path).parent), job.problem.get("modules"))
