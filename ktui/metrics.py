@@ -1,17 +1,18 @@
 """Error metrics between a candidate's output and the reference's, and the pass/fail rule.
 
-All metrics are computed in float64 on the tensors' device. Thresholds depend on the output
-dtype: float32/float64 are judged element by element (``|out - ref| <= atol + rtol·|ref|``),
-while low-precision outputs (fp16, bf16, fp8) are judged mainly by PSNR and cosine similarity,
-since a few elements one rounding step apart are normal there but a wrong algorithm shows up as
-a drop in signal-to-noise. A NaN or Inf where the reference is finite never passes.
+All metrics are computed in float64 on the tensors' device, one chunk at a time (see
+``compare``). Thresholds depend on the output dtype: float32/float64 are judged element by
+element (``|out - ref| <= atol + rtol·|ref|``), while low-precision outputs (fp16, bf16, fp8)
+are judged mainly by PSNR and cosine similarity, since a few elements one rounding step apart
+are normal there but a wrong algorithm shows up as a drop in signal-to-noise. A NaN or Inf
+where the reference is finite never passes.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
@@ -59,61 +60,75 @@ class Comparison:
     reason: str = ""  # why it failed, in one line
 
 
-def compare(out: torch.Tensor, ref: torch.Tensor, tolerances: dict | None = None) -> Comparison:
-    """Compare one output tensor with the reference tensor of the same shape and dtype."""
+# Tensors are compared in chunks of this many elements, each upcast to float64 on its own: a
+# whole-tensor float64 copy of a 6 GB fp32 output would be 12 GB, and several such temporaries do
+# not fit next to the problem's own tensors. 16 Mi elements keep the launches per chunk negligible.
+CHUNK_ELEMENTS = 1 << 24
+# Per chunk element, an upper bound: five float64 temporaries (out, ref, their finite parts and
+# one more in the tolerance test; the error reuses a finite part), a few boolean masks, and the
+# chunks of non-contiguous inputs copied to be flattened (up to 8 bytes each). A GPU test checks it.
+WORKSPACE_BYTES_PER_ELEMENT = 5 * 8 + 8 + 2 * 8
+
+
+def workspace_bytes(numel: int | None = None, chunk: int = CHUNK_ELEMENTS) -> int:
+    """The most extra memory one ``compare`` (or ``fingerprint``) of ``numel`` elements takes:
+    bounded by the chunk, however large the tensors."""
+    return (chunk if numel is None else min(numel, chunk)) * WORKSPACE_BYTES_PER_ELEMENT
+
+
+def compare(out: torch.Tensor, ref: torch.Tensor, tolerances: dict | None = None, *,
+            chunk: int = CHUNK_ELEMENTS) -> Comparison:
+    """Compare one output tensor with the reference tensor of the same shape and dtype.
+
+    Streams over ``chunk``-element pieces in row-major order: two passes (the reference's peak
+    first, since the relative-error floor depends on it), never a whole-size float64 tensor.
+    """
     limits = thresholds_for(ref.dtype, tolerances)
-    o = out.detach().to(torch.float64)
-    r = ref.detach().to(torch.float64)
-    n = r.numel()
+    out, ref = out.detach(), ref.detach()
+    n = ref.numel()
     figures: dict[str, Any] = {"dtype": dtype_name(ref.dtype), "numel": n}
     if n == 0:
         return Comparison(True, figures)
+    if tuple(out.shape) != tuple(ref.shape):
+        raise ValueError(f"compare: output shape {list(out.shape)} differs from the reference's {list(ref.shape)}")
 
-    ref_finite = torch.isfinite(r)
-    bad = ~torch.isfinite(o) & ref_finite
-    mismatched_nonfinite = (~ref_finite) & ~((o == r) | (torch.isnan(o) & torch.isnan(r)))
-    n_bad = int(bad.sum())
-    figures["nonfinite"] = n_bad
-
-    diff = torch.where(ref_finite, (o - r).abs(), torch.zeros_like(r))
-    diff = torch.where(bad, torch.full_like(diff, math.inf), diff)
-    worst_flat = int(torch.argmax(torch.where(torch.isnan(diff), torch.full_like(diff, math.inf), diff)))
-    figures["worst_index"] = list(_unravel(worst_flat, r.shape))
-    figures["worst_out"] = float(o.reshape(-1)[worst_flat])
-    figures["worst_ref"] = float(r.reshape(-1)[worst_flat])
-
-    fin_o = torch.where(ref_finite & ~bad, o, torch.zeros_like(o))
-    fin_r = torch.where(ref_finite, r, torch.zeros_like(r))
-    err = fin_o - fin_r
-    max_abs = float(diff.max())
-    mse = float((err * err).mean())
-    peak = float(fin_r.abs().max())
+    peak = 0.0
+    for _, r_piece in flat_chunks(ref, chunk):
+        r = r_piece.to(torch.float64)
+        peak = max(peak, float(torch.where(torch.isfinite(r), r.abs(), 0.0).max()))
     # Relative error with a floor: magnitudes under eps·peak (values that rounded to ~zero) are
     # judged against eps·peak, or an output of 1e-44 against a reference of 0 reads as 1e+262.
     eps = torch.finfo(ref.dtype).eps if ref.dtype.is_floating_point else 1.0
     floor = max(eps * peak, torch.finfo(torch.float64).tiny)
-    rel = err.abs() / fin_r.abs().clamp_min(floor)
+    atol, rtol = limits.get("atol"), limits.get("rtol")
+    acc = _Sums(floor, atol, rtol)
+    for (offset, o_piece), (_, r_piece) in zip(flat_chunks(out, chunk), flat_chunks(ref, chunk)):
+        acc.add(offset, o_piece.to(torch.float64), r_piece.to(torch.float64))
+
+    n_bad = acc.nonfinite
+    figures["nonfinite"] = n_bad
+    figures["worst_index"] = list(_unravel(acc.worst_flat, ref.shape))
+    figures["worst_out"] = acc.worst_out
+    figures["worst_ref"] = acc.worst_ref
+    mse = acc.squared_error / n
     figures.update(
-        max_abs=max_abs,
-        max_rel=float(rel.max()) if n_bad == 0 else math.inf,
+        max_abs=acc.max_abs,
+        max_rel=acc.max_rel if n_bad == 0 else math.inf,
         mse=mse if n_bad == 0 else math.inf,
         rmse=math.sqrt(mse) if n_bad == 0 else math.inf,
         psnr=_psnr(peak, mse) if n_bad == 0 else -math.inf,
-        cossim=_cossim(fin_o, fin_r) if n_bad == 0 else math.nan,
+        cossim=_cossim(acc.dot, acc.out_squares, acc.ref_squares) if n_bad == 0 else math.nan,
     )
 
     if n_bad:
         idx = figures["worst_index"]
         return Comparison(False, figures, f"{n_bad} non-finite value(s) where the reference is finite, first at {idx}")
-    if int(mismatched_nonfinite.sum()):
+    if acc.pattern_mismatches:
         return Comparison(False, figures, "NaN/Inf pattern differs from the reference's")
 
     reasons = []
-    atol, rtol = limits.get("atol"), limits.get("rtol")
     if atol is not None and rtol is not None:
-        allowed = atol + rtol * fin_r.abs()
-        over = err.abs() > allowed
-        n_over = int(over.sum())
+        n_over = acc.beyond_tolerance
         figures["mismatched"] = n_over
         if n_over:
             reasons.append(
@@ -128,6 +143,79 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tolerances: dict | None = None
     return Comparison(not reasons, figures, "; ".join(reasons))
 
 
+class _Sums:
+    """What ``compare`` accumulates over the chunks: counts, maxima, sums, the worst element.
+
+    Per element, with ``fin_o``/``fin_r`` the values where both (resp. the reference) are finite
+    and 0 elsewhere: ``err = fin_o - fin_r``; ``diff = |err|``, or inf where the output is not
+    finite but the reference is. The worst element is the first maximum of ``diff``.
+    """
+
+    def __init__(self, floor: float, atol: float | None, rtol: float | None):
+        self.floor, self.atol, self.rtol = floor, atol, rtol
+        self.nonfinite = self.pattern_mismatches = self.beyond_tolerance = 0
+        self.max_abs, self.max_rel = -1.0, 0.0
+        self.worst_flat, self.worst_out, self.worst_ref = 0, math.nan, math.nan
+        self.squared_error = self.dot = self.out_squares = self.ref_squares = 0.0
+
+    def add(self, offset: int, o: torch.Tensor, r: torch.Tensor) -> None:
+        ref_finite = torch.isfinite(r)
+        both = torch.isfinite(o) & ref_finite
+        bad = ref_finite & ~both
+        self.nonfinite += int(bad.sum())
+        self.pattern_mismatches += int(((~ref_finite) & ~((o == r) | (torch.isnan(o) & torch.isnan(r)))).sum())
+        fin_r = torch.where(ref_finite, r, 0.0)
+        fin_o = torch.where(both, o, 0.0)
+        del ref_finite, both
+        self.dot += float(fin_o @ fin_r)
+        self.out_squares += float(fin_o @ fin_o)
+        self.ref_squares += float(fin_r @ fin_r)
+        err = fin_o.sub_(fin_r)  # fin_o is not needed any more: the error takes its place
+        self.squared_error += float(err @ err)
+        # In place, the error becomes |error|, inf where the output is not finite. It holds no
+        # NaN (finite minus finite never is), and argmax would rank one first anyway.
+        diff = err.abs_().masked_fill_(bad, math.inf)
+        del err, bad
+        worst = int(torch.argmax(diff))
+        worst_value = float(diff[worst])
+        if worst_value > self.max_abs:  # strictly: an earlier chunk keeps a tie, as argmax does
+            self.max_abs = worst_value
+            self.worst_flat = offset + worst
+            self.worst_out, self.worst_ref = float(o[worst]), float(r[worst])
+        del o, r
+        magnitude = fin_r.abs_()
+        if self.atol is not None and self.rtol is not None:
+            self.beyond_tolerance += int((diff > self.atol + self.rtol * magnitude).sum())
+        self.max_rel = max(self.max_rel, float((diff / magnitude.clamp_min_(self.floor)).max()))
+
+
+def flat_chunks(t: torch.Tensor, chunk: int = CHUNK_ELEMENTS) -> Iterator[tuple[int, torch.Tensor]]:
+    """``(flat offset, 1-D piece)`` covering ``t`` in row-major order, each piece at most ``chunk``
+    elements.
+
+    The pieces follow ``t``'s shape, not its strides, so two tensors of one shape give the same
+    offsets however they are laid out. A contiguous tensor's pieces are views; a non-contiguous
+    one's are copies of one piece at a time.
+    """
+    chunk = max(1, int(chunk))
+
+    def walk(prefix: tuple, dims: tuple[int, ...], offset: int) -> Iterator[tuple[int, tuple]]:
+        if math.prod(dims) <= chunk:
+            yield offset, prefix
+            return
+        inner = math.prod(dims[1:])
+        if inner <= chunk:
+            step = chunk // inner
+            for start in range(0, dims[0], step):
+                yield offset + start * inner, (*prefix, slice(start, min(start + step, dims[0])))
+        else:
+            for i in range(dims[0]):
+                yield from walk((*prefix, i), dims[1:], offset + i * inner)
+
+    for offset, index in walk((), tuple(t.shape), 0):
+        yield offset, t[index].reshape(-1)
+
+
 def _psnr(peak: float, mse: float) -> float:
     """Peak signal-to-noise ratio in dB, with the reference's largest magnitude as the peak."""
     if mse == 0.0:
@@ -137,14 +225,14 @@ def _psnr(peak: float, mse: float) -> float:
     return 10.0 * math.log10(peak * peak / mse)
 
 
-def _cossim(a: torch.Tensor, b: torch.Tensor) -> float:
-    a, b = a.reshape(-1), b.reshape(-1)
-    na, nb = float(a.norm()), float(b.norm())
+def _cossim(dot: float, out_squares: float, ref_squares: float) -> float:
+    """Cosine similarity from the sums ``Σ o·r``, ``Σ o²`` and ``Σ r²``."""
+    na, nb = math.sqrt(out_squares), math.sqrt(ref_squares)
     if na == 0.0 and nb == 0.0:
         return 1.0
     if na == 0.0 or nb == 0.0:
         return 0.0
-    return float((a @ b) / (na * nb))
+    return dot / (na * nb)
 
 
 def _unravel(flat: int, shape: torch.Size) -> tuple[int, ...]:

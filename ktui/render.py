@@ -48,6 +48,8 @@ def fmt(key: str, value: Any) -> str:
             return f"{value * 100:.0f}%"
         if key.endswith("_s"):
             return f"{value:.2f}"
+        if key.endswith("_gb"):
+            return f"{value:.1f}" if value >= 1 else f"{value:.3g}"
         if key.endswith("_us") or key in ("gbps", "tflops"):
             return f"{value:.2f}" if value < 10 else f"{value:.1f}" if value < 1000 else f"{value:.0f}"
         if key.endswith("_rse"):
@@ -148,6 +150,9 @@ def summary_line(kernel: str, version: int, verdict: str, summary: dict[str, Any
         parts.append(best_text(best))
     if summary.get("throttled"):
         parts.append("GPU throttled")
+    memory = memory_text(summary)
+    if memory:
+        parts.append(memory)
     failure = summary.get("first_failure")
     if verdict != "passed" and failure:
         parts.append(f"{failure['rung']}: {failure['message'] or failure['status']}")
@@ -157,3 +162,13 @@ def summary_line(kernel: str, version: int, verdict: str, summary: dict[str, Any
         parts.append(f"{tier} {arch}")
     parts.append(f"{duration_s:.1f} s")
     return " · ".join(parts)
+
+
+def memory_text(summary: dict[str, Any]) -> str:
+    """``peak 19.4 GB (1.3× the problem's 14.6 GB)``; empty without a measured peak (CPU tier)."""
+    peak, footprint, ratio = summary.get("peak_mem_gb"), summary.get("footprint_gb"), summary.get("mem_ratio")
+    if not isinstance(peak, (int, float)):
+        return ""
+    if isinstance(footprint, (int, float)) and isinstance(ratio, (int, float)):
+        return f"peak {fmt('peak_mem_gb', peak)} GB ({ratio:.1f}× the problem's {fmt('footprint_gb', footprint)} GB)"
+    return f"peak {fmt('peak_mem_gb', peak)} GB"

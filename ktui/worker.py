@@ -18,7 +18,6 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
 from typing import IO
 
 
@@ -52,12 +51,13 @@ def main(argv: list[str] | None = None) -> int:
     cutedsl.configure_env(tier.arch)
     import triton  # noqa: F401
 
-    from ktui.loop import ladder  # noqa: F401 - every rung module, before the snapshot below
+    from ktui.loop import ladder, memory  # every rung module, before the snapshot below
     from ktui.loop.integrity import HarnessGuard
     from ktui.loop.job import Job
 
     if tier.is_gpu:
         torch.cuda.init()
+    memory.warm_up()  # the fit check's fake tensors cost ~1.5 s on first use: pay it before "ready"
     guard = HarnessGuard.snapshot()  # before any user code runs in this process
     send({"type": "ready", "tier": tier.name, "device": tier.device, "arch": tier.arch, "pid": os.getpid()})
 
@@ -75,21 +75,24 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_job(job, tier, emit, guard=None) -> bool:
     """Climb the ladder for one job; return whether this process may take another one."""
+    from ktui.loop import memory
     from ktui.loop.context import RunContext
     from ktui.loop.events import RunFinished
     from ktui.loop.ladder import Ladder, summarize, verdict
-    from ktui.loop.modules import workspace_imports
+    from ktui.loop.modules import job_imports
 
     started = time.perf_counter()
     ctx = RunContext(job=job, tier=tier, emit=emit, guard=guard)
-    with workspace_imports(job.root, str(Path(job.kernel_path).parent), job.problem.get("modules")):
+    memory.start_peak(tier)
+    with job_imports(job):
         results = Ladder(ctx).climb()
+    figures = memory.summary_figures(ctx, memory.peak_bytes(tier))
     final = verdict(results)
     emit(
         RunFinished(
             job.run_id,
             verdict=final,
-            summary=summarize(results, _roofline_done(job)),
+            summary={**summarize(results, _roofline_done(job)), **figures},
             duration_s=round(time.perf_counter() - started, 3),
         )
     )

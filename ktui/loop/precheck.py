@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ktui import formats
-from ktui.loop import cutedsl, integrity
+from ktui.loop import cutedsl, integrity, memory
 from ktui.loop.context import Outcome, RunContext
 from ktui.loop.errors import RungFailure
 from ktui.loop.modules import load_module
@@ -61,6 +61,7 @@ def run(ctx: RunContext) -> Outcome:
     if ctx.triton_kernels and not ctx.tier.is_gpu:
         ctx.compilable = load_module(f"ktui_user_aot_{tag}", job.kernel_path, job.source, interpret=False)
 
+    fitted = memory.require_fit(ctx)  # before anything heavy: compile's traced call is the first to allocate
     return Outcome(
         figures={
             "format": job.format,
@@ -70,7 +71,7 @@ def run(ctx: RunContext) -> Outcome:
             "tests": len(ctx.tests),
             "benchmarks": len(ctx.benchmarks),
         },
-        message=_summary(ctx),
+        message=f"{_summary(ctx)}; memory: {fitted.message}",
     )
 
 
