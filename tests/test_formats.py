@@ -59,9 +59,12 @@ def test_a_right_gpumode_submission_passes_ktui_metrics_and_the_problems_own_che
         assert "gpumode" in r["pre-checks"]["message"]
         # task.yml's shapes, without its fixed seeds; the problem's check on each test shape
         assert [k for k in r if k.startswith("correctness[")] == ["correctness[size=1]", "correctness[size=1000]", "correctness[size=4097]"]
-        assert all(r[f"check[size={n}]"]["status"] == "ok" for n in (1, 1000, 4097))
+        # the problem's own check judged the same output as ktui's metrics, in the same rung
+        assert all(r[f"correctness[size={n}]"]["figures"]["check"]["passed"] is True for n in (1, 1000, 4097))
+        assert not any(k.startswith("check[") for k in r)
         assert [k for k in r if k.startswith("benchmark[")] == ["benchmark[size=1048576]", "benchmark[size=16777216]"]
-        assert finished(events)["summary"]["checks"] == [3, 3]
+        assert finished(events)["summary"]["correct"] == [3, 3]
+        assert "output slot(s) in data: data[2] (left unwritten by generate_input)" in r["pre-checks"]["message"]
 
 
 def test_a_wrong_gpumode_submission_fails_both_ktui_and_check_implementation(formats_run):
@@ -69,8 +72,9 @@ def test_a_wrong_gpumode_submission_fails_both_ktui_and_check_implementation(for
     r = rungs(events)
     assert finished(events)["verdict"] == "failed"
     assert r["correctness[size=1000]"]["status"] == "failed"
-    check = r["check[size=1000]"]
+    check = r["correctness[size=1000]"]
     assert check["status"] == "failed" and check["message"].startswith("check_implementation: mismatch")
+    assert check["figures"]["check"]["passed"] is False
 
 
 def test_the_output_buffer_inside_data_is_poisoned_so_unwritten_elements_fail(formats_run):
@@ -208,4 +212,31 @@ def test_on_a_gpu_both_formats_run_every_rung_including_the_benchmark(tmp_path):
         assert kernels[name][0]["tier"] == "gpu"
         benches = [v for k, v in r.items() if k.startswith("benchmark[")]
         assert benches and all(v["status"] == "ok" and v["figures"]["speedup"] > 0 for v in benches), r
-    assert rungs(kernels["scaleadd/submission"])["check[size=4097]"]["status"] == "ok"
+    assert rungs(kernels["scaleadd/submission"])["correctness[size=4097]"]["figures"]["check"]["passed"] is True
+
+
+# -- output slots in data ------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def rowsum_run(tmp_path_factory):
+    root = formats_workspace(tmp_path_factory.mktemp("rowsum"))
+    proc = ktui("run", "--json", "--seed", "3", "gpumode/rowsum/", cwd=root)
+    return by_kernel(parse_events(proc.stdout))
+
+
+def test_a_buffer_in_data_that_the_kernel_returns_and_the_reference_ignores_is_an_output(rowsum_run):
+    # rowsum's reference returns a new tensor and its generator makes the buffer with torch.zeros:
+    # only the candidate returning it shows it is the output; writing it is no input mutation
+    events = rowsum_run["rowsum/submission"]
+    r = rungs(events)
+    assert finished(events)["verdict"] == "passed", r
+    assert "no output slot in data" in r["pre-checks"]["message"]
+    assert "output slot(s) in data: data[1] (returned by custom_kernel" in r["run"]["message"]
+    assert all(r[f"correctness[{s}]"]["figures"]["check"]["passed"] for s in ("rows=7,cols=1000", "rows=33,cols=4097"))
+
+
+def test_the_same_kernel_writing_its_result_into_a_true_input_is_suspicious(rowsum_run):
+    events = rowsum_run["rowsum/submission_into_input"]
+    r = rungs(events)
+    assert finished(events)["verdict"] == "suspicious"
+    assert r["correctness[rows=7,cols=1000]"]["figures"]["mutated_inputs"] == [0]
+    assert "modified its input" in r["correctness[rows=7,cols=1000]"]["message"]

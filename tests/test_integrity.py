@@ -16,6 +16,13 @@ HACKS = {
     "patches_timer": ("pre-checks", "torch.cuda.Event.elapsed_time"),
     "patches_ktui": ("compile", "ktui.metrics.compare"),
     "tensor_subclass": ("run", "tensor subclass"),
+    # token launches: one launch of the module's kernel, the answer from elsewhere (provenance)
+    "token_launch_torch": ("run", "computed by torch (aten.add)"),
+    "token_launch_reference_copy": ("run", "computed by torch"),
+    "token_launch_copy_into": ("run", "torch wrote values into the output (aten.copy_)"),
+    "token_launch_sentinel": ("run", "torch wrote values into the output (aten.copy_)"),
+    # a write torch's dispatcher cannot see passes provenance; the no-op kernels give it away
+    "numpy_write": ("dependence", "still returned the right answer"),
 }
 
 

@@ -31,7 +31,7 @@ class FormatSpec:
     entry: str  # what the candidate module must define
     entry_text: str  # how a message names it
     adapter: str  # the worker-side module holding ``PROBLEM``
-    may_check: bool  # the problem may bring its own check (``check[<shape>]`` rungs)
+    may_check: bool  # the problem may bring its own judge (GPU MODE: check_implementation)
 
 
 FORMATS: dict[str, FormatSpec] = {

@@ -67,6 +67,11 @@ class Problem:
         """Poison output buffers that arrive inside the inputs; returns how many were poisoned."""
         return 0
 
+    def learn_output_slots(self, inputs: tuple, pristine: tuple, out: Any) -> str:
+        """Recognise output buffers inside the inputs from what the candidate returned; returns a
+        note naming any new ones (empty when there are none)."""
+        return ""
+
     def watched_inputs(self, inputs: tuple) -> list:
         """The inputs a candidate must leave as they were (checked after every correctness call)."""
         return flatten(inputs)

@@ -2,11 +2,19 @@
 ``ref_kernel(data)`` and ``check_implementation(data, output)``; shapes from ``task.yml``
 (read by the parent, carried in ``Job.problem``); the candidate's ``custom_kernel(data)``.
 
-In this format the output buffer often arrives inside ``data`` (``data = (a, b, c)``; the
-reference writes ``c`` and returns it). ktui finds those buffers by running the reference once on
-a private copy and seeing which returned tensors share memory with ``data``; before every
-checked candidate call they are poisoned (NaN / an extreme integer), so unwritten elements fail,
-and they are left out of the "inputs must not change" check.
+In this format the output buffer often arrives inside ``data`` (``data = (a, b, c)``), and honest
+submissions write their result into it, whether the reference writes it (``output[...] = …``) or
+returns a new tensor (``return a @ b``). A tensor in ``data`` is an *output slot* when
+
+- ``generate_input`` left it unwritten (allocated with ``torch.empty`` and never filled: it holds
+  no data, so nothing can read it as an input), or
+- ``ref_kernel`` writes it or returns it, or
+- the candidate returns it (or a view of it) and the reference ignores what it holds.
+
+The first two are found before anything runs, from one probe of the first test shape, and named in
+the pre-checks message; the third when the candidate first returns such a buffer. Output slots are
+poisoned before every checked call (unwritten elements fail) and may be written; every other
+tensor in ``data`` is an input and must be left as it was.
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ from typing import Any, Iterator
 import torch
 
 from ktui.formats.base import Problem
-from ktui.loop.device import clone_tree, cuda_mapped_to, describe, fill_poison
+from ktui.loop.device import clone_tree, cuda_mapped_to, describe, fill_poison, holds_only_poison, poisoned_allocations
 from ktui.loop.errors import RungFailure
 from ktui.loop.outputs import flatten
 
@@ -32,16 +40,33 @@ class GpuModeProblem(Problem):
         self.tests = list(job.problem.get("tests", []))
         self.benchmarks = list(job.problem.get("benchmarks", []))
         self._check = getattr(reference, "check_implementation", None)
-        self._outputs: dict[tuple, list[Position]] = {}  # data layout → output buffer positions
+        self._slots: dict[Position, str] | None = None  # output slot → how it was recognised
         if job.problem.get("dropped_seeds"):
             self.notes.append("task.yml seeds replaced by fresh ones (--seed fixes them)")
         if not callable(self._check):
             self.notes.append("no check_implementation in reference.py: only ktui's metrics judge")
         if not tier.is_gpu:
             self.notes.append(f"CPU tier: tensors the problem's code puts on 'cuda' are made on '{tier.torch_device}'")
+        if self.tests:
+            self.notes.append(self._probe_slots(self.tests[0], next_seed()))
+
+    def _probe_slots(self, shape: dict, seed: int) -> str:
+        """Find the output slots from one input of ``shape``; say what was found, for pre-checks."""
+        try:
+            with self.scope():
+                self._find_slots(self.generate(shape, seed))
+        except Exception as exc:  # noqa: BLE001 - the rung that generates inputs reports it properly
+            self._slots = None
+            return f"output slots in data not probed ({self.describe_generate(shape, seed)} raised {type(exc).__name__})"
+        if not self._slots:
+            return "no output slot in data: every tensor in it is an input"
+        found = ", ".join(f"data{_name(path)} ({how})" for path, how in self._slots.items())
+        return f"output slot(s) in data: {found}"
 
     def generate(self, shape: dict, seed: int) -> tuple:
-        return (self.reference.generate_input(**shape, seed=seed),)
+        # Allocations poisoned: a buffer generate_input leaves unwritten is recognisably empty.
+        with poisoned_allocations():
+            return (self.reference.generate_input(**shape, seed=seed),)
 
     def describe_generate(self, shape: dict, seed: int) -> str:
         args = ", ".join([*(f"{k}={v!r}" for k, v in shape.items()), f"seed={seed}"])
@@ -69,13 +94,48 @@ class GpuModeProblem(Problem):
         outputs = set(self._output_paths(inputs))
         return [leaf for path, leaf in _leaves(inputs) if path not in outputs]
 
+    def learn_output_slots(self, inputs: tuple, pristine: tuple, out: Any) -> str:
+        """Recognise a buffer of ``data`` the candidate returns as an output slot when the reference
+        ignores what it holds (its answer is the same with the buffer poisoned)."""
+        returned = [t for t in flatten(out) if isinstance(t, torch.Tensor)]
+        known = set(self._output_paths(inputs))
+        learned = []
+        for path, leaf in _leaves(inputs):
+            if path in known or not any(_shares_memory(leaf, t) for t in returned):
+                continue
+            if self._reference_ignores(pristine, path):
+                self._slots[path] = "returned by custom_kernel; ref_kernel ignores what it holds"
+                learned.append(f"data{_name(path)}")
+        return f"output slot(s) in data: {', '.join(learned)} (returned by custom_kernel; ref_kernel ignores what they hold)" if learned else ""
+
+    def _reference_ignores(self, pristine: tuple, path: Position) -> bool:
+        plain = self.ref_kernel(*clone_tree(pristine))
+        probe = clone_tree(pristine)
+        fill_poison(_get(probe, path))
+        poisoned = self.ref_kernel(*probe)
+        return _same_values(plain, poisoned)
+
     def _output_paths(self, inputs: tuple) -> list[Position]:
-        layout = tuple((path, tuple(leaf.shape), leaf.dtype) for path, leaf in _leaves(inputs))
-        if layout not in self._outputs:
-            probe = clone_tree(inputs)
-            returned = [t for t in flatten(self.ref_kernel(*probe)) if isinstance(t, torch.Tensor)]
-            self._outputs[layout] = [path for path, leaf in _leaves(probe) if any(_shares_memory(leaf, t) for t in returned)]
-        return self._outputs[layout]
+        if self._slots is None:
+            self._find_slots(inputs)
+        return list(self._slots)
+
+    def _find_slots(self, inputs: tuple) -> None:
+        slots: dict[Position, str] = {}
+        for path, leaf in _leaves(inputs):
+            if holds_only_poison(leaf):
+                slots[path] = "left unwritten by generate_input"
+        probe = clone_tree(inputs)
+        before = clone_tree(probe)
+        returned = [t for t in flatten(self.ref_kernel(*probe)) if isinstance(t, torch.Tensor)]
+        for (path, leaf), (_, old) in zip(_leaves(probe), _leaves(before)):
+            if path in slots:
+                continue
+            if any(_shares_memory(leaf, t) for t in returned):
+                slots[path] = "returned by ref_kernel"
+            elif not _same_values(leaf, old):
+                slots[path] = "written by ref_kernel"
+        self._slots = slots
 
     # -- the problem's own check ----------------------------------------------------------------
     @property
@@ -131,6 +191,28 @@ def _get(obj: Any, path: Position) -> torch.Tensor:
     for step in path:
         obj = obj[step]
     return obj
+
+
+def _name(path: Position) -> str:
+    """``(0, 2)`` → ``[2]``: positions start at the tuple of candidate arguments, ``(data,)``."""
+    return "".join(f"[{step!r}]" for step in path[1:])
+
+
+def _same_values(a: Any, b: Any) -> bool:
+    """Equal, NaN-aware, tensor by tensor."""
+    left = [t for t in flatten(a) if isinstance(t, torch.Tensor)] if not isinstance(a, torch.Tensor) else [a]
+    right = [t for t in flatten(b) if isinstance(t, torch.Tensor)] if not isinstance(b, torch.Tensor) else [b]
+    if len(left) != len(right):
+        return False
+    for x, y in zip(left, right):
+        if x.shape != y.shape or x.dtype != y.dtype:
+            return False
+        if x.dtype.is_floating_point or x.dtype.is_complex:
+            if not bool(((x == y) | (torch.isnan(x) & torch.isnan(y))).all()):
+                return False
+        elif not torch.equal(x, y):
+            return False
+    return True
 
 
 def _shares_memory(a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -7,7 +7,8 @@ order get the same initial weights). When ``ModelNew``'s state_dict has exactly 
 shapes and dtypes, ``Model``'s weights are also copied into it, so a candidate that creates its
 layers in another order is still compared on equal weights; the pre-checks message says which
 of the two happened. The problem has no shapes: correctness runs ``TRIALS`` times on fresh
-``get_inputs()`` (the global torch seed set to a new value each time), the benchmark once.
+``get_inputs()`` (the global torch seed set to a new value each time, the tensors made directly
+on the run's device), the benchmark once.
 """
 
 from __future__ import annotations
@@ -47,8 +48,11 @@ class KernelBenchProblem(Problem):
             self.notes.append(f"CPU tier: tensors the problem's code puts on 'cuda' are made on '{tier.torch_device}'")
 
     def generate(self, shape: dict, seed: int) -> tuple:
+        # Made where they will be used: get_inputs() builds on the default device, and a 6 GB
+        # torch.rand on the host takes seconds where the GPU takes milliseconds.
         torch.manual_seed(seed)
-        return tuple(self.reference.get_inputs())
+        with torch.device(self.tier.torch_device):
+            return tuple(self.reference.get_inputs())
 
     def describe_generate(self, shape: dict, seed: int) -> str:
         return f"get_inputs() (after torch.manual_seed({seed}))"

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable
 
+import torch
+
 from ktui.loop.device import Tier, to_device
 from ktui.loop.events import Event
 from ktui.loop.job import Job
@@ -66,6 +68,8 @@ class RunContext:
     seeds_used: list[int] = field(default_factory=list)
     guard: Any = None  # integrity.HarnessGuard snapshotted before any user code ran
     answers: list[tuple[tuple, tuple]] = field(default_factory=list)  # (output, reference) fingerprints per check
+    returned: set[int] = field(default_factory=set)  # storages earlier candidate calls returned (provenance)
+    pending_provenance: str | None = None  # the last call's provenance failure, raised by ``pair``
 
     def __post_init__(self) -> None:
         if self.job.options.seed is not None:
@@ -92,16 +96,22 @@ class RunContext:
         with interpreter_environment(), self.problem.scope():
             return self.problem.custom_kernel(*inputs)
 
-    def candidate(self, *inputs: Any, count_launches: bool = True) -> Any:
+    def candidate(self, *inputs: Any, count_launches: bool = True, execute: bool = True) -> Any:
         """``custom_kernel`` under the integrity checks: the reference may not be called, the
-        harness must be left unpatched, and the module's own kernels must have launched."""
-        from ktui.loop import integrity
+        harness must be left unpatched, the module's own kernels must have launched, and the
+        output must come from them (``provenance``). ``execute=False`` turns the module's kernels
+        into no-ops that are still counted (the dependence rung)."""
+        from ktui.loop import integrity, provenance
         from ktui.loop.errors import RungFailure
+        from ktui.loop.outputs import flatten
 
-        counter = integrity.LaunchCounter(self.triton_kernels, self.has_cute and self.tier.is_gpu)
+        self.pending_provenance = None
+        counter = integrity.LaunchCounter(self.triton_kernels, self.has_cute and self.tier.is_gpu, execute=execute)
+        ledger = provenance.StorageLedger()
         with integrity.reference_tripwire(self.reference), counter.counting():
             try:
-                out = self.custom_kernel(*inputs)
+                with ledger:
+                    out = self.custom_kernel(*inputs)
             except integrity.ReferenceCalled as exc:
                 raise RungFailure(str(exc), status="suspicious") from None
         tampered = self.guard.verify() if self.guard is not None else []
@@ -113,6 +123,10 @@ class RunContext:
                 "the answer came from somewhere else (torch ops, a cache, the reference)",
                 status="suspicious",
             )
+        if count_launches and execute:
+            outputs = [t for t in flatten(out) if type(t) is torch.Tensor]
+            self.pending_provenance = provenance.judge(outputs, counter.received, ledger, self.returned)
+            self.returned.update(provenance.storage_key(t) for t in outputs)
         return out
 
     def note_answer(self, out: Any, ref: Any) -> bool:
@@ -142,6 +156,18 @@ class RunContext:
             synchronize(self.tier)
         return CheckedCall(seed, inputs, pristine, out)
 
+    def pair(self, out: Any, ref: Any) -> list:
+        """The candidate's output tensors paired with the reference's (``outputs.pair_outputs``),
+        then the last call's provenance: a malformed output is told as such before anything else."""
+        from ktui.loop.errors import RungFailure
+        from ktui.loop.outputs import pair_outputs
+
+        pairs = pair_outputs(out, ref, self.tier.torch_device, cast_reference=self.problem.has_check)
+        why, self.pending_provenance = self.pending_provenance, None
+        if why:
+            raise RungFailure(why, status="suspicious")
+        return pairs
+
     def ref_kernel(self, *inputs: Any) -> Any:
         with self.problem.scope():
             return self.problem.ref_kernel(*inputs)
@@ -165,6 +191,10 @@ class RunContext:
         """Poison output buffers passed in ``inputs`` (GPU MODE's ``data``) before a checked call."""
         with self.problem.scope():
             return self.problem.poison_outputs(inputs)
+
+    def learn_output_slots(self, inputs: tuple, pristine: tuple, out: Any) -> str:
+        with self.problem.scope():
+            return self.problem.learn_output_slots(inputs, pristine, out)
 
     def watched_inputs(self, inputs: tuple) -> list:
         with self.problem.scope():

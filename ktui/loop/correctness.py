@@ -2,23 +2,20 @@
 
 Each shape gets fresh inputs from a new seed. The candidate runs first, with every ``torch.empty``
 it makes poisoned, and any output buffer passed in its inputs poisoned too (so unwritten output
-fails), on inputs the reference never sees; the reference
-then runs on a private copy. The inputs are checked for mutation, and every output is compared
-with the metrics of ``ktui.metrics``.
+fails), on inputs the reference never sees; the reference then runs on a private copy. The inputs
+are checked for mutation, and the output is judged by ``judgement.judge``: ktui's metrics, and the
+problem's own check where it has one (GPU MODE), on this same output.
 """
 
 from __future__ import annotations
 
 import torch
 
+from ktui.loop import memory
 from ktui.loop.context import Outcome, RunContext
-from ktui.loop.device import clone_tree, synchronize, unwritten
+from ktui.loop.device import synchronize
 from ktui.loop.errors import RungFailure
-from ktui.loop.outputs import pair_outputs
-from ktui.metrics import compare
-
-HEADLINE = ("max_abs", "max_rel", "mse", "rmse", "psnr", "cossim", "worst_index", "mismatched", "nonfinite")
-
+from ktui.loop.judgement import judge
 
 STRICT_SEEDS = 3  # fresh inputs per shape in --strict mode
 
@@ -35,43 +32,36 @@ def run(ctx: RunContext, shape: dict) -> Outcome:
 
 def check_once(ctx: RunContext, shape: dict) -> Outcome:
     call = ctx.poisoned_call(shape)
-    seed, inputs, pristine, out = call.seed, call.inputs, call.pristine, call.out
-    mutated = _mutated_inputs(ctx.watched_inputs(inputs), ctx.watched_inputs(pristine))
-    ref = ctx.ref_kernel(*clone_tree(pristine))
+    seed, pristine, out = call.seed, call.pristine, call.out
+    learned = ctx.learn_output_slots(call.inputs, pristine, out)
+    mutated = _mutated_inputs(ctx.watched_inputs(call.inputs), ctx.watched_inputs(pristine))
+    del call  # the candidate's inputs are done with: free them before the reference runs
+    ref = ctx.ref_kernel(*pristine)
     synchronize(ctx.tier)
-    pairs = pair_outputs(out, ref, ctx.tier.torch_device)
-
-    never_written = [unwritten(o) for o, _ in pairs]
-    if any(never_written):
-        where = ", ".join(f"output {i}: {n}" for i, n in enumerate(never_written) if n)
+    memory.note_footprint(ctx, pristine, out, ref)
+    verdict = judge(ctx, pristine, out, ctx.pair(out, ref))
+    figures = {"seed": seed, **verdict.figures}
+    if verdict.unwritten:
         raise RungFailure(
-            f"{sum(never_written)} output element(s) were never written — they still hold ktui's poison ({where})",
-            {"seed": seed, "unwritten": sum(never_written)},
+            f"{verdict.unwritten} output element(s) were never written — they still hold ktui's poison "
+            f"({verdict.unwritten_where})",
+            {"seed": seed, "unwritten": verdict.unwritten},
             status="suspicious",
         )
-    results = [compare(o, r, ctx.tolerances) for o, r in pairs]
-    figures: dict = {"seed": seed}
-    if len(results) == 1:
-        figures.update(results[0].figures)
-    else:
-        figures["outputs"] = [r.figures for r in results]
-        worst = min(results, key=lambda r: _as_float(r.figures.get("psnr", float("inf"))))
-        figures.update({k: worst.figures[k] for k in HEADLINE if k in worst.figures})
-    failures = [f"output {i}: {r.reason}" if len(results) > 1 else r.reason for i, r in enumerate(results) if not r.passed]
-    if ctx.note_answer(out, ref) and failures:
+    if ctx.note_answer(out, ref) and not verdict.passed:
         raise RungFailure(
             "returned exactly what an earlier call on other inputs returned: a cached answer, not a computed one",
             figures,
             status="suspicious",
         )
-    if failures:
-        raise RungFailure("; ".join(failures), figures)
+    if not verdict.passed:
+        raise RungFailure(verdict.reason, figures)
     if mutated:
         figures["mutated_inputs"] = mutated
         raise RungFailure(
             f"custom_kernel modified its input(s) {mutated}: inputs must be left as they were", figures, status="suspicious"
         )
-    return Outcome(figures=figures)
+    return Outcome(figures=figures, message="; ".join(filter(None, [learned, *verdict.notes])))
 
 
 def _mutated_inputs(inputs: list, pristine: list) -> list[int]:
@@ -82,10 +72,3 @@ def _mutated_inputs(inputs: list, pristine: list) -> list[int]:
             if not same:
                 changed.append(i)
     return changed
-
-
-def _as_float(v) -> float:
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return float("inf")

@@ -137,6 +137,20 @@ def unwritten(t: torch.Tensor) -> int:
     return int((t.view(signature[0]) == signature[1]).sum())
 
 
+def holds_only_poison(t: torch.Tensor) -> bool:
+    """Whether every element of ``t`` still holds what ``fill_poison`` wrote (never written since).
+
+    Exact for the dtypes with a signature NaN; for integers, every element at the dtype's minimum;
+    a boolean tensor can hold nothing recognisable, so it never counts."""
+    if not t.numel() or t.dtype == torch.bool:
+        return False
+    if t.dtype in POISON_BITS and t.is_contiguous():
+        return unwritten(t) == t.numel()
+    if t.dtype.is_floating_point or t.dtype.is_complex:
+        return False
+    return bool((t == poison_value(t.dtype)).all())
+
+
 @contextlib.contextmanager
 def poisoned_allocations() -> Iterator[None]:
     """Make ``torch.empty*`` return poisoned memory while the candidate runs.

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 import torch
 
 from ktui.loop.device import tensors_in
+from ktui.loop.provenance import Received, inside_launch
 
 if TYPE_CHECKING:
     from ktui.loop.context import Outcome
@@ -96,41 +97,62 @@ _MISSING = object()
 
 
 class LaunchCounter:
-    """Counts launches of a module's Triton kernels and CuTeDSL functions during a block."""
+    """Counts launches of a module's Triton kernels and CuTeDSL functions during a block, and
+    keeps what they were handed (for the provenance check). With ``execute=False`` the launches
+    are recorded but do nothing (the dependence rung's no-op kernels)."""
 
-    def __init__(self, triton_kernels: dict[str, Any], has_cute: bool):
+    def __init__(self, triton_kernels: dict[str, Any], has_cute: bool, execute: bool = True):
         self.triton_kernels = triton_kernels
         self.has_cute = has_cute
+        self.execute = execute
         self.count = 0
+        self.received = Received()
 
     @contextlib.contextmanager
     def counting(self) -> Iterator[LaunchCounter]:
         from ktui.loop.triton_kernels import LaunchRecorder
 
         recorder = LaunchRecorder(self.triton_kernels)
-        cute = _count_cute_launches() if self.has_cute else contextlib.nullcontext([0])
-        with recorder.recording(), cute as cute_count:
-            yield self
-        self.count = recorder.count() + cute_count[0]
+        cute = _count_cute_launches(self.received, self.execute) if self.has_cute else contextlib.nullcontext([0])
+        try:
+            with recorder.recording(execute=self.execute), cute as cute_count:
+                yield self
+        finally:
+            self.count = recorder.count() + cute_count[0]
+            for launch in recorder.launches:
+                self.received.add(launch.args)
+                self.received.add(launch.kwargs)
 
 
 @contextlib.contextmanager
-def _count_cute_launches() -> Iterator[list[int]]:
-    """Every CuTeDSL host-function execution goes through ``JitExecutor.run_compiled_program``."""
+def _count_cute_launches(received: Received, execute: bool = True) -> Iterator[list[int]]:
+    """Every CuTeDSL host-function execution goes through ``JitExecutor.__call__`` and
+    ``run_compiled_program``: the first sees the arguments, the second runs the program."""
     from cutlass.base_dsl.jit_executor import JitExecutor
 
     counter = [0]
-    original = JitExecutor.__dict__["run_compiled_program"]
+    original_run = JitExecutor.__dict__["run_compiled_program"]
+    original_call = JitExecutor.__dict__["__call__"]
 
     def counted(self, *args, **kwargs):
         counter[0] += 1
-        return original(self, *args, **kwargs)
+        if not execute:
+            return None
+        with inside_launch():
+            return original_run(self, *args, **kwargs)
+
+    def called(self, *args, **kwargs):
+        received.add(args)
+        received.add(kwargs)
+        return original_call(self, *args, **kwargs)
 
     JitExecutor.run_compiled_program = counted
+    JitExecutor.__call__ = called
     try:
         yield counter
     finally:
-        JitExecutor.run_compiled_program = original
+        JitExecutor.run_compiled_program = original_run
+        JitExecutor.__call__ = original_call
 
 
 class ReferenceCalled(Exception):
@@ -183,16 +205,26 @@ def reference_imports(source: str, reference_path: str) -> list[str]:
     return hits
 
 
-def fingerprint(out: Any) -> tuple:
-    """A cheap identity of an output's values: shape, dtype and two weighted sums, per tensor."""
+def fingerprint(out: Any, chunk: int | None = None) -> tuple:
+    """A cheap identity of an output's values: shape, dtype and two weighted sums, per tensor.
+
+    The sums (plain, and weighted by 1-based flat position) are taken one chunk at a time in
+    float64, so a 6 GB output needs no 12 GB float64 copy and no arange of its size.
+    """
+    from ktui.metrics import CHUNK_ELEMENTS, flat_chunks
+
     prints = []
     for t in tensors_in(out):
         if not t.numel() or t.is_meta:
             prints.append((tuple(t.shape), str(t.dtype)))
             continue
-        flat = t.detach().reshape(-1).to(torch.float64)
-        weights = torch.arange(1, flat.numel() + 1, device=flat.device, dtype=torch.float64)
-        prints.append((tuple(t.shape), str(t.dtype), repr(float(flat.sum())), repr(float((flat * weights).sum()))))
+        total = weighted = 0.0
+        for offset, piece in flat_chunks(t.detach(), chunk or CHUNK_ELEMENTS):
+            flat = piece.to(torch.float64)
+            weights = torch.arange(offset + 1, offset + flat.numel() + 1, device=flat.device, dtype=torch.float64)
+            total += float(flat.sum())
+            weighted += float(flat @ weights)
+        prints.append((tuple(t.shape), str(t.dtype), repr(total), repr(weighted)))
     return tuple(prints)
 
 
@@ -212,8 +244,7 @@ def run(ctx) -> Outcome:
     from ktui.loop.context import Outcome
     from ktui.loop.device import clone_tree, synchronize
     from ktui.loop.errors import RungFailure
-    from ktui.loop.outputs import pair_outputs
-    from ktui.metrics import compare
+    from ktui.loop.judgement import judge
 
     shape = ctx.tests[min(1, len(ctx.tests) - 1)]
     first_seed, second_seed = ctx.next_seed(), ctx.next_seed()
@@ -224,14 +255,13 @@ def run(ctx) -> Outcome:
     same_storage_replay(inputs, fresh)
     second = ctx.candidate(*inputs)
     synchronize(ctx.tier)
-    ref = ctx.ref_kernel(*clone_tree(fresh))
-    pairs = pair_outputs(second, ref, ctx.tier.torch_device)
+    del inputs  # the candidate's buffers: ``second`` keeps what it returned
+    ref = ctx.ref_kernel(*fresh)  # ``fresh`` is private: nothing else reads it but the judgement below
+    pairs = ctx.pair(second, ref)
     figures = {"shape": shape, "seeds": [first_seed, second_seed]}
-    for (out, expected), previous in zip(pairs, tensors_in(first)):
-        verdict = compare(out, expected, ctx.tolerances)
-        if verdict.passed:
-            continue
-        if out.shape == previous.shape and torch.equal(out, previous):
+    verdict = judge(ctx, fresh, second, pairs)
+    if not verdict.passed:
+        if any(out.shape == previous.shape and torch.equal(out, previous) for (out, _), previous in zip(pairs, tensors_in(first))):
             raise RungFailure(
                 "new data in the same buffers gave the previous call's result: the kernel returns a cached "
                 "answer (keyed on pointers, shapes or calls) instead of computing",
@@ -264,22 +294,20 @@ class TimedOutputCheck:
     def inspect(self, index: int, round_: int, result: Any) -> None:
         if index != 0 or self.failure is not None or round_ % self.every:
             return
+        from ktui.loop.device import clone_tree
         from ktui.loop.errors import RungFailure
-        from ktui.loop.outputs import pair_outputs
-        from ktui.metrics import compare
+        from ktui.loop.judgement import judge
 
         self.checked += 1
-        expected = self.expected[round_ % len(self.sets)]
+        which = round_ % len(self.sets)
         try:
-            pairs = pair_outputs(result, expected, self.ctx.tier.torch_device)
+            pairs = self.ctx.pair(result, self.expected[which])
         except RungFailure as exc:
             self.failure = f"timed call {round_}: {exc.message}"
             return
-        for out, ref in pairs:
-            verdict = compare(out, ref, self.ctx.tolerances)
-            if not verdict.passed:
-                self.failure = f"timed call {round_}: {verdict.reason}"
-                return
+        verdict = judge(self.ctx, clone_tree(self.sets[which]), result, pairs)
+        if not verdict.passed:
+            self.failure = f"timed call {round_}: {verdict.reason}"
 
 
 def timer_escape(call, sets: list[tuple], event_us: float, host_us: float, calls: int = 20) -> dict[str, Any]:

@@ -1,8 +1,9 @@
 """The ladder: which rungs run, in which order, and when one is skipped.
 
-    pre-checks → compile → dumps → run → correctness[shape]… → check[shape]… → integrity → benchmark[shape]…
+    pre-checks → compile → dumps → run → correctness[shape]… → integrity → dependence → benchmark[shape]…
 
-(``check[shape]`` only where the problem brings its own judge: GPU MODE's check_implementation.)
+(Where the problem brings its own judge, GPU MODE's check_implementation, it judges each
+correctness call's output beside ktui's metrics: ``judgement.py`` has the rule.)
 
 Each rung runs, catches its own failure and records ok / failed / skipped / suspicious with its
 figures; the ladder goes on where that still makes sense: a failed compile skips everything that
@@ -16,8 +17,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from ktui import formats
-from ktui.loop import bench, check, compile, correctness, dumps, integrity, precheck, run
+from ktui.loop import bench, compile, correctness, dependence, dumps, integrity, precheck, run
 from ktui.loop.context import InputGenerationError, Outcome, RunContext, shape_label
 from ktui.loop.errors import RungFailure, RungSkipped, error_info
 from ktui.loop.events import (
@@ -84,15 +84,11 @@ class Ladder:
         ctx = self.ctx
         pre = self.step("pre-checks", precheck.run)
         if not pre.ok:
-            families = ["compile", "dumps", "run", "correctness", "check", "integrity", "benchmark"]
-            if not formats.spec(ctx.job.format).may_check:
-                families.remove("check")
-            for name in families:
+            for name in ["compile", "dumps", "run", "correctness", "integrity", "dependence", "benchmark"]:
                 self.skip(name, "pre-checks failed")
             return self.results
-        checks_of_problem = ctx.tests if ctx.problem.has_check else []
         tests = [f"correctness[{shape_label(s)}]" for s in ctx.tests]
-        own = [f"check[{shape_label(s)}]" for s in checks_of_problem]
+        probes = ["integrity", "dependence"]
         benches = [f"benchmark[{shape_label(s)}]" for s in ctx.benchmarks]
 
         built = self.step("compile", compile.run)
@@ -101,24 +97,24 @@ class Ladder:
         else:
             self.skip("dumps", "nothing was compiled")
         if not built.ok:
-            self._skip_all(["run", *tests, *own, "integrity", *benches], "compile failed")
+            self._skip_all(["run", *tests, *probes, *benches], "compile failed")
             return self.results
 
         if ctx.has_cute and not ctx.tier.is_gpu:
-            self._skip_all(["run", *tests, *own, "integrity"], CUTE_NEEDS_GPU)
+            self._skip_all(["run", *tests, *probes], CUTE_NEEDS_GPU)
             self._skip_all(benches, "no GPU: timing needs CUDA (CPU tier)")
             return self.results
 
         smoke = self.step("run", run.run)
         if not smoke.ok:
-            self._skip_all([*tests, *own, "integrity", *benches], "run failed")
+            self._skip_all([*tests, *probes, *benches], "run failed")
             return self.results
         checks = [self.step(name, correctness.run, shape) for name, shape in zip(tests, ctx.tests)]
-        checks += [self.step(name, check.run, shape) for name, shape in zip(own, checks_of_problem)]
         if all(c.ok for c in checks):
             checks.append(self.step("integrity", integrity.run))
+            checks.append(self.step("dependence", dependence.run))
         else:
-            self.skip("integrity", "not correct on every test shape")
+            self._skip_all(probes, "not correct on every test shape")
 
         if not ctx.job.options.benchmark:
             self._skip_all(benches, "benchmarks disabled (--no-bench)")
@@ -162,7 +158,6 @@ def summarize(results: list[RungFinished], roofline_done: float = DEFAULT_DONE) 
     """
     counts = {s: sum(1 for r in results if r.status == s) for s in {r.status for r in results}}
     checks = [r for r in results if r.rung.startswith("correctness[")]
-    own = [r for r in results if r.rung.startswith("check[") and r.status != SKIPPED]
     benches = [r for r in results if r.rung.startswith("benchmark[")]
     timed = [r for r in benches if r.ok]
     summary: dict[str, Any] = {"rungs": len(results), "counts": counts}
@@ -171,8 +166,6 @@ def summarize(results: list[RungFinished], roofline_done: float = DEFAULT_DONE) 
         summary["correct"] = [sum(1 for c in ran if c.ok), len(checks)]
     elif checks:
         summary["unchecked"] = checks[0].message
-    if own:
-        summary["checks"] = [sum(1 for c in own if c.ok), len(own)]
     speedups = _numbers(timed, "speedup")
     if speedups:
         summary["speedup"] = geomean(speedups)

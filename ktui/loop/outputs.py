@@ -20,8 +20,13 @@ def flatten(obj: Any) -> list[Any]:
     return [obj]
 
 
-def pair_outputs(out: Any, ref: Any, device: str) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """Pair each output tensor with its reference tensor, or fail with the first mismatch."""
+def pair_outputs(out: Any, ref: Any, device: str, cast_reference: bool = False) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Pair each output tensor with its reference tensor, or fail with the first mismatch.
+
+    ``cast_reference``: where the problem judges its outputs itself (GPU MODE's
+    check_implementation), the output's dtype is the problem's (the buffer it hands in ``data``)
+    and a reference that returns another floating dtype (float64 for accuracy) is rounded to it
+    for ktui's metrics instead of failing the output."""
     outs, refs = flatten(out), flatten(ref)
     if out is None:
         raise RungFailure("custom_kernel returned None: it must return its output tensor(s)")
@@ -38,6 +43,8 @@ def pair_outputs(out: Any, ref: Any, device: str) -> list[tuple[torch.Tensor, to
             raise RungFailure(f"{name} is {describe(o)}, not a torch.Tensor")
         if tuple(o.shape) != tuple(r.shape):
             raise RungFailure(f"{name} has shape {list(o.shape)} but the reference's has {list(r.shape)}")
+        if o.dtype != r.dtype and cast_reference and o.dtype.is_floating_point and r.dtype.is_floating_point:
+            r = r.to(o.dtype)
         if o.dtype != r.dtype:
             raise RungFailure(
                 f"{name} has dtype {str(o.dtype).removeprefix('torch.')} but the reference's is "

@@ -13,7 +13,6 @@ import torch
 from ktui.loop.context import Outcome, RunContext
 from ktui.loop.device import clone_tree, synchronize
 from ktui.loop.errors import RungFailure
-from ktui.loop.outputs import pair_outputs
 
 
 def run(ctx: RunContext) -> Outcome:
@@ -25,8 +24,9 @@ def run(ctx: RunContext) -> Outcome:
     out = ctx.candidate(*inputs)
     synchronize(ctx.tier)
     elapsed = time.perf_counter() - started
+    learned = ctx.learn_output_slots(inputs, ref_inputs, out)
     ref = ctx.ref_kernel(*ref_inputs)
-    pairs = pair_outputs(out, ref, ctx.tier.torch_device)
+    pairs = ctx.pair(out, ref)
     ctx.note_answer(out, ref)
     figures = {
         "seed": seed,
@@ -40,4 +40,5 @@ def run(ctx: RunContext) -> Outcome:
             figures["nonfinite"] = n_bad
             raise RungFailure(f"output {i} holds {n_bad} NaN/Inf value(s) out of {o.numel()}", figures)
     shapes = ", ".join(f"{o['dtype']}{o['shape']}" for o in figures["outputs"])
-    return Outcome(figures=figures, message=f"returned {shapes} on {ctx.tier.torch_device} in {elapsed * 1e3:.1f} ms")
+    message = f"returned {shapes} on {ctx.tier.torch_device} in {elapsed * 1e3:.1f} ms"
+    return Outcome(figures=figures, message="; ".join(filter(None, [message, learned])))

@@ -21,6 +21,8 @@ import triton
 from triton import knobs
 from triton.runtime.jit import JITFunction, KernelInterface
 
+from ktui.loop.provenance import inside_launch
+
 try:  # only present when the interpreter is importable (always, in supported versions)
     from triton.runtime.interpreter import InterpretedFunction
 except ImportError:  # pragma: no cover
@@ -167,7 +169,8 @@ class LaunchRecorder:
                     self.launches.append(launch)
                 if not execute:
                     return None
-                result = _original(*args, grid=grid, warmup=warmup, **kwargs)
+                with inside_launch():
+                    result = _original(*args, grid=grid, warmup=warmup, **kwargs)
                 if isinstance(result, triton.compiler.CompiledKernel):
                     launch.compiled = result
                 return result

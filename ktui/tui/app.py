@@ -138,7 +138,6 @@ class KtuiApp(App[int]):
         self.selected: str | None = None
         self._wide: bool | None = None
         self._pane_timer = None
-        self._pending_history = False
 
     # -- building ------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -200,23 +199,32 @@ class KtuiApp(App[int]):
             view = self.state.kernels.get(kernel_id)
             if view is not None:
                 klist.update_view(view, now)
-        if self.selected in changed:
-            self._panes_later(history=isinstance(item, RunFinished))
+        if self.selected in changed and isinstance(item, RunFinished):
+            self._panes_now()  # the verdict is what the user waits for: no coalescing delay
+        elif self.selected in changed:
+            self._panes_later()
         if changed:
             self._fill_status()
 
-    def _panes_later(self, history: bool = False) -> None:
+    def _panes_later(self) -> None:
         """Redraw the selected kernel's panes once per burst of events, not once per event:
         a run emits dozens within milliseconds, and the list row (drawn at once) is what must
         change first."""
-        self._pending_history = self._pending_history or history
         if self._pane_timer is None:
             self._pane_timer = self.set_timer(PANE_REFRESH_S, self._flush_panes)
 
-    def _flush_panes(self) -> None:
-        history, self._pending_history, self._pane_timer = self._pending_history, False, None
+    def _panes_now(self) -> None:
+        """Redraw the selected kernel's panes, history included, at once (a run just finished)."""
+        if self._pane_timer is not None:
+            self._pane_timer.stop()
+        self._pane_timer = None
         if self._panes_alive():
-            self._fill_panes(history=history)
+            self._fill_panes(history=True)
+
+    def _flush_panes(self) -> None:
+        self._pane_timer = None
+        if self._panes_alive():
+            self._fill_panes()
 
     def _panes_alive(self) -> bool:
         """False while the app closes: the loop's thread may still deliver its last messages."""
