@@ -64,10 +64,11 @@ class Comparison:
 # whole-tensor float64 copy of a 6 GB fp32 output would be 12 GB, and several such temporaries do
 # not fit next to the problem's own tensors. 16 Mi elements keep the launches per chunk negligible.
 CHUNK_ELEMENTS = 1 << 24
-# Per chunk element, an upper bound: five float64 temporaries (out, ref, their finite parts and
-# one more in the tolerance test; the error reuses a finite part), a few boolean masks, and the
-# chunks of non-contiguous inputs copied to be flattened (up to 8 bytes each). A GPU test checks it.
-WORKSPACE_BYTES_PER_ELEMENT = 5 * 8 + 8 + 2 * 8
+# Per chunk element, an upper bound: float64 temporaries (out, ref, their finite parts, the error
+# and the tolerance test's), boolean masks, and the chunks of non-contiguous inputs copied to be
+# flattened. A GPU test checks it: 83 bytes were measured on an H200 (2026-12-01) with
+# non-contiguous inputs, more than the 64 first counted, so the bound leaves room above that.
+WORKSPACE_BYTES_PER_ELEMENT = 12 * 8
 
 
 def workspace_bytes(numel: int | None = None, chunk: int = CHUNK_ELEMENTS) -> int:

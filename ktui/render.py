@@ -164,11 +164,18 @@ def summary_line(kernel: str, version: int, verdict: str, summary: dict[str, Any
     return " · ".join(parts)
 
 
+RATIO_FROM_GB = 1.0  # problems smaller than this show their peak beside their footprint, without a ratio
+
+
 def memory_text(summary: dict[str, Any]) -> str:
     """``peak 19.4 GB (1.3× the problem's 14.6 GB)``; empty without a measured peak (CPU tier)."""
     peak, footprint, ratio = summary.get("peak_mem_gb"), summary.get("footprint_gb"), summary.get("mem_ratio")
     if not isinstance(peak, (int, float)):
         return ""
+    if isinstance(footprint, (int, float)) and footprint < RATIO_FROM_GB:
+        # fixed costs (the CUDA context's allocations, the metrics' chunk, L2-rotation input sets)
+        # dominate a small problem: a ratio would only measure them
+        return f"peak {fmt('peak_mem_gb', peak)} GB (the problem's own {fmt('footprint_gb', footprint)} GB)"
     if isinstance(footprint, (int, float)) and isinstance(ratio, (int, float)):
         return f"peak {fmt('peak_mem_gb', peak)} GB ({ratio:.1f}× the problem's {fmt('footprint_gb', footprint)} GB)"
     return f"peak {fmt('peak_mem_gb', peak)} GB"

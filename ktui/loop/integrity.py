@@ -126,13 +126,20 @@ class LaunchCounter:
 
 @contextlib.contextmanager
 def _count_cute_launches(received: Received, execute: bool = True) -> Iterator[list[int]]:
-    """Every CuTeDSL host-function execution goes through ``JitExecutor.__call__`` and
-    ``run_compiled_program``: the first sees the arguments, the second runs the program."""
+    """Every CuTeDSL host-function execution goes through ``JitExecutor.run_compiled_program``;
+    the torch tensors it is handed are converted first (``from_dlpack`` builds a runtime
+    ``_Tensor``) or passed to ``JitExecutor.__call__`` as they are: both are recorded."""
     from cutlass.base_dsl.jit_executor import JitExecutor
+    from cutlass.cute.runtime import _Tensor
 
     counter = [0]
     original_run = JitExecutor.__dict__["run_compiled_program"]
     original_call = JitExecutor.__dict__["__call__"]
+    original_convert = _Tensor.__dict__["__init__"]
+
+    def converted(self, tensor, *args, **kwargs):
+        received.add(tensor)
+        return original_convert(self, tensor, *args, **kwargs)
 
     def counted(self, *args, **kwargs):
         counter[0] += 1
@@ -148,11 +155,13 @@ def _count_cute_launches(received: Received, execute: bool = True) -> Iterator[l
 
     JitExecutor.run_compiled_program = counted
     JitExecutor.__call__ = called
+    _Tensor.__init__ = converted
     try:
         yield counter
     finally:
         JitExecutor.run_compiled_program = original_run
         JitExecutor.__call__ = original_call
+        _Tensor.__init__ = original_convert
 
 
 class ReferenceCalled(Exception):

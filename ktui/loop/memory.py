@@ -55,9 +55,8 @@ def footprint(inputs: Any, out: Any, ref: Any) -> int:
 
 
 def note_footprint(ctx: Any, inputs: Any, out: Any, ref: Any) -> None:
-    """Record the footprint of the run's first checked call (what ``summary_figures`` reports)."""
-    if getattr(ctx, "footprint_bytes", None) is None:
-        ctx.footprint_bytes = footprint(inputs, out, ref)
+    """Record the footprint of the run's largest checked call (what ``summary_figures`` reports)."""
+    ctx.footprint_bytes = max(getattr(ctx, "footprint_bytes", None) or 0, footprint(inputs, out, ref))
 
 
 # -- will it fit ------------------------------------------------------------------------------

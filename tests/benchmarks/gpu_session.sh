@@ -47,8 +47,30 @@ case "${1:-}" in
     step figures.log 100 "$PY" tests/benchmarks/loop_latency.py --reps 3 --json "$OUT/loop_latency.json"
     step run.log 60 "$PY" -m ktui run kernels/ --seed 1 --bench-time 1
     ;;
+  verify)  # about 9 minutes: the GPU suite, every command on every format, memory at real sizes
+    machine verify.log
+    step verify.log 340 "$PY" -m pytest -m gpu -q -p no:cacheprovider -rA --timeout 300
+    work=$(mktemp -d)
+    cp -r tests/fixtures/gpumode "$work/gm" && mkdir "$work/pair"
+    cp tests/fixtures/kernelbench/scale_shift_relu.py "$work/pair/problem.py"
+    cp tests/fixtures/kernelbench/scale_shift_relu_triton.py "$work/pair/candidate.py"
+    (cd "$work/gm/scaleadd" && step commands.log 60 "$PY" -m ktui run submission.py --bench-time 1 \
+      && step commands.log 60 "$PY" -m ktui profile submission.py \
+      && step commands.log 60 "$PY" -m ktui sanitize submission.py)
+    (cd "$work/pair" && step commands.log 60 "$PY" -m ktui run candidate.py --reference problem.py --bench-time 1 \
+      && step commands.log 60 "$PY" -m ktui profile candidate.py --reference problem.py \
+      && step commands.log 60 "$PY" -m ktui sanitize candidate.py --reference problem.py)
+    step memory.log 200 "$PY" tests/benchmarks/memory_footprint.py --json "$OUT/memory_footprint.json"
+    ;;
+  corpus)  # about 9 minutes; CORPORA names the folder holding gpumode/ and kernelbench/
+    machine corpus.log
+    step corpus.log 560 "$PY" tests/benchmarks/corpus_table.py --gpumode "${CORPORA:?}/gpumode/problems/pmpp_v2" \
+      --kernelbench "$CORPORA/kernelbench" --out /tmp/corpus --timeout 150 --trials 5 --ktui-arg=--bench-time \
+      --ktui-arg=1 ${ONLY:-}
+    tar -czf "$OUT/corpus.tgz" -C /tmp corpus 2>> "$OUT/corpus.log"
+    ;;
   *)
-    echo "usage: OUT=dir bash $0 part1|part2|part3" >&2
+    echo "usage: OUT=dir bash $0 part1|part2|part3|verify|corpus" >&2
     exit 2
     ;;
 esac
