@@ -247,7 +247,7 @@ def run_kernelbench_eval(root: Path, problem: Path, solution: Path, *, log: Path
         return Outcome("failed", first_line(f"{issue}{diff} {meta.get('correctness_trials', '')}"), done.wall_s)
     note = ""
     if data.get("runtime", -1) > 0 and data.get("ref_runtime", -1) > 0:
-        note = f"{data['runtime']:.0f} us vs ref {data['ref_runtime']:.0f} us = {data['ref_runtime'] / data['runtime']:.2f}x"
+        note = f"{data['runtime']:.2f} ms vs ref {data['ref_runtime']:.2f} ms = {data['ref_runtime'] / data['runtime']:.2f}x"
         if meta.get("excessive_speedup"):
             note += " (excessive_speedup)"
     return Outcome("passed", note, done.wall_s)
