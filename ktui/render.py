@@ -131,7 +131,7 @@ def summary_line(kernel: str, version: int, verdict: str, summary: dict[str, Any
         parts.append(f"{correct[0]}/{correct[1]} correct")
     elif summary.get("unchecked") and verdict == "passed":
         parts.append(f"correctness not checked: {summary['unchecked']}")
-    if summary.get("checks"):
+    if summary.get("checks"):  # runs recorded while the problem's check had rungs of its own
         parts.append(f"{summary['checks'][0]}/{summary['checks'][1]} problem checks")
     if "speedup" in summary:
         ci = summary.get("speedup_ci")

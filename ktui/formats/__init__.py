@@ -31,13 +31,12 @@ class FormatSpec:
     entry: str  # what the candidate module must define
     entry_text: str  # how a message names it
     adapter: str  # the worker-side module holding ``PROBLEM``
-    may_check: bool  # the problem may bring its own judge (GPU MODE: check_implementation)
 
 
 FORMATS: dict[str, FormatSpec] = {
-    NATIVE: FormatSpec(NATIVE, "custom_kernel", "function custom_kernel(*inputs)", "ktui.formats.native", False),
-    GPUMODE: FormatSpec(GPUMODE, "custom_kernel", "function custom_kernel(data)", "ktui.formats.gpumode", True),
-    KERNELBENCH: FormatSpec(KERNELBENCH, "ModelNew", "class ModelNew(nn.Module)", "ktui.formats.kernelbench", False),
+    NATIVE: FormatSpec(NATIVE, "custom_kernel", "function custom_kernel(*inputs)", "ktui.formats.native"),
+    GPUMODE: FormatSpec(GPUMODE, "custom_kernel", "function custom_kernel(data)", "ktui.formats.gpumode"),
+    KERNELBENCH: FormatSpec(KERNELBENCH, "ModelNew", "class ModelNew(nn.Module)", "ktui.formats.kernelbench"),
 }
 
 

@@ -24,7 +24,16 @@ from typing import Any, Iterator
 import torch
 
 from ktui.formats.base import Problem
-from ktui.loop.device import clone_tree, cuda_mapped_to, describe, fill_poison, holds_only_poison, poisoned_allocations
+from ktui.loop.device import (
+    clone_tree,
+    cuda_mapped_to,
+    describe,
+    fill_poison,
+    holds_only_poison,
+    poisoned_allocations,
+    same_values,
+    shares_storage,
+)
 from ktui.loop.errors import RungFailure
 from ktui.loop.outputs import flatten
 
@@ -101,7 +110,7 @@ class GpuModeProblem(Problem):
         known = set(self._output_paths(inputs))
         learned = []
         for path, leaf in _leaves(inputs):
-            if path in known or not any(_shares_memory(leaf, t) for t in returned):
+            if path in known or not any(shares_storage(leaf, t) for t in returned):
                 continue
             if self._reference_ignores(pristine, path):
                 self._slots[path] = "returned by custom_kernel; ref_kernel ignores what it holds"
@@ -113,7 +122,7 @@ class GpuModeProblem(Problem):
         probe = clone_tree(pristine)
         fill_poison(_get(probe, path))
         poisoned = self.ref_kernel(*probe)
-        return _same_values(plain, poisoned)
+        return same_values(plain, poisoned)
 
     def _output_paths(self, inputs: tuple) -> list[Position]:
         if self._slots is None:
@@ -131,9 +140,9 @@ class GpuModeProblem(Problem):
         for (path, leaf), (_, old) in zip(_leaves(probe), _leaves(before)):
             if path in slots:
                 continue
-            if any(_shares_memory(leaf, t) for t in returned):
+            if any(shares_storage(leaf, t) for t in returned):
                 slots[path] = "returned by ref_kernel"
-            elif not _same_values(leaf, old):
+            elif not same_values(leaf, old):
                 slots[path] = "written by ref_kernel"
         self._slots = slots
 
@@ -196,29 +205,6 @@ def _get(obj: Any, path: Position) -> torch.Tensor:
 def _name(path: Position) -> str:
     """``(0, 2)`` → ``[2]``: positions start at the tuple of candidate arguments, ``(data,)``."""
     return "".join(f"[{step!r}]" for step in path[1:])
-
-
-def _same_values(a: Any, b: Any) -> bool:
-    """Equal, NaN-aware, tensor by tensor."""
-    left = [t for t in flatten(a) if isinstance(t, torch.Tensor)] if not isinstance(a, torch.Tensor) else [a]
-    right = [t for t in flatten(b) if isinstance(t, torch.Tensor)] if not isinstance(b, torch.Tensor) else [b]
-    if len(left) != len(right):
-        return False
-    for x, y in zip(left, right):
-        if x.shape != y.shape or x.dtype != y.dtype:
-            return False
-        if x.dtype.is_floating_point or x.dtype.is_complex:
-            if not bool(((x == y) | (torch.isnan(x) & torch.isnan(y))).all()):
-                return False
-        elif not torch.equal(x, y):
-            return False
-    return True
-
-
-def _shares_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
-    if a.numel() == 0 or b.numel() == 0 or a.device != b.device:
-        return False
-    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
 
 
 PROBLEM = GpuModeProblem

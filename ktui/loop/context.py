@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
-from ktui.loop.device import Tier, to_device
+from ktui.loop.device import Tier, storage_key, to_device
 from ktui.loop.events import Event
 from ktui.loop.job import Job
 
@@ -126,7 +126,7 @@ class RunContext:
         if count_launches and execute:
             outputs = [t for t in flatten(out) if type(t) is torch.Tensor]
             self.pending_provenance = provenance.judge(outputs, counter.received, ledger, self.returned)
-            self.returned.update(provenance.storage_key(t) for t in outputs)
+            self.returned.update(storage_key(t) for t in outputs)
         return out
 
     def note_answer(self, out: Any, ref: Any) -> bool:

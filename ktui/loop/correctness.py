@@ -13,7 +13,7 @@ import torch
 
 from ktui.loop import memory
 from ktui.loop.context import Outcome, RunContext
-from ktui.loop.device import synchronize
+from ktui.loop.device import same_values, synchronize
 from ktui.loop.errors import RungFailure
 from ktui.loop.judgement import judge
 
@@ -65,10 +65,5 @@ def check_once(ctx: RunContext, shape: dict) -> Outcome:
 
 
 def _mutated_inputs(inputs: list, pristine: list) -> list[int]:
-    changed = []
-    for i, (a, b) in enumerate(zip(inputs, pristine)):
-        if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-            same = a.shape == b.shape and bool(torch.equal(a, b) or (torch.isnan(a) & torch.isnan(b) | (a == b)).all())
-            if not same:
-                changed.append(i)
-    return changed
+    return [i for i, (a, b) in enumerate(zip(inputs, pristine))
+            if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and not same_values(a, b)]

@@ -81,6 +81,45 @@ def tensors_in(obj: Any) -> list[torch.Tensor]:
     return []
 
 
+def storage_key(t: torch.Tensor) -> int | None:
+    """The identity of a tensor's memory: its storage's base address (views share it); None for
+    tensors with no storage (meta, fake) or none allocated."""
+    try:
+        return t.untyped_storage().data_ptr() or None
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
+def storage_span(t: torch.Tensor) -> tuple[int, int] | None:
+    """``[start, end)`` of the bytes of a tensor's whole storage."""
+    start = storage_key(t)
+    return (start, start + max(t.untyped_storage().nbytes(), 1)) if start else None
+
+
+def shares_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two non-empty tensors are views of one storage."""
+    if not a.numel() or not b.numel() or a.device != b.device:
+        return False
+    key = storage_key(a)
+    return key is not None and key == storage_key(b)
+
+
+def same_values(a: Any, b: Any) -> bool:
+    """The tensors in ``a`` and ``b`` are equal one by one, shapes, dtypes and values, NaN equal to NaN."""
+    left, right = tensors_in(a), tensors_in(b)
+    if len(left) != len(right):
+        return False
+    for x, y in zip(left, right):
+        if x.shape != y.shape or x.dtype != y.dtype:
+            return False
+        if x.dtype.is_floating_point or x.dtype.is_complex:
+            if not bool(((x == y) | (torch.isnan(x) & torch.isnan(y))).all()):
+                return False
+        elif not torch.equal(x, y):
+            return False
+    return True
+
+
 def clone_tree(obj: Any) -> Any:
     """A private deep copy of the tensors in ``obj``, for the reference and the mutation check."""
     if isinstance(obj, torch.Tensor):

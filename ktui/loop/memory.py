@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from ktui.loop.device import Tier, tensors_in
+from ktui.loop.device import Tier, storage_span, tensors_in
 from ktui.metrics import workspace_bytes
 
 GB = 1e9
@@ -44,8 +44,9 @@ def held_bytes(*objs: Any) -> int:
     memory; counting tensors instead of storages would count those twice."""
     storages: dict[int, int] = {}
     for t in tensors_in(list(objs)):
-        storage = t.untyped_storage()
-        storages[storage.data_ptr()] = max(storages.get(storage.data_ptr(), 0), storage.nbytes())
+        span = storage_span(t)
+        if span is not None:
+            storages[span[0]] = max(storages.get(span[0], 0), span[1] - span[0])
     return sum(storages.values())
 
 

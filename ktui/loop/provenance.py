@@ -29,6 +29,8 @@ from typing import Any, Iterator
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ktui.loop.device import storage_key, storage_span, tensors_in
+
 # Ops that allocate or fill with constants (or noise): no answer can come from them.
 ALLOCATIONS = frozenset({
     "empty", "empty_like", "empty_strided", "empty_permuted", "new_empty", "new_empty_strided",
@@ -53,23 +55,6 @@ def inside_launch() -> Iterator[None]:
 
 def _in_launch() -> bool:
     return getattr(_state, "depth", 0) > 0
-
-
-def storage_key(t: torch.Tensor) -> int | None:
-    """The identity of a tensor's memory: its storage's base address (views share it)."""
-    try:
-        return t.untyped_storage().data_ptr() or None
-    except (RuntimeError, NotImplementedError):  # meta or functional tensors have no storage
-        return None
-
-
-def storage_span(t: torch.Tensor) -> tuple[int, int] | None:
-    try:
-        storage = t.untyped_storage()
-    except (RuntimeError, NotImplementedError):
-        return None
-    start = storage.data_ptr()
-    return (start, start + max(storage.nbytes(), 1)) if start else None
 
 
 @dataclass
@@ -102,7 +87,7 @@ class StorageLedger(TorchDispatchMode):
             if alias is None or not alias.is_write or name in CONSTANT_FILLS:
                 continue
             value = args[i] if i < len(args) else kwargs.get(argument.name)
-            for t in _tensors(value):
+            for t in tensors_in(value):
                 key = storage_key(t)
                 if key is not None:
                     origin = self.origins.setdefault(key, Origin())
@@ -111,18 +96,10 @@ class StorageLedger(TorchDispatchMode):
         for declared, value in zip(schema.returns, returns):
             if declared.alias_info is not None:
                 continue  # a view, or the mutated argument handed back
-            for t in _tensors(value):
+            for t in tensors_in(value):
                 key = storage_key(t)
                 if key is not None:  # a fresh storage: whatever was recorded at this address is gone
                     self.origins[key] = Origin(made_by=None if name in ALLOCATIONS else f"aten.{name}")
-
-
-def _tensors(value: Any) -> list[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (tuple, list)):
-        return [v for v in value if isinstance(v, torch.Tensor)]
-    return []
 
 
 @dataclass
