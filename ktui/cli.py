@@ -174,6 +174,18 @@ def main(argv: list[str] | None = None) -> int:
         return handler(args)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        return reader_went_away()
+
+
+def reader_went_away() -> int:
+    """The reader of stdout closed it (``ktui history K | head -1``): stop quietly, as ``head``'s
+    writers do. Whatever the command started was stopped by its own ``finally`` on the way here;
+    stdout now points at devnull so the interpreter's last flush cannot fail a second time."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_FAILED
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -202,11 +202,14 @@ def _git(args: list[str], cwd: Path | None, timeout: float, what: str) -> str:
 
 def _sparse_clone(name: str, url: str, parts: list[str], dest: Path, timeout: float | None) -> Added:
     """A shallow clone that checks out only ``parts``, copied without its .git."""
+    if url.startswith("-"):  # git would read it as an option (--upload-pack runs a command)
+        raise ContextError(f"--url {url!r} is not a repository URL")
     limit = timeout or GIT_TIMEOUT_S
     what = f"cannot fetch {name} from {url}"
     with tempfile.TemporaryDirectory(prefix=f"ktui-{name}-") as tmp:
         clone = Path(tmp) / "repo"
-        _git(["clone", "--depth", "1", "--filter=blob:none", "--sparse", "--no-tags", url, str(clone)], None, limit,
+        # ``--``: whatever the URL holds, git takes it as the repository, never as an option.
+        _git(["clone", "--depth", "1", "--filter=blob:none", "--sparse", "--no-tags", "--", url, str(clone)], None, limit,
              what + " (this source needs the network; triton and cutedsl work offline)")
         _git(["sparse-checkout", "set", *parts], clone, limit, what)
         commit = _git(["rev-parse", "HEAD"], clone, 30, what).strip()

@@ -77,7 +77,7 @@ class Kernel:
 def find_root(path: Path, fallback: Path | None = None) -> Path:
     """The workspace root for ``path``: nearest ancestor with references/, else with kernels/,
     else ``fallback`` (a pair named with ``--reference`` needs no workspace)."""
-    path = path.resolve()
+    path = named_path(path)
     start = path if path.is_dir() else path.parent
     candidates = [start, *start.parents]
     for marker in ("references", "kernels"):
@@ -116,19 +116,45 @@ def declared_reference(source: str) -> str | None:
 
 
 def resolve_reference(path: Path, root: Path, source: str | None = None) -> tuple[Path | None, str]:
-    """Find the reference of kernel ``path``: (path, "") or (None, why not)."""
+    """Find the reference of kernel ``path``: (path, "") or (None, why not).
+
+    A ``REFERENCE`` that names a file must name a Python file inside the workspace: the reference
+    is imported and watched, so a kernel file cannot make ktui run or watch ``/etc/passwd``. A
+    reference elsewhere is named on the command line (``--reference``), which is explicit.
+    """
     if source is None:
         source = path.read_text(encoding="utf-8", errors="replace")
     declared = declared_reference(source)
+    if declared is not None and (declared.endswith(".py") or "/" in declared):
+        return _declared_file(root, declared)
     op = declared if declared is not None else path.stem.split("_", 1)[0]
     how = f'REFERENCE = "{declared}"' if declared is not None else f"the file name ({path.stem} → {op})"
-    candidates = [root / "references" / f"{op}.py"]
-    if declared is not None and (declared.endswith(".py") or "/" in declared):
-        candidates.insert(0, root / declared)
-    for candidate in candidates:
-        if candidate.is_file():
-            return candidate.resolve(), ""
-    return None, f"no reference for {path.name}: {how} names {candidates[-1].relative_to(root)}, which does not exist"
+    candidate = root / "references" / f"{op}.py"
+    if candidate.is_file():
+        return candidate.resolve(), ""
+    return None, f"no reference for {path.name}: {how} names {candidate.relative_to(root)}, which does not exist"
+
+
+def _declared_file(root: Path, declared: str) -> tuple[Path | None, str]:
+    """``REFERENCE = "<path>"``, relative to the workspace root and kept inside it."""
+    how = f'REFERENCE = "{declared}"'
+    candidate = (root / declared).resolve()
+    if not candidate.is_relative_to(root.resolve()):
+        return None, (f"{how} names a file outside the workspace {root}: a kernel may only name a reference "
+                      f"inside it (name one elsewhere on the command line: `ktui run KERNEL --reference FILE`)")
+    shown = candidate.relative_to(root.resolve())
+    if not candidate.is_file():
+        return None, f"{how} names {shown}, which does not exist"
+    if candidate.suffix != ".py":
+        return None, f"{how} names {shown}, which is not a Python file"
+    return candidate, ""
+
+
+def named_path(path: Path) -> Path:
+    """``path`` made absolute with its folders resolved but not its own name: a symlinked kernel
+    is named (and keeps its history) by the link the user made, not by the file it points to."""
+    path = Path(path).absolute()
+    return path.parent.resolve() / path.name
 
 
 def kernel_at(path: Path, root: Path | None = None, reference: Path | None = None) -> Kernel:
@@ -137,7 +163,7 @@ def kernel_at(path: Path, root: Path | None = None, reference: Path | None = Non
     ``reference`` (``ktui run --reference``) overrides everything; then a ``REFERENCE = ...`` in the
     file; then the GPU MODE problem folder the file lies in; then the file-name rule.
     """
-    path = path.resolve()
+    path = named_path(path)
     try:
         source = path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
@@ -202,7 +228,7 @@ def kernel_for(path: Path, reference: Path | None = None, root: Path | None = No
     GPU MODE ``files:`` modules, its name and its ``.ktui/`` folder are one answer for all of them.
     """
     raw = Path(path)
-    resolved = raw.resolve()
+    resolved = named_path(raw)
     if not resolved.exists():
         raise ProblemError(f"{raw}: no such file")
     if not resolved.is_file():
@@ -246,7 +272,7 @@ def _kernels_in_folder(raw: Path, path: Path, root: Path | None, reference: Path
             raise ProblemError(f"{raw}: GPU MODE problem {problem_dir.name} has no submission*.py or solutions/ kernel here")
         return [kernel_at(p, root, reference) for p in files]
     folder = path / "kernels" if (path / "kernels").is_dir() and (path / "references").is_dir() else path
-    files = sorted(p for p in folder.rglob("*.py") if is_candidate_file(p.relative_to(folder)))
+    files = sorted(p for p in python_files(folder, raw) if is_candidate_file(p.relative_to(folder)))
     if not files:
         raise ProblemError(f"{raw}: no kernel files (*.py) in {folder}")
     if reference is not None:
@@ -270,6 +296,48 @@ def _kernels_in_folder(raw: Path, path: Path, root: Path | None, reference: Path
     if not kernels:
         raise ProblemError(f"{raw}: no kernel files in {folder} (GPU MODE kernels are submission*.py or under solutions/)")
     return kernels
+
+
+MAX_FOLDERS = 2000  # a workspace is far smaller; more means ``ktui run /tmp`` or ``ktui run ~``
+PRUNED_FOLDERS = {"node_modules", "site-packages"}
+
+
+def python_files(folder: Path, raw: Path | None = None) -> list[Path]:
+    """The ``*.py`` files below ``folder`` that may belong to it, found within a bound.
+
+    Kernels run and ``.ktui/`` is written where they are found, so the walk stays in this
+    workspace: it does not enter hidden folders, virtual environments or installed packages, nor
+    a folder that is a workspace of its own (it holds ``references/`` or ``kernels/``); and past
+    ``MAX_FOLDERS`` folders it stops and says so rather than run whatever a home folder holds.
+    """
+    found: list[Path] = []
+    pending = [folder]
+    visited = 0
+    while pending:
+        current = pending.pop()
+        visited += 1
+        if visited > MAX_FOLDERS:
+            raise ProblemError(f"{raw or folder}: more than {MAX_FOLDERS} folders below {folder}; ktui runs "
+                               "one workspace: name its root, its kernels/ folder or a kernel file")
+        try:
+            entries = sorted(current.iterdir())
+        except OSError:
+            continue  # unreadable: nothing of ours is in there
+        for entry in entries:
+            if entry.is_dir():
+                if not _foreign_folder(entry):
+                    pending.append(entry)
+            elif entry.suffix == ".py" and entry.is_file():
+                found.append(entry)
+    return found
+
+
+def _foreign_folder(folder: Path) -> bool:
+    """A folder below the one being searched that holds no kernels of it."""
+    name = folder.name
+    return (name.startswith(".") or name in SKIP_PARTS or name in PRUNED_FOLDERS
+            or (folder / "pyvenv.cfg").is_file()
+            or (folder / "references").is_dir() or (folder / "kernels").is_dir())
 
 
 def state_dir(root: Path) -> Path:

@@ -87,7 +87,8 @@ class WorkerProcess:
         )
         self.info: dict[str, Any] = {}
         threading.Thread(target=self._read_stdout, daemon=True).start()
-        threading.Thread(target=self._read_stderr, daemon=True).start()
+        self._stderr_reader = threading.Thread(target=self._read_stderr, daemon=True)
+        self._stderr_reader.start()
 
     def _read_stdout(self) -> None:
         assert self.proc.stdout is not None
@@ -95,15 +96,25 @@ class WorkerProcess:
             try:
                 self.messages.put(("msg", json.loads(line)))
             except json.JSONDecodeError:
-                self.messages.put(("stderr", line.rstrip("\n")))
+                self._output(line)
         self.messages.put(("eof", None))
 
     def _read_stderr(self) -> None:
         assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            line = line.rstrip("\n")
-            self.stderr_tail.append(line)
-            self.messages.put(("stderr", line))
+        for line in self.proc.stderr:  # the last line is read even without its newline
+            self._output(line)
+
+    def _output(self, line: str) -> None:
+        """A line the worker printed: forwarded, and kept for the message if the worker dies."""
+        line = line.rstrip("\n")
+        self.stderr_tail.append(line)
+        self.messages.put(("stderr", line))
+
+    def last_output(self, lines: int = 12) -> list[str]:
+        """What the worker printed last in this job, once its stderr is read to the end: a dying
+        process's last words (``realloc(): invalid pointer``) can reach us after its stdout closed."""
+        self._stderr_reader.join(timeout=2.0)
+        return [line for line in list(self.stderr_tail)[-lines:] if line.strip()]
 
     def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
@@ -126,6 +137,7 @@ class WorkerProcess:
 
     def send(self, job: Job) -> None:
         assert self.proc.stdin is not None
+        self.stderr_tail.clear()  # a crash names what this job printed, not the previous kernel
         self.proc.stdin.write(json.dumps(job.to_json()) + "\n")
         self.proc.stdin.flush()
 
@@ -243,7 +255,13 @@ class LocalRunner:
         )
         started = time.monotonic()
         worker.send(job)
-        yield from self._follow(worker, job, started)
+        try:
+            yield from self._follow(worker, job, started)
+        except GeneratorExit:
+            # Nobody reads this run any more (``ktui run | head -1``): the worker would climb on
+            # for no one, and its late events would reach the next job.
+            self._discard_worker()
+            raise
         if fresh:
             self._discard_worker()
 
@@ -274,10 +292,7 @@ class LocalRunner:
                     message = "cancelled: a newer version replaced this run"
                     verdict = CANCELLED
                 else:
-                    tail = "\n".join(list(worker.stderr_tail)[-12:])
-                    message = f"the worker died in {rung or 'the ladder'} ({describe_exit(worker.proc.returncode)})"
-                    if tail:
-                        message += f"; its last output:\n{tail}"
+                    message = crash_message(rung, worker.proc.returncode, worker.last_output())
                     verdict = CRASHED
                 if rung:
                     yield RungFinished(job.run_id, rung=rung, status=verdict, message=message)
@@ -306,6 +321,19 @@ class LocalRunner:
         with self._lock:
             if self._worker is worker:
                 self._worker = None
+
+
+def crash_message(rung: str | None, returncode: int | None, last: list[str]) -> str:
+    """How a dead worker is reported. The first line is what one-line views show (the CLI's rung
+    line, the summary, ``ktui history``), so it carries the last thing the worker printed; the
+    lines before it follow."""
+    message = f"the worker died in {rung or 'the ladder'} ({describe_exit(returncode)})"
+    if not last:
+        return message
+    message += f"; its last output: {last[-1].strip()}"
+    if len(last) > 1:
+        message += "\n" + "\n".join(last)
+    return message
 
 
 def _since(started: float) -> float:

@@ -63,11 +63,14 @@ class Session:
     def events(self, job: Job) -> Iterator[Event]:
         """The run's events, labelled against the history and already handed to every consumer."""
         stream = self.runner.run(job) if job.reference_path else self._unrunnable(job)
-        for event in stream:
-            event = self.compare(event)
-            for consumer in self.consumers:
-                consumer(event)
-            yield event
+        try:
+            for event in stream:
+                event = self.compare(event)
+                for consumer in self.consumers:
+                    consumer(event)
+                yield event
+        finally:
+            stream.close()  # a consumer that failed (a closed pipe) or a caller that stopped ends the run
 
     def run(self, kernel: Kernel, options: Options) -> RunFinished:
         finished = None

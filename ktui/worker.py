@@ -14,6 +14,7 @@ Protocol lines (worker → parent), besides the loop's events:
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import sys
@@ -22,10 +23,15 @@ from typing import IO
 
 
 def _protocol_channel() -> IO[str]:
-    """Keep the real stdout for events; send everything printed to stderr instead."""
+    """Keep the real stdout for events; send everything printed to stderr instead.
+
+    The user's prints are written through at once, unbuffered: a kernel that prints half a line
+    and then crashes the process must still have its last words reach the parent's message.
+    """
     channel = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
     os.dup2(2, 1)
-    sys.stdout = os.fdopen(1, "w", buffering=1, encoding="utf-8", closefd=False)
+    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace",
+                                  write_through=True)
     return channel
 
 

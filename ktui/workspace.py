@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ktui.formats import detect
-from ktui.problem import Kernel, ProblemError, discover, find_root, kernel_at
+from ktui.problem import Kernel, ProblemError, discover, find_root, kernel_at, named_path
 
 
 @dataclass(frozen=True)
@@ -136,7 +136,7 @@ class KernelIndex:
         return sorted(self._by_path.values(), key=lambda k: k.id)
 
     def affected_by(self, path: Path) -> list[Kernel]:
-        path = Path(path).resolve()
+        path = named_path(path)  # a symlinked kernel is known by its link
         if path not in self._by_path:
             return self.workspace.affected_by(path, self.rescan())
         kernel = self.workspace.kernel(path) if path.is_file() else None

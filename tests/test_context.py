@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import os
 import re
 import subprocess
 import time
@@ -209,3 +210,31 @@ def test_unknown_sources_and_folders_ktui_did_not_make_are_refused(tmp_path):
 def test_search_without_a_context_folder_says_how_to_fill_it(tmp_path):
     proc = ktui("context", "search", "anything", cwd=tmp_path)
     assert proc.returncode == 2 and "ktui context add triton" in proc.stderr
+
+
+@pytest.fixture
+def recording_git(tmp_path):
+    """A ``git`` first on PATH that writes down its arguments and fails, as an unreachable host would."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "git-args"
+    (bin_dir / "git").write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" >> {log}\necho "fatal: unreachable" >&2\nexit 128\n')
+    (bin_dir / "git").chmod(0o755)
+    return {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}, log
+
+
+def test_a_url_reaches_git_after_double_dash_never_as_an_option(tmp_path, recording_git):
+    env, log = recording_git
+    url = "https://example.invalid/cutlass.git"
+    proc = ktui("context", "add", "cutlass", "--url", url, "--dir", str(tmp_path / "context"), cwd=tmp_path, env=env)
+    assert proc.returncode == 2
+    args = log.read_text().splitlines()
+    assert args[0] == "clone" and args[args.index(url) - 1] == "--"
+
+
+def test_an_option_shaped_url_is_refused_before_git_runs(tmp_path, recording_git):
+    env, log = recording_git
+    proc = ktui("context", "add", "cutlass", "--url=--upload-pack=touch pwned", "--dir", str(tmp_path / "context"),
+                cwd=tmp_path, env=env)
+    assert proc.returncode == 2 and "is not a repository URL" in proc.stderr
+    assert not log.exists() and not (tmp_path / "pwned").exists()

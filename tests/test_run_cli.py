@@ -1,12 +1,16 @@
 """``ktui run`` on the shipped kernels (CPU tier), its lines, its JSON, its files and exit codes."""
 
 import json
+import os
 import re
+import subprocess
+import sys
+import uuid
 from pathlib import Path
 
 import pytest
 
-from conftest import by_kernel, finished, ktui, make_workspace, parse_events, rungs
+from conftest import REPO, by_kernel, finished, ktui, make_workspace, parse_events, rungs
 
 
 @pytest.fixture(scope="module")
@@ -117,3 +121,43 @@ def test_exit_codes_separate_failure_from_could_not_run(tmp_path, args, code, wo
     proc = ktui(*args, cwd=root)
     assert proc.returncode == code
     assert words in proc.stdout + proc.stderr
+
+
+def ktui_into_a_closed_pipe(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The CLI writing into a pipe whose reader is already gone, as under ``| head -1``."""
+    read, write = os.pipe()
+    os.close(read)
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    try:
+        return subprocess.run([sys.executable, "-m", "ktui", *args], cwd=cwd, stdout=write, stderr=subprocess.PIPE,
+                              text=True, timeout=600, env={**os.environ, "PYTHONPATH": path, **(env or {})})
+    finally:
+        os.close(write)
+
+
+def processes_with(marker: str) -> list[int]:
+    """The processes whose environment holds ``marker``: what one ``ktui run`` started."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and marker.encode() in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_a_piped_history_whose_reader_closed_early_exits_quietly(tmp_path):
+    ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
+    proc = ktui_into_a_closed_pipe("history", "kernels/add_triton.py", cwd=ws)
+    assert proc.stderr == "" and proc.returncode == 1
+
+
+def test_a_piped_run_whose_reader_closed_early_exits_quietly_and_stops_its_worker(tmp_path):
+    ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
+    marker = f"KTUI_PIPE_TEST={uuid.uuid4().hex}"
+    name, _, value = marker.partition("=")
+    proc = ktui_into_a_closed_pipe("run", "--json", "kernels/add_triton.py", cwd=ws, env={name: value})
+    assert "Traceback" not in proc.stderr and "BrokenPipeError" not in proc.stderr, proc.stderr
+    assert proc.returncode == 1
+    assert processes_with(marker) == []

@@ -6,9 +6,9 @@ import shutil
 
 import pytest
 
-from conftest import FIXTURES, REPO, make_workspace
-from ktui.problem import ProblemError
-from ktui.workspace import Workspace
+from conftest import FIXTURES, REPO, ktui, make_workspace
+from ktui.problem import MAX_FOLDERS, ProblemError, discover
+from ktui.workspace import KernelIndex, Workspace
 
 
 def ids(kernels) -> list[str]:
@@ -111,3 +111,55 @@ def test_the_kernel_index_rereads_a_saved_kernel_and_rescans_for_anything_else(t
     assert ids(index.affected_by(new)) == ["add_new"]
     new.unlink()
     assert index.affected_by(new) == [] and "add_new" not in ids(index.kernels())
+
+
+def test_a_folder_named_like_a_kernel_hides_no_kernel_and_new_kernels_are_still_found(tmp_path):
+    ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
+    (ws / "kernels" / "dirk.py").mkdir()
+    index = KernelIndex(Workspace.at(ws))
+    assert ids(index.kernels()) == ["add_triton"]
+    shutil.copy(REPO / "kernels" / "softmax_triton.py", ws / "kernels" / "softmax_triton.py")
+    assert ids(index.affected_by(ws / "kernels" / "softmax_triton.py")) == ["softmax_triton"]
+    assert ids(index.kernels()) == ["add_triton", "softmax_triton"]
+
+
+@pytest.mark.parametrize("declared", ["/nonexistent/ktui/ref.py", "/etc/passwd", "../outside.py"])
+def test_a_reference_outside_the_workspace_is_refused_and_never_watched(tmp_path, declared):
+    ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
+    (tmp_path / "outside.py").write_text("TESTS = []\n")
+    (ws / "kernels" / "far.py").write_text(f'REFERENCE = "{declared}"\n')
+    w = Workspace.at(ws)
+    far = {k.id: k for k in w.kernels()}["far"]
+    assert far.reference is None and "outside the workspace" in far.reference_error
+    assert ids(w.kernels()) == ["add_triton", "far"]
+    assert all(folder.is_relative_to(ws) for folder in w.watch_folders())
+
+
+def test_symlinked_kernels_are_named_by_their_links_not_their_targets(tmp_path):
+    ws = make_workspace(tmp_path / "ws")
+    for side in ("a", "b"):
+        (tmp_path / side).mkdir()
+        shutil.copy(REPO / "kernels" / "add_triton.py", tmp_path / side / "evil_k.py")
+    (ws / "kernels" / "add_one.py").symlink_to(tmp_path / "a" / "evil_k.py")
+    (ws / "kernels" / "add_two.py").symlink_to(tmp_path / "b" / "evil_k.py")
+    assert ids(Workspace.at(ws).kernels()) == ["add_one", "add_two"]
+    proc = ktui("history", "kernels/add_two.py", cwd=ws)
+    assert proc.returncode == 0 and proc.stdout.startswith("add_two:"), proc.stdout + proc.stderr
+
+
+def test_discovery_does_not_enter_another_workspace_below_the_folder_named(tmp_path):
+    outer = tmp_path / "outer"
+    inner = make_workspace(outer / "someone_else")
+    problem = inner / "problems" / "rowsum"
+    shutil.copytree(FIXTURES / "gpumode" / "rowsum", problem)
+    (outer / "notes").mkdir()
+    with pytest.raises(ProblemError, match="no kernel files"):
+        discover([outer])
+
+
+def test_discovery_stops_at_its_folder_limit_and_says_what_to_name(tmp_path):
+    big = tmp_path / "big"
+    for i in range(MAX_FOLDERS + 1):
+        (big / f"d{i}").mkdir(parents=True)
+    with pytest.raises(ProblemError, match=f"more than {MAX_FOLDERS} folders.*name its root"):
+        discover([big])

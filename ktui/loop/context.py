@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
-from ktui.loop.device import Tier, storage_key, to_device
+from ktui.loop.device import Tier, storage_key, tensorless, to_device
 from ktui.loop.events import Event
 from ktui.loop.job import Job
 
@@ -185,6 +185,10 @@ class RunContext:
                 data = self.problem.generate(shape, seed)
         except Exception as exc:
             raise InputGenerationError(f"{self.problem.describe_generate(shape, seed)} raised: {exc}") from exc
+        returned = tensorless(data)
+        if returned:
+            raise InputGenerationError(f"{self.problem.describe_generate(shape, seed)} returned {returned}: "
+                                       "the inputs must hold at least one tensor")
         return to_device(data, self.tier.torch_device)
 
     def poison_outputs(self, inputs: tuple) -> int:

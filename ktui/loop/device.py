@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import math
 import re
+import reprlib
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -68,6 +69,19 @@ def to_device(obj: Any, device: str) -> Any:
     if isinstance(obj, dict):
         return {k: to_device(v, device) for k, v in obj.items()}
     return obj
+
+
+def tensorless(inputs: tuple) -> str:
+    """What a generator returned, in words, when it holds no tensor ("" when it holds one): a
+    kernel handed ``None`` or a number would fail at its own line and take the blame."""
+    if tensors_in(inputs):
+        return ""
+    value = inputs[0] if len(inputs) == 1 else inputs  # a lone value was wrapped in a tuple for the call
+    if value is None:
+        return "None"
+    kinds = sorted({type(v).__name__ for v in value}) if isinstance(value, (tuple, list)) else []
+    of = f" of {', '.join(kinds)}" if kinds else ""
+    return f"{reprlib.repr(value)} ({type(value).__name__}{of})"
 
 
 def tensors_in(obj: Any) -> list[torch.Tensor]:
