@@ -152,6 +152,12 @@ def build_parser() -> argparse.ArgumentParser:
     san.add_argument("--tool", choices=("memcheck", "racecheck", "initcheck", "synccheck"), default="memcheck")
     san.add_argument("--json", action="store_true")
     san.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS")
+
+    mcp = sub.add_parser("mcp", help="serve the loop to coding agents over MCP (stdio); needs the [mcp] extra")
+    mcp.add_argument("dir", nargs="?", type=Path, default=Path("."), help="the workspace (default: here)")
+    mcp.add_argument("--arch", default=None, help="target architecture without a local GPU (default sm_90a)")
+    mcp.add_argument("--cpu", action="store_true", help="use the CPU tier even where a GPU exists")
+    mcp.add_argument("--timeout", action="append", metavar="RUNG=SECONDS", help="per-rung time limit (repeatable)")
     return parser
 
 
@@ -169,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         "init": cmd_init,
         "context": cmd_context,
         "watch": cmd_watch,
+        "mcp": cmd_mcp,
     }[args.command]
     try:
         return handler(args)
@@ -344,6 +351,27 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
     return run_dashboard(workspace, options, settings)
 
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from ktui.problem import ProblemError
+    from ktui.runner import WorkerConfig
+
+    try:
+        from ktui.agents.server import serve
+    except ImportError as exc:
+        if exc.name is None or not exc.name.startswith("mcp"):
+            raise
+        print("ktui: `ktui mcp` needs the MCP SDK: python3 -m pip install -e '.[mcp]' (or pip install 'mcp>=2.3')",
+              file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    try:
+        timeouts = _timeouts(args.timeout)
+        return serve(args.dir, WorkerConfig(arch=args.arch, force_cpu=args.cpu), timeouts)
+    except (ProblemError, argparse.ArgumentTypeError) as exc:
+        print(f"ktui: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+
+
 def cmd_init(args: argparse.Namespace) -> int:
     from ktui.scaffold import init_workspace
 
@@ -436,21 +464,6 @@ def cmd_history(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _current_version(store, kernel) -> tuple[int | None, str]:
-    """The version to look at: the file's current content if stored, else the newest run's (with a note)."""
-    from ktui.problem import content_hash
-
-    digest = content_hash(kernel.path.read_bytes())
-    version = store.version_of_hash(kernel.id, digest)
-    if version is not None:
-        return version, ""
-    latest = store.latest_run(kernel.id)
-    if latest is None:
-        return None, ""
-    return latest.version, (f"{kernel.path.name} changed since v{latest.version} was run; showing v{latest.version} "
-                            f"(run `ktui run {kernel.path.name}` to see the new code)")
-
-
 def _stored_kernel(args: argparse.Namespace):
     """The kernel at ``args.path`` (with ``--reference``) for the commands that read its history,
     resolved as ``ktui run`` resolves it so they find the same ``.ktui/``; None after saying why."""
@@ -473,6 +486,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from ktui.problem import state_dir
     from ktui.sassdiff import DiffError, diff_versions, resolve_base
     from ktui.store import Store
+    from ktui.versions import current_version
 
     kernel = _stored_kernel(args)
     if kernel is None:
@@ -480,7 +494,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     state = state_dir(kernel.root)
     store = Store(state / "history.db")
     try:
-        new, note = (args.version, "") if args.version is not None else _current_version(store, kernel)
+        new, note = (args.version, "") if args.version is not None else current_version(store, kernel)
         if new is None:
             raise DiffError(f"{kernel.id} has no stored versions yet: run `{_run_hint(args)}` first")
         base = resolve_base(store, kernel.id, new, args.base)
@@ -505,6 +519,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
 def cmd_pin(args: argparse.Namespace) -> int:
     from ktui.problem import state_dir
     from ktui.store import Store
+    from ktui.versions import current_version
 
     kernel = _stored_kernel(args)
     if kernel is None:
@@ -515,7 +530,7 @@ def cmd_pin(args: argparse.Namespace) -> int:
             store.unpin(kernel.id)
             print(f"{kernel.id}: no pinned baseline")
             return EXIT_OK
-        version = args.version if args.version is not None else _current_version(store, kernel)[0]
+        version = args.version if args.version is not None else current_version(store, kernel)[0]
         known = [v for v, _ in store.iter_versions(kernel.id)]
         if version is None or version not in known:
             what = f"no version {version}" if version is not None else "no stored versions"

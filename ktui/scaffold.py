@@ -1,7 +1,9 @@
 """``ktui init``: a workspace a coding agent can use from AGENTS.md alone.
 
 It lays out kernels/, references/ (with the worked ``add`` example), context/, a .gitignore that
-keeps ``.ktui/`` out of git, and AGENTS.md (+ CLAUDE.md pointing to it). It never overwrites a
+keeps ``.ktui/`` out of git, AGENTS.md (+ CLAUDE.md pointing to it), the MCP client configuration
+for ``ktui mcp`` (Claude Code's ``.mcp.json``, Codex's ``.codex/config.toml``, Cursor's
+``.cursor/mcp.json``) and a skill that tells an agent the loop. It never overwrites a
 file unless asked: without ``force`` it lists what is already there and writes nothing.
 """
 
@@ -18,6 +20,10 @@ FILES: dict[str, str] = {
     "references/add.py": "reference_add.py",
     "kernels/add_triton.py": "kernel_add_triton.py",
     "context/README.md": "context_README.md",
+    ".mcp.json": "mcp.json",
+    ".codex/config.toml": "codex_config.toml",
+    ".cursor/mcp.json": "cursor_mcp.json",
+    ".claude/skills/ktui-loop/SKILL.md": "skill_ktui_loop.md",
 }
 GITIGNORE = ".gitignore"
 IGNORE_LINE = ".ktui/"

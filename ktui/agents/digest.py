@@ -1,0 +1,57 @@
+"""What an agent reads first about a run: the verdict, the summary, the first failure at its line.
+
+Built from the same report ``ktui run`` writes (``report.json``, ``.ktui/latest/<kernel>.json``),
+so the server's answers and the files on disk never disagree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Rung statuses that are not a failure worth reading first.
+_FINE = ("ok", "skipped")
+EXCERPT_LINES = 12
+
+
+def first_failure(rungs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The first rung that did not pass, with the error's type and ``file:line`` and the source excerpt."""
+    for rung in rungs:
+        if rung.get("status") in _FINE:
+            continue
+        out: dict[str, Any] = {"rung": rung.get("rung"), "status": rung.get("status"), "message": rung.get("message", "")}
+        error = rung.get("error") or {}
+        if error:
+            out["error_type"] = error.get("type")
+        location = error.get("location") or {}
+        if location.get("file"):
+            line = location.get("line")
+            col = location.get("col")
+            out["file"] = location["file"]
+            out["line"] = line
+            out["where"] = f"{location['file']}:{line}" + (f":{col}" if col else "")
+            excerpt = location.get("excerpt") or ""
+            out["excerpt"] = "\n".join(excerpt.splitlines()[:EXCERPT_LINES])
+        return out
+    return None
+
+
+def run_digest(report: dict[str, Any], with_rungs: bool = False) -> dict[str, Any]:
+    """A report trimmed for an agent: verdict, summary, first failure, where the dumps are."""
+    rungs = report.get("rungs") or []
+    out = {
+        "kernel": report.get("kernel"),
+        "path": report.get("path"),
+        "version": report.get("version"),
+        "content_hash": report.get("content_hash"),
+        "verdict": report.get("verdict"),
+        "message": report.get("message", ""),
+        "tier": report.get("tier"),
+        "device": report.get("device"),
+        "arch": report.get("arch"),
+        "summary": report.get("summary") or {},
+        "first_failure": first_failure(rungs),
+        "run_dir": report.get("run_dir"),
+    }
+    if with_rungs:
+        out["rungs"] = [{"rung": r.get("rung"), "status": r.get("status"), "message": r.get("message", "")} for r in rungs]
+    return out

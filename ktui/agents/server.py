@@ -1,0 +1,244 @@
+"""The MCP server: one tool per thing an agent does in the loop, answering structured JSON.
+
+Every tool validates its arguments and answers a bad call with an error result (``ToolError``),
+never by crashing the server. Results are the JSON ``ktui run --json`` and the other commands'
+``--json`` produce, trimmed to what an agent reads first. User code runs only in the worker.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from pydantic import Field
+
+from ktui.agents.digest import run_digest
+from ktui.agents.dumps import KINDS, MAX_PAGE_CHARS, read_dump
+from ktui.agents.runs import RunService
+from ktui.agents.workspace import AgentWorkspace, BadCall
+from ktui.loop.job import Options
+from ktui.problem import ProblemError, content_hash, discover, state_dir
+from ktui.reports import latest_path
+from ktui.runner import WorkerConfig
+from ktui.store import Store
+
+INSTRUCTIONS = """ktui verifies GPU kernels (Triton, CuTeDSL) against a trusted reference.
+The loop: write or edit kernels/<op>_<variant>.py, call `run`, read `first_failure` (file:line and
+excerpt), fix, repeat. When it passes, `diff` (SASS against the previous version) and `profile`
+(Nsight Compute, GPU) tell you what to change; stop at the roofline or when told. Never edit
+references/ to make a kernel pass."""
+
+# What of a stored summary the history answers with.
+_HISTORY_SUMMARY = ("correct", "speedup", "speedup_ci", "roofline", "at_roofline", "label", "vs_previous", "vs_best",
+                    "first_failure", "unchecked")
+
+
+def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict[str, float] | None = None,
+                 ) -> tuple[MCPServer, RunService]:
+    server = MCPServer("ktui", instructions=INSTRUCTIONS)
+    runs = RunService(config)
+    timeouts = dict(timeouts or {})
+
+    def kernel_state(name: str):
+        kernel = workspace.kernel(name)
+        return kernel, state_dir(kernel.root)
+
+    @server.tool(description="Run the loop on kernel files or folders (relative to the workspace) and wait for the "
+                             "verdicts. Per kernel: verdict, summary, first failure with file:line and source excerpt, "
+                             "run_dir. Reports progress per rung; cancelling kills the worker. Runs on this machine "
+                             "(a remote GPU is not supported yet).")
+    async def run(
+        paths: Annotated[list[str], Field(min_length=1, description="kernel files or folders, e.g. ['kernels/add_triton.py']")],
+        ctx: Context,
+        strict: Annotated[bool, Field(description="fresh process, more seeds per shape, every timed output re-checked")] = False,
+        no_bench: Annotated[bool, Field(description="skip the benchmark rungs")] = False,
+        seed: Annotated[int | None, Field(description="base seed (default: fresh seeds every run)")] = None,
+    ) -> dict[str, Any]:
+        try:
+            kernels = discover([workspace.inside(p) for p in paths])
+        except ProblemError as exc:
+            raise BadCall(str(exc)) from None
+        for kernel in kernels:
+            workspace.inside(str(kernel.path))
+        options = Options(arch=config.arch, force_cpu=config.force_cpu, benchmark=not no_bench, seed=seed,
+                          timeouts=timeouts, strict=strict)
+
+        async def progress(done: float, message: str) -> None:
+            await ctx.report_progress(done, None, message)
+
+        results = await runs.run(kernels, options, progress)
+        return {"kernels": results, "all_passed": bool(results) and all(r["verdict"] == "passed" for r in results)}
+
+    @server.tool(description="The newest verdict of a kernel (from .ktui/latest/<kernel>.json) with every rung's "
+                             "status, and whether it is for the file's current content.")
+    def latest(kernel: Annotated[str, Field(description="kernel path (kernels/x.py) or id (x)")]) -> dict[str, Any]:
+        k, state = kernel_state(kernel)
+        path = latest_path(state, k.id)
+        if not path.is_file():
+            raise BadCall(f"{k.id}: no runs recorded yet; call run with paths=['{workspace.relative(k.path)}']")
+        report = json.loads(path.read_text(encoding="utf-8"))
+        out = run_digest(report, with_rungs=True)
+        out["stale"] = report.get("content_hash") != content_hash(k.path.read_bytes())
+        return out
+
+    @server.tool(description="Stored versions of a kernel, newest first: verdict, speedup, roofline, first failure.")
+    def history(
+        kernel: Annotated[str, Field(description="kernel path (kernels/x.py) or id (x)")],
+        limit: Annotated[int, Field(ge=1, le=200)] = 10,
+    ) -> dict[str, Any]:
+        k, state = kernel_state(kernel)
+        store = Store(state / "history.db")
+        try:
+            runs_ = store.runs(k.id, limit=limit)
+        finally:
+            store.close()
+        return {"kernel": k.id, "runs": [
+            {"version": r.version, "verdict": r.verdict, "message": r.message, "started": r.started,
+             "duration_s": r.duration_s, "tier": r.tier, "device": r.device, "strict": r.strict, "run_dir": r.run_dir,
+             "summary": {key: r.summary[key] for key in _HISTORY_SUMMARY if key in r.summary}}
+            for r in runs_]}
+
+    @server.tool(description="SASS diff of a kernel version against an earlier one: instruction count, registers, "
+                             "spills, per-opcode deltas, and the normalised unified diff (as `ktui diff --json`).")
+    def diff(
+        kernel: Annotated[str, Field(description="kernel path (kernels/x.py) or id (x)")],
+        base: Annotated[str, Field(description="previous | best | pinned | a version number")] = "previous",
+        version: Annotated[int | None, Field(ge=1, description="default: the file's current version")] = None,
+    ) -> dict[str, Any]:
+        from ktui.versions import current_version
+        from ktui.sassdiff import DiffError, diff_versions, resolve_base
+
+        k, state = kernel_state(kernel)
+        store = Store(state / "history.db")
+        try:
+            new, note = (version, "") if version is not None else current_version(store, k)
+            if new is None:
+                raise BadCall(f"{k.id} has no stored versions yet: call run first")
+            result = diff_versions(state, k.id, resolve_base(store, k.id, new, base), new)
+        except DiffError as exc:
+            raise BadCall(str(exc)) from None
+        finally:
+            store.close()
+        return {**result.to_json(), "base": base, "note": note}
+
+    @server.tool(description="Nsight Compute profile of one benchmark shape (GPU only), as `ktui profile --json`.")
+    async def profile(
+        kernel: Annotated[str, Field(description="kernel path (kernels/x.py) or id (x)")],
+        ctx: Context,
+        shape: Annotated[int, Field(ge=0, description="index into the reference's BENCHMARKS")] = 0,
+        timeout_s: Annotated[float, Field(gt=0, le=3600)] = 600.0,
+    ) -> dict[str, Any]:
+        from ktui.profile import ProfileOptions
+        from ktui.profile import profile as run_profile
+
+        k = workspace.kernel(kernel)
+        summary = await _external(ctx, lambda report: run_profile(
+            k.path, ProfileOptions(shape=shape, timeout_s=timeout_s), report))
+        return {"kernel": k.id, "summary": summary.to_json()}
+
+    @server.tool(description="Run the first test shape under compute-sanitizer (GPU only), as `ktui sanitize --json`.")
+    async def sanitize(
+        kernel: Annotated[str, Field(description="kernel path (kernels/x.py) or id (x)")],
+        ctx: Context,
+        tool: Literal["memcheck", "racecheck", "initcheck", "synccheck"] = "memcheck",
+        timeout_s: Annotated[float, Field(gt=0, le=3600)] = 600.0,
+    ) -> dict[str, Any]:
+        from ktui.sanitize import sanitize as run_sanitize
+
+        k = workspace.kernel(kernel)
+        report = await _external(ctx, lambda progress: run_sanitize(k.path, tool, timeout_s, progress))
+        return {"ok": report.clean, "report": report.to_json()}
+
+    @server.tool(description="Ranked full-text search of the workspace's context/ (Triton, CuTeDSL, PTX docs and "
+                             "sources): path:line and a snippet per match.")
+    def context_search(
+        query: Annotated[str, Field(min_length=1)],
+        limit: Annotated[int, Field(ge=1, le=100)] = 10,
+    ) -> dict[str, Any]:
+        from ktui.context_index import search
+
+        folder = workspace.root / "context"
+        if not folder.is_dir():
+            raise BadCall(f"{folder} does not exist: fill it with `ktui context add triton` (or cutedsl, cutlass, ptx)")
+        hits, _ = search(folder, query, limit=limit)
+        return {"query": query, "hits": [{**h.to_json(), "file": f"context/{h.path}"} for h in hits]}
+
+    @server.tool(description="One compiler output of a stored version (ptx, sass, ttir, ttgir, llir, mlir, the source "
+                             "that ran, resources, the report), a page at a time: continue from next_offset.")
+    def dump(
+        kernel: Annotated[str, Field(description="kernel path (kernels/x.py) or id (x)")],
+        kind: Literal[tuple(KINDS)] = "sass",  # type: ignore[valid-type]
+        version: Annotated[int | None, Field(ge=1, description="default: the file's current version")] = None,
+        function: Annotated[str | None, Field(description="GPU function name (default: the first)")] = None,
+        offset: Annotated[int, Field(ge=0)] = 0,
+        max_chars: Annotated[int, Field(ge=1, le=MAX_PAGE_CHARS)] = 20_000,
+    ) -> dict[str, Any]:
+        from ktui.versions import current_version
+
+        kernel_id = workspace.kernel_id(kernel)
+        try:
+            k, state = kernel_state(kernel)
+        except BadCall:
+            k, state = None, workspace.state
+        store = Store(state / "history.db")
+        try:
+            if version is None:
+                version = current_version(store, k)[0] if k is not None else None
+                if version is None and (run := store.latest_run(kernel_id)) is not None:
+                    version = run.version
+            if version is None:
+                raise BadCall(f"{kernel_id} has no stored versions yet: call run first")
+            stored = [r for r in store.runs(kernel_id) if r.version == version]
+        finally:
+            store.close()
+        run_dir = Path(stored[0].run_dir) if stored else state / "runs" / kernel_id / str(version)
+        return {"kernel": kernel_id, "version": version, **read_dump(run_dir, kind, function, offset, max_chars)}
+
+    _forbid_unknown_arguments(server)
+    return server, runs
+
+
+async def _external(ctx: Context, call):
+    """A GPU tool (ncu, compute-sanitizer) in a thread, its progress lines as MCP progress."""
+    from ktui.external import CannotRun, ToolFailed
+
+    steps = [0]
+
+    def report(message: str) -> None:
+        steps[0] += 1
+        anyio.from_thread.run(ctx.report_progress, steps[0], None, message)
+
+    try:
+        return await anyio.to_thread.run_sync(call, report)
+    except (CannotRun, ToolFailed) as exc:
+        raise BadCall(str(exc)) from None
+
+
+def _forbid_unknown_arguments(server: MCPServer) -> None:
+    """An argument a tool does not take (``remote``, a typo) is an error, not silently ignored."""
+    for tool in server._tool_manager.list_tools():
+        model = tool.fn_metadata.arg_model
+        model.model_config["extra"] = "forbid"
+        model.model_rebuild(force=True)
+        tool.parameters["additionalProperties"] = False
+
+
+def serve(path: Path, config: WorkerConfig, timeouts: dict[str, float] | None = None) -> int:
+    """``ktui mcp``: serve until the client closes stdin (or SIGTERM); the worker never outlives it."""
+    workspace = AgentWorkspace.at(path)
+    server, runs = build_server(workspace, config, timeouts)
+
+    def stop(signum, frame) -> None:  # noqa: ARG001
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        server.run("stdio")
+    finally:
+        runs.close()
+    return 0
+
