@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 import time
 import uuid
@@ -13,6 +14,7 @@ from pathlib import Path
 import anyio
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.shared.exceptions import MCPError
 
 from conftest import REPO, ktui, make_workspace
 
@@ -20,10 +22,10 @@ TOOLS = {"run", "latest", "history", "diff", "profile", "sanitize", "context_sea
 
 
 @asynccontextmanager
-async def connect(workspace: Path, tag: str = "", command: list[str] | None = None):
+async def connect(workspace: Path, tag: str = "", command: list[str] | None = None, env: dict | None = None):
     """A session with ``python -m ktui mcp WORKSPACE``; ``tag`` marks its processes (and the worker's)."""
     argv = command or [sys.executable, "-m", "ktui", "mcp", str(workspace), "--cpu"]
-    env = {"PYTHONPATH": str(REPO), "KTUI_MCP_TEST_TAG": tag or uuid.uuid4().hex}
+    env = {"PYTHONPATH": str(REPO), "KTUI_MCP_TEST_TAG": tag or uuid.uuid4().hex, **(env or {})}
     params = StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=str(workspace))
     with open(os.devnull, "w") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write):
@@ -170,7 +172,8 @@ def test_cancelling_a_hanging_run_kills_the_worker_and_leaves_no_process(tmp_pat
                 await anyio.sleep(0.2)
             assert len(tagged_processes(tag)) == 1  # only the server is left, and it still answers
             assert TOOLS == {t.name for t in (await session.list_tools()).tools}
-            assert json.loads(reports.read_text())["verdict"] == "cancelled"
+            report = json.loads(reports.read_text())
+            assert report["verdict"] == "cancelled" and report["message"].startswith("cancelled by the client")
         deadline = time.monotonic() + 15
         while tagged_processes(tag) and time.monotonic() < deadline:
             await anyio.sleep(0.2)
@@ -216,5 +219,127 @@ def test_init_writes_client_configurations_that_start_this_server(tmp_path):
     async def main():  # the configured command, with this interpreter standing in for `ktui`
         async with connect(ws, command=[sys.executable, "-m", "ktui", *claude["args"]]) as session:
             assert TOOLS == {t.name for t in (await session.list_tools()).tools}
+
+    anyio.run(main)
+
+
+SYSTEM_TOOLS = [Path("/usr/local/cuda/bin/ncu"), Path("/usr/local/cuda/bin/compute-sanitizer"),
+                *Path("/opt/nvidia").glob("nsight-compute/*/ncu")]
+# A kernel whose loading never ends: it waits on a stand-in for ncu, a script that sleeps. On the
+# CPU tier the pre-flight refuses before ncu starts, so the hang is staged where the pre-flight loads
+# the kernel: like ncu and its target, that process runs in a session of its own under `ktui profile`.
+STUCK_KERNEL = """import subprocess
+
+REFERENCE = "add"
+subprocess.run(["ktui-standin-tool"])
+
+
+def custom_kernel(x, y):
+    return x + y
+"""
+
+
+def _script(folder: Path, name: str, body: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return path
+
+
+def _path_with(bin_dir: Path) -> dict:
+    """PATH with ``bin_dir``, the Python in use and the system folders: no ncu, no compute-sanitizer."""
+    return {"PATH": os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent), "/usr/bin", "/bin"]),
+            "CUDA_HOME": "", "CUDA_PATH": ""}
+
+
+def _stuck_workspace(tmp_path: Path) -> tuple[Path, dict, Path]:
+    ws = make_workspace(tmp_path / "ws")
+    (ws / "kernels" / "stuck_triton.py").write_text(STUCK_KERNEL)
+    started = tmp_path / "standin-started"
+    _script(tmp_path / "bin", "ktui-standin-tool", f"touch {started}\nsleep 600\n")
+    _script(tmp_path / "bin", "ncu", "sleep 600\n")
+    return ws, _path_with(tmp_path / "bin"), started
+
+
+async def _wait_for(condition, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition() and time.monotonic() < deadline:
+        await anyio.sleep(0.2)
+
+
+def test_cancelling_a_hanging_profile_kills_its_process_groups_and_the_server_keeps_serving(tmp_path):
+    ws, env, started = _stuck_workspace(tmp_path)
+    tag = uuid.uuid4().hex
+
+    async def main():
+        async with connect(ws, tag=tag, env=env) as session:
+            progress: list[str] = []
+
+            async def on_progress(done, total, message):
+                progress.append(message)
+
+            async with anyio.create_task_group() as tg:
+                async def profile_it():
+                    await session.call_tool("profile", {"kernel": "stuck_triton"}, progress_callback=on_progress)
+
+                tg.start_soon(profile_it)
+                with anyio.fail_after(120):
+                    while not started.exists():
+                        await anyio.sleep(0.2)
+                # the server, ktui profile, the pre-flight's target, the stand-in's sh and its sleep
+                assert len(tagged_processes(tag)) >= 5
+                tg.cancel_scope.cancel()  # the client sends notifications/cancelled
+            await _wait_for(lambda: len(tagged_processes(tag)) <= 1, 30)
+            assert len(tagged_processes(tag)) == 1  # only the server is left, and it still answers
+            assert progress[:2] == ["starting ktui profile", "loading stuck_triton v1"]
+            assert TOOLS == {t.name for t in (await session.list_tools()).tools}
+        await _wait_for(lambda: not tagged_processes(tag), 15)
+        assert tagged_processes(tag) == []
+
+    anyio.run(main)
+
+
+def test_a_profile_in_flight_when_the_client_goes_away_leaves_no_process(tmp_path):
+    ws, env, started = _stuck_workspace(tmp_path)
+    tag = uuid.uuid4().hex
+
+    async def main():
+        async with anyio.create_task_group() as tg:
+            async with connect(ws, tag=tag, env=env) as session:
+                async def profile_it():
+                    with pytest.raises(MCPError, match="Connection closed"):
+                        await session.call_tool("profile", {"kernel": "stuck_triton"})
+
+                tg.start_soon(profile_it)
+                with anyio.fail_after(120):
+                    while not started.exists():
+                        await anyio.sleep(0.2)
+                assert len(tagged_processes(tag)) >= 5
+        await _wait_for(lambda: not tagged_processes(tag), 30)
+        assert tagged_processes(tag) == []
+
+    anyio.run(main)
+
+
+def test_profile_and_sanitize_on_the_cpu_tier_are_clear_error_results(tmp_path):
+    if any(p.exists() for p in SYSTEM_TOOLS):
+        pytest.skip("this machine has NVIDIA's tools installed")
+    ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
+    marker = tmp_path / "ncu-was-started"
+    ncu = _script(tmp_path / "tools", "ncu", f"touch {marker}\nexit 0\n")
+
+    async def main():
+        async with connect(ws, env=_path_with(tmp_path / "bin")) as session:
+            assert "ncu (Nsight Compute) is not installed or not found" in await error_of(session, "profile",
+                                                                                            kernel="add_triton")
+            assert "compute-sanitizer is not installed or not found" in await error_of(session, "sanitize",
+                                                                                      kernel="add_triton")
+        async with connect(ws, env={**_path_with(tmp_path / "bin"), "KTUI_NCU": str(ncu)}) as session:
+            message = await error_of(session, "profile", kernel="kernels/add_triton.py")
+            assert "profile: no GPU: ncu profiling needs a CUDA GPU" in message, message
+            assert "it loads here: add_kernel" in message
+            assert TOOLS == {t.name for t in (await session.list_tools()).tools}
+        assert not marker.exists()  # the pre-flight answered; ncu never ran
 
     anyio.run(main)

@@ -273,3 +273,57 @@ def test_recorded_memcheck_report_names_the_out_of_bounds_kernel():
 def test_recorded_proton_tree_has_the_fixture_scopes():
     _, sections = sections_from_tree(json.loads(_recorded("sections_softmax.hatchet")))
     assert {s.path[0] for s in sections} >= {"load", "reduce", "store"}
+
+
+def test_cancelling_the_dashboards_profile_kills_what_ktui_profile_started_in_other_sessions(tmp_path, monkeypatch):
+    """The pre-flight's target runs in a session of its own (as ncu does): a cancel must reach it too."""
+    import threading
+    import uuid
+
+    from ktui.problem import kernel_for
+    from ktui.profile_runner import ProfileFinished, profile_task
+
+    ws = make_workspace(tmp_path / "ws")
+    kernel_file = ws / "kernels" / "stuck_triton.py"
+    kernel_file.write_text('import subprocess\n\nREFERENCE = "add"\nsubprocess.run(["ktui-standin-tool"])\n\n\n'
+                           "def custom_kernel(x, y):\n    return x + y\n")
+    started = tmp_path / "standin-started"
+    _script(tmp_path / "bin", "ktui-standin-tool", f"touch {started}\nsleep 600\n")
+    tag = uuid.uuid4().hex
+    monkeypatch.setenv("KTUI_PROFILE_TEST_TAG", tag)
+    for key, value in _env_without_tools(tmp_path / "bin").items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("KTUI_NCU", str(_script(tmp_path / "ncu-bin", "ncu", "sleep 600\n")))
+
+    def tagged() -> list[int]:
+        pids = []
+        for entry in Path("/proc").iterdir():
+            try:
+                if entry.name.isdigit() and f"KTUI_PROFILE_TEST_TAG={tag}".encode() in (
+                        entry / "environ").read_bytes().split(b"\0") and \
+                        (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+        return pids
+
+    notices: list = []
+
+    class Loop:
+        listener = staticmethod(notices.append)
+
+    cancelled = threading.Event()
+    task = threading.Thread(target=profile_task(Loop()), args=(kernel_for(kernel_file), cancelled))
+    task.start()
+    deadline = time.monotonic() + 120
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert started.exists() and len(tagged()) >= 4  # ktui profile, the target, the stand-in's sh and sleep
+    cancelled.set()
+    task.join(timeout=30)
+    assert not task.is_alive()
+    assert isinstance(notices[-1], ProfileFinished) and notices[-1].ok is False
+    deadline = time.monotonic() + 10
+    while tagged() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert tagged() == []

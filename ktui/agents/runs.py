@@ -29,6 +29,7 @@ from ktui.session import Session
 Progress = Callable[[float, str], Awaitable[None]]
 POLL_S = 0.1
 JOIN_AFTER_CANCEL_S = 60.0
+CANCELLED_BY_CLIENT = "cancelled by the client: the worker's process group was killed"
 
 
 @dataclass
@@ -72,10 +73,7 @@ class _Batch:
                 start = event
             recorded.append(event.to_json())
             if isinstance(event, RunFinished) and start is not None:
-                digest = run_digest(build_report(start, event, recorded))
-                if self.stop.is_set() and event.verdict == "cancelled":
-                    digest["message"] = "cancelled by the client: the worker's process group was killed"
-                return digest
+                return run_digest(build_report(start, event, recorded))
         raise RuntimeError(f"{kernel.id}: the run ended without a verdict")
 
 
@@ -111,7 +109,7 @@ class RunService:
                 with anyio.CancelScope(shield=True):
                     batch.stop.set()
                     # cancel() may wait for a worker still starting up: off the event loop.
-                    await anyio.to_thread.run_sync(self.runner.cancel)
+                    await anyio.to_thread.run_sync(self.runner.cancel, CANCELLED_BY_CLIENT)
                     await anyio.to_thread.run_sync(thread.join, JOIN_AFTER_CANCEL_S)
                 raise
             return batch.results

@@ -2,26 +2,28 @@
 
 Every tool validates its arguments and answers a bad call with an error result (``ToolError``),
 never by crashing the server. Results are the JSON ``ktui run --json`` and the other commands'
-``--json`` produce, trimmed to what an agent reads first. User code runs only in the worker.
+``--json`` produce, trimmed to what an agent reads first. User code runs only in the worker and in
+the ``ktui profile``/``ktui sanitize`` children of those two tools.
 """
 
 from __future__ import annotations
 
 import json
 import signal
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import Field
 
+from ktui.agents.child_calls import ChildCalls, ChildResult
 from ktui.agents.digest import run_digest
 from ktui.agents.dumps import KINDS, MAX_PAGE_CHARS, read_dump
 from ktui.agents.runs import RunService
 from ktui.agents.workspace import AgentWorkspace, BadCall
 from ktui.loop.job import Options
-from ktui.problem import ProblemError, content_hash, discover, state_dir
+from ktui.problem import Kernel, ProblemError, content_hash, discover, state_dir
 from ktui.reports import latest_path
 from ktui.runner import WorkerConfig
 from ktui.store import Store
@@ -38,9 +40,11 @@ _HISTORY_SUMMARY = ("correct", "speedup", "speedup_ci", "roofline", "at_roofline
 
 
 def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict[str, float] | None = None,
-                 ) -> tuple[MCPServer, RunService]:
+                 ) -> tuple[MCPServer, Callable[[], None]]:
+    """The server and what stops everything it started (the warm worker, tool calls' children)."""
     server = MCPServer("ktui", instructions=INSTRUCTIONS)
     runs = RunService(config)
+    calls = ChildCalls()
     timeouts = dict(timeouts or {})
 
     def kernel_state(name: str):
@@ -125,33 +129,48 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
             store.close()
         return {**result.to_json(), "base": base, "note": note}
 
-    @server.tool(description="Nsight Compute profile of one benchmark shape (GPU only), as `ktui profile --json`.")
+    async def child(verb: str, kernel: Kernel, flags: list[str], ctx: Context) -> ChildResult:
+        async def progress(done: float, message: str) -> None:
+            await ctx.report_progress(done, None, message)
+
+        try:
+            return await calls.call(verb, kernel, flags, progress)
+        except OSError as exc:
+            raise BadCall(f"could not start ktui {verb}: {exc}") from None
+
+    @server.tool(description="Nsight Compute profile of one benchmark shape (GPU only), as `ktui profile --json`. "
+                             "Reports progress; cancelling kills ncu and the kernel's process.")
     async def profile(
         kernel: Annotated[str, Field(description="kernel path (kernels/x.py) or id (x)")],
         ctx: Context,
         shape: Annotated[int, Field(ge=0, description="index into the reference's BENCHMARKS")] = 0,
         timeout_s: Annotated[float, Field(gt=0, le=3600)] = 600.0,
     ) -> dict[str, Any]:
-        from ktui.profile import ProfileOptions
-        from ktui.profile import profile as run_profile
-
         k = workspace.kernel(kernel)
-        summary = await _external(ctx, lambda report: run_profile(
-            k.path, ProfileOptions(shape=shape, timeout_s=timeout_s), report))
-        return {"kernel": k.id, "summary": summary.to_json()}
+        result = await child("profile", k, ["--shape", str(shape), "--timeout", str(timeout_s)], ctx)
+        finished = result.final
+        if finished is None:
+            raise BadCall(result.describe_missing("ktui profile"))
+        if not finished.get("ok"):
+            raise BadCall(str(finished.get("message", "ktui profile failed")))
+        return {"kernel": k.id, "summary": finished.get("summary")}
 
-    @server.tool(description="Run the first test shape under compute-sanitizer (GPU only), as `ktui sanitize --json`.")
+    @server.tool(description="Run the first test shape under compute-sanitizer (GPU only), as `ktui sanitize --json`. "
+                             "Cancelling kills compute-sanitizer and the kernel's process.")
     async def sanitize(
         kernel: Annotated[str, Field(description="kernel path (kernels/x.py) or id (x)")],
         ctx: Context,
         tool: Literal["memcheck", "racecheck", "initcheck", "synccheck"] = "memcheck",
         timeout_s: Annotated[float, Field(gt=0, le=3600)] = 600.0,
     ) -> dict[str, Any]:
-        from ktui.sanitize import sanitize as run_sanitize
-
         k = workspace.kernel(kernel)
-        report = await _external(ctx, lambda progress: run_sanitize(k.path, tool, timeout_s, progress))
-        return {"ok": report.clean, "report": report.to_json()}
+        result = await child("sanitize", k, ["--tool", tool, "--timeout", str(timeout_s)], ctx)
+        finished = result.final
+        if finished is None:
+            raise BadCall(result.describe_missing("ktui sanitize"))
+        if finished.get("report") is None:
+            raise BadCall(str(finished.get("message", "ktui sanitize failed")))
+        return {"ok": bool(finished.get("ok")), "report": finished["report"]}
 
     @server.tool(description="Ranked full-text search of the workspace's context/ (Triton, CuTeDSL, PTX docs and "
                              "sources): path:line and a snippet per match.")
@@ -199,23 +218,12 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
         return {"kernel": kernel_id, "version": version, **read_dump(run_dir, kind, function, offset, max_chars)}
 
     _forbid_unknown_arguments(server)
-    return server, runs
 
+    def close() -> None:
+        calls.close()
+        runs.close()
 
-async def _external(ctx: Context, call):
-    """A GPU tool (ncu, compute-sanitizer) in a thread, its progress lines as MCP progress."""
-    from ktui.external import CannotRun, ToolFailed
-
-    steps = [0]
-
-    def report(message: str) -> None:
-        steps[0] += 1
-        anyio.from_thread.run(ctx.report_progress, steps[0], None, message)
-
-    try:
-        return await anyio.to_thread.run_sync(call, report)
-    except (CannotRun, ToolFailed) as exc:
-        raise BadCall(str(exc)) from None
+    return server, close
 
 
 def _forbid_unknown_arguments(server: MCPServer) -> None:
@@ -228,9 +236,10 @@ def _forbid_unknown_arguments(server: MCPServer) -> None:
 
 
 def serve(path: Path, config: WorkerConfig, timeouts: dict[str, float] | None = None) -> int:
-    """``ktui mcp``: serve until the client closes stdin (or SIGTERM); the worker never outlives it."""
+    """``ktui mcp``: serve until the client closes stdin (or SIGTERM); the worker and the tools'
+    children never outlive it."""
     workspace = AgentWorkspace.at(path)
-    server, runs = build_server(workspace, config, timeouts)
+    server, close = build_server(workspace, config, timeouts)
 
     def stop(signum, frame) -> None:  # noqa: ARG001
         raise SystemExit(128 + signum)
@@ -239,6 +248,6 @@ def serve(path: Path, config: WorkerConfig, timeouts: dict[str, float] | None = 
     try:
         server.run("stdio")
     finally:
-        runs.close()
+        close()
     return 0
 
