@@ -55,7 +55,16 @@ def run(loop: WatchLoop, printer: JsonLines) -> int:
         while not stopping and not printer.closed:
             time.sleep(0.2)  # a signal cuts the sleep short
     finally:
-        loop.close()
+        loop.close(stop_reason(stopping, printer))
         for sig, old in previous.items():
             signal.signal(sig, old)
     return 0
+
+
+def stop_reason(signals: list[int], printer: JsonLines) -> str:
+    """The message of the run in flight, cancelled: ``cancelled: stopped by SIGTERM: the watcher is stopping``."""
+    if signals:
+        return f"cancelled: stopped by {signal.Signals(signals[0]).name}: the watcher is stopping"
+    if printer.closed:
+        return "cancelled: the watcher stopped: its reader closed the pipe"
+    return "cancelled: the watcher stopped"

@@ -21,10 +21,12 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Protocol
 
+from ktui.loop import processes
 from ktui.loop.events import (
     CANCELLED,
     CRASHED,
@@ -42,6 +44,7 @@ from ktui.loop.job import Job
 READY_TIMEOUT_S = 240.0  # importing torch + triton on a cold machine
 BETWEEN_RUNGS_TIMEOUT_S = 120.0
 STDERR_TAIL = 40
+REPLACED = "cancelled: a newer version replaced this run"  # why the dashboard cancels a run
 
 
 class WorkerStartError(RuntimeError):
@@ -73,6 +76,8 @@ class WorkerProcess:
         package_parent = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = package_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env["PYTHONUNBUFFERED"] = "1"
+        self.token = uuid.uuid4().hex
+        env.update(_tree_env(self.token))
         self.proc = subprocess.Popen(
             config.argv(),
             stdin=subprocess.PIPE,
@@ -145,16 +150,20 @@ class WorkerProcess:
         return self.proc.poll() is None
 
     def kill(self) -> None:
-        """Kill the worker's whole process group (user code may have spawned children)."""
+        """Kill the worker's whole process group and everything user code started in it (also
+        in sessions of its own); safe to call on a worker that is already dead."""
+        tree = processes.descendants(self.proc.pid) if self.proc.poll() is None else []
         if self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 self.proc.kill()
+        processes.kill_all(tree)
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:  # pragma: no cover - a zombie we cannot reap
             pass
+        _kill_orphans(self.token)
 
     def close(self) -> None:
         if self.proc.poll() is None and self.proc.stdin is not None:
@@ -164,6 +173,17 @@ class WorkerProcess:
             except (OSError, subprocess.TimeoutExpired):
                 pass
         self.kill()
+
+
+def _tree_env(token: str) -> dict[str, str]:
+    """What the worker needs to know to keep its descendants in check (``ktui.loop.processes``):
+    a token its descendants inherit, and the parent to outlive no longer than."""
+    return {processes.TOKEN_ENV: token, processes.PARENT_ENV: str(os.getpid())}
+
+
+def _kill_orphans(token: str) -> None:
+    """After a worker died, what it started was reparented out of its tree: find it by the token."""
+    processes.kill_all(processes.tagged(token))
 
 
 def describe_exit(code: int | None) -> str:
@@ -184,7 +204,7 @@ class Runner(Protocol):
 
     def run(self, job: Job) -> Iterator[Event]: ...
 
-    def cancel(self) -> None: ...
+    def cancel(self, reason: str = ...) -> None: ...
 
     def close(self) -> None: ...
 
@@ -198,6 +218,7 @@ class LocalRunner:
         self._worker: WorkerProcess | None = None
         self._lock = threading.Lock()
         self._cancelled = threading.Event()
+        self._cancel_reason = REPLACED
         if prestart:
             self._ensure_worker()
 
@@ -207,6 +228,8 @@ class LocalRunner:
     def _ensure_worker(self) -> WorkerProcess:
         with self._lock:
             if self._worker is None or not self._worker.alive():
+                if self._worker is not None:
+                    self._worker.kill()  # died between jobs: end what it left behind before replacing it
                 worker = WorkerProcess(self.config)
                 worker.wait_ready()
                 self._worker = worker
@@ -218,8 +241,10 @@ class LocalRunner:
                 self._worker.kill()
                 self._worker = None
 
-    def cancel(self) -> None:
-        """Stop the run in flight (from any thread): its worker's process group is killed."""
+    def cancel(self, reason: str = REPLACED) -> None:
+        """Stop the run in flight (from any thread): its worker's process group is killed; the run
+        ends ``cancelled`` with the message ``reason``."""
+        self._cancel_reason = reason
         self._cancelled.set()
         with self._lock:
             worker = self._worker
@@ -234,6 +259,7 @@ class LocalRunner:
 
     def run(self, job: Job) -> Iterator[Event]:
         self._cancelled.clear()
+        self._cancel_reason = REPLACED
         fresh = self.fresh_each_run or job.options.strict
         if fresh:  # strict: nothing a previous version left in the process survives
             self._discard_worker()
@@ -287,9 +313,10 @@ class LocalRunner:
                 continue
             if kind == "eof":
                 worker.proc.wait()
+                worker.kill()  # dead already: what it started is still to be ended
                 self._drop(worker)
                 if self._cancelled.is_set():
-                    message = "cancelled: a newer version replaced this run"
+                    message = self._cancel_reason
                     verdict = CANCELLED
                 else:
                     message = crash_message(rung, worker.proc.returncode, worker.last_output())

@@ -535,7 +535,8 @@ def resolve_base(store: "Store", kernel: str, new_version: int, base: str) -> in
     runs = store.runs(kernel)  # newest first
     last_verdict: dict[int, str] = {}
     for run in runs:
-        if run.verdict not in ("cancelled", "running"):  # an interrupted re-run says nothing of the version
+        # A cancelled or interrupted re-run says nothing of the version.
+        if run.verdict not in ("cancelled", "interrupted", "running"):
             last_verdict.setdefault(run.version, run.verdict)
     if base == "previous":
         earlier = [v for v in versions if v < new_version]

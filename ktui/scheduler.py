@@ -166,7 +166,8 @@ class Scheduler:
         with self._cond:
             return self._current is None and not self._queue
 
-    def close(self) -> None:
+    def close(self, reason: str = "cancelled: the watch stopped") -> None:
+        """Stop: the run in flight is cancelled with ``reason``; nothing queued runs."""
         with self._cond:
             self._stopping = True
             self._queue.clear()
@@ -175,7 +176,7 @@ class Scheduler:
                 current.cancel.set()
             self._cond.notify_all()
         if current is not None:
-            self.session.runner.cancel()
+            self.session.runner.cancel(reason)
         if self._thread.is_alive():
             self._thread.join(timeout=15)
         self.session.close()

@@ -1,9 +1,11 @@
 """The history: every run of every version, in SQLite at ``<root>/.ktui/history.db``.
 
 A consumer of the loop's events like any other. WAL journaling and short transactions make it
-safe against a writer killed mid-run (the run stays "running" with what it recorded) and against
-two ktui processes at once — an agent's ``ktui run`` while the dashboard watches — with a busy
-timeout instead of "database is locked" errors.
+safe against a writer killed mid-run and against two ktui processes at once — an agent's
+``ktui run`` while the dashboard watches — with a busy timeout instead of "database is locked"
+errors. Each run row names the process that records it (host, pid, start time); a row still
+"running" whose process is gone was left by a killed ktui and is marked "interrupted" the next
+time any ktui opens the history, while a live run of another ktui process is left alone.
 
 A *version* is a distinct content of a kernel file: saving the same bytes again re-runs the same
 version; any change makes the next version number.
@@ -12,6 +14,8 @@ version; any change makes the next version number.
 from __future__ import annotations
 
 import json
+import os
+import socket
 import sqlite3
 import threading
 import time
@@ -19,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from ktui.loop.events import ArtifactWritten, Event, RunFinished, RungFinished, RunStarted
+from ktui.loop import processes
+from ktui.loop.events import INTERRUPTED, ArtifactWritten, Event, RunFinished, RungFinished, RunStarted
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS versions (
@@ -85,6 +90,12 @@ CREATE TABLE IF NOT EXISTS pins (
     created REAL NOT NULL
 );
 """
+# Columns added after the first release: (table, column, declaration), added to older files on open.
+ADDED_COLUMNS = (
+    ("runs", "owner_host", "TEXT NOT NULL DEFAULT ''"),
+    ("runs", "owner_pid", "INTEGER NOT NULL DEFAULT 0"),
+    ("runs", "owner_start", "INTEGER NOT NULL DEFAULT 0"),
+)
 
 
 @dataclass
@@ -128,6 +139,8 @@ class Store:
         self._local = threading.local()
         self._rung_index: dict[str, int] = {}
         self._conn().executescript(SCHEMA)  # executescript manages its own transaction
+        self._add_columns()
+        self.mark_interrupted()
 
     # -- connections ---------------------------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:
@@ -161,6 +174,38 @@ class Store:
             conn.close()
             self._local.conn = None
 
+    def _add_columns(self) -> None:
+        for table, column, declaration in ADDED_COLUMNS:
+            have = {r[1] for r in self._conn().execute(f"PRAGMA table_info({table})")}
+            if column in have:
+                continue
+            try:
+                self._conn().execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+            except sqlite3.OperationalError as exc:  # another ktui process added it first
+                if "duplicate column" not in str(exc):
+                    raise
+
+    # -- runs whose process is gone ------------------------------------------------------------
+    def mark_interrupted(self) -> list[str]:
+        """Mark "interrupted" the runs left "running" by a ktui process of this host that is gone
+        (killed, crashed); return their ids. Runs of a live process, of another host, or from a
+        history written before runs named their process are left as they are."""
+        host = socket.gethostname()
+        rows = self._conn().execute(
+            "SELECT run_id, owner_pid, owner_start FROM runs WHERE verdict='running' AND owner_host=? AND owner_pid>0",
+            (host,),
+        ).fetchall()
+        gone = [r for r in rows if processes.start_ticks(int(r["owner_pid"])) != int(r["owner_start"])]
+        now = time.time()
+        for r in gone:
+            message = f"interrupted: the ktui process running it (pid {r['owner_pid']}) ended before the run finished"
+            with self._tx() as db:
+                db.execute(
+                    "UPDATE runs SET verdict=?, message=?, finished=? WHERE run_id=? AND verdict='running'",
+                    (INTERRUPTED, message, now, r["run_id"]),
+                )
+        return [r["run_id"] for r in gone]
+
     # -- versions ------------------------------------------------------------------------------
     def version_for(self, kernel: str, content_hash: str, path: str) -> int:
         """The version number of this content: existing if seen before, else the next one."""
@@ -183,9 +228,11 @@ class Store:
             with self._tx() as db:
                 db.execute(
                     "INSERT OR REPLACE INTO runs (run_id, kernel, version, path, content_hash, reference, reference_hash,"
-                    " tier, device, arch, strict, run_dir, started) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    " tier, device, arch, strict, run_dir, started, owner_host, owner_pid, owner_start)"
+                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (event.run_id, event.kernel, event.version, event.path, event.content_hash, event.reference,
-                     event.reference_hash, event.tier, event.device, event.arch, int(event.strict), event.run_dir, event.time),
+                     event.reference_hash, event.tier, event.device, event.arch, int(event.strict), event.run_dir,
+                     event.time, *_owner()),
                 )
             self._rung_index[event.run_id] = 0
         elif isinstance(event, RungFinished):
@@ -326,6 +373,12 @@ class Store:
             sql += f" LIMIT {int(limit)}"
         rows = self._conn().execute(sql, args).fetchall()
         return [{**dict(r), "summary": json.loads(r["summary"])} for r in rows]
+
+
+def _owner() -> tuple[str, int, int]:
+    """This process, as a run row names its owner: host, pid and start time (a pid is reused)."""
+    pid = os.getpid()
+    return socket.gethostname(), pid, processes.start_ticks(pid) or 0
 
 
 def _run_record(row: sqlite3.Row) -> RunRecord:

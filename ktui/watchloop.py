@@ -106,9 +106,9 @@ class WatchLoop:
                 if not is_current(self.store, kernel):
                     self.scheduler.submit(kernel, restart=False)
 
-    def close(self) -> None:
+    def close(self, reason: str = "cancelled: the watch stopped") -> None:
         self.watcher.stop()
-        self.scheduler.close()
+        self.scheduler.close(reason)
 
     # -- from the UI / a script ----------------------------------------------------------------
     def rerun(self, path: Path) -> bool:
@@ -150,7 +150,7 @@ class WatchLoop:
 def is_current(store: Store, kernel: Kernel) -> bool:
     """Whether the stored result of ``kernel`` is a finished run of exactly what is on disk."""
     run = store.latest_run(kernel.id)
-    if run is None or run.verdict in ("running", "cancelled"):
+    if run is None or run.verdict in ("running", "cancelled", "interrupted"):
         return False
     try:
         if run.content_hash != content_hash(kernel.path.read_bytes()):

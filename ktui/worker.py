@@ -21,6 +21,8 @@ import sys
 import time
 from typing import IO
 
+from ktui.loop import processes
+
 
 def _protocol_channel() -> IO[str]:
     """Keep the real stdout for events; send everything printed to stderr instead.
@@ -41,6 +43,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpu", action="store_true", help="run the CPU tier even if a GPU is present")
     args = parser.parse_args(argv)
     channel = _protocol_channel()
+    # Before any user code: what it starts stays in this process's tree, and none of it (nor this
+    # process) outlives the parent (see ktui.loop.processes).
+    processes.become_subreaper()
+    processes.watch_parent(int(os.environ.get(processes.PARENT_ENV) or 0))
 
     def send(obj: dict) -> None:
         channel.write(json.dumps(obj, allow_nan=False, default=str) + "\n")
@@ -73,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         job = Job.from_json(json.loads(line))
         healthy = run_job(job, tier, lambda event: send(event.to_json()), guard)
+        processes.end_descendants()  # nothing user code started outlives its run
         send({"type": "job_done", "run_id": job.run_id, "healthy": healthy})
         if not healthy:
             return 0

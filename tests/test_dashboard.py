@@ -328,3 +328,39 @@ def test_resizing_between_tabs_and_side_by_side_keeps_the_selection(tmp_path):
             assert app.query(TabbedContent) and app.selected == "crash_segfault"
 
     asyncio.run(scenario())
+
+
+def test_a_shape_listed_twice_in_tests_gets_its_own_rung_and_the_dashboard_draws_both(tmp_path):
+    ws = make_workspace(tmp_path / "ws")
+    reference = (ws / "references" / "add.py").read_text()
+    start, end = reference.index("TESTS = ["), reference.index("]\n", reference.index("TESTS = [")) + 2
+    (ws / "references" / "dup.py").write_text(reference[:start] + 'TESTS = [{"size": 8}, {"size": 8}]\n' + reference[end:])
+    (ws / "kernels" / "add_dup.py").write_text(ADD.replace('REFERENCE = "add"', 'REFERENCE = "dup"'))
+
+    async def scenario():
+        app = make_app(ws)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await until(pilot, lambda: idle(app) and app.state.kernels["add_dup"].verdict == "passed", what="the run")
+            await pilot.press("2")
+            await until(pilot, lambda: app.query_one("#rungs-table", DataTable).row_count > 5, timeout=10,
+                        what="the rungs pane")
+            table = app.query_one("#rungs-table", DataTable)
+            names = [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
+            assert "correctness[size=8]" in names and "correctness[size=8]#2" in names
+            assert app.is_running
+
+    asyncio.run(scenario())
+
+
+def test_a_cutedsl_kernel_only_compiled_on_the_cpu_tier_reads_compiled_not_passed(tmp_path):
+    ws = make_workspace(tmp_path / "ws", kernels=["add_cutedsl"])
+
+    async def scenario():
+        app = make_app(ws)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await until(pilot, lambda: idle(app) and app.state.kernels["add_cutedsl"].verdict == "passed", what="the run")
+            if app.state.tier != "cpu":
+                return  # on a GPU its correctness is checked: a plain pass
+            await until(pilot, lambda: row(app, "add_cutedsl")[0] == "✓ compiled", timeout=5, what="the list's label")
+
+    asyncio.run(scenario())

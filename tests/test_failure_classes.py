@@ -27,6 +27,8 @@ BROKEN = [
     "no_kernel",
     "oob_write",
     "softmax_wrong_norm",
+    "host_name_error",
+    "launches_nothing",
 ]
 
 
@@ -161,3 +163,23 @@ def test_nothing_was_lost_every_run_is_in_the_history(stream):
     records = parse_events(proc.stdout)
     assert records and records[0]["verdict"] == "failed"
     assert any(r["rung"].startswith("correctness[") for r in records[0]["rungs"])
+
+
+def test_a_host_error_before_any_launch_says_custom_kernel_raised_it_not_that_compile_failed(stream):
+    events = stream[1]["host_name_error"]
+    compile = rungs(events)["compile"]
+    assert compile["status"] == "failed"
+    assert compile["message"].startswith(
+        "custom_kernel raised NameError on the host before any kernel compiled (host_name_error.py:18):")
+    assert "BLOCK_SIZE" in compile["message"]
+    assert compile["error"]["location"]["line"] == 18 and "Traceback" in compile["error"]["traceback"]
+    assert finished(events)["summary"]["first_failure"]["message"].startswith("custom_kernel raised NameError")
+
+
+def test_after_a_suspicious_compile_later_rungs_say_compile_was_suspicious(stream):
+    events = stream[1]["launches_nothing"]
+    steps = rungs(events)
+    assert steps["compile"]["status"] == "suspicious"
+    assert steps["run"] == {**steps["run"], "status": "skipped", "message": "compile was suspicious"}
+    assert all(r["message"] == "compile was suspicious" for name, r in steps.items()
+               if name.startswith(("correctness[", "benchmark[")))

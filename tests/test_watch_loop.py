@@ -225,3 +225,25 @@ def test_a_cancelled_run_leaves_the_latest_file_with_the_last_real_verdict(tmp_p
     assert json.loads((state / "runs" / "k" / "2" / "report.json").read_text())["verdict"] == "cancelled"
     run("c", 3, "failed")
     assert json.loads(latest_path(state, "k").read_text())["verdict"] == "failed"
+
+
+def test_sigterm_of_headless_cancels_the_run_saying_the_watcher_stopped(tmp_path):
+    ws = make_workspace(tmp_path / "ws")
+    (ws / "kernels" / "add_slow.py").write_text(HANG)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "ktui", "watch", str(ws), "--headless", "--timeout", "compile=300"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        for line in proc.stdout:
+            if json.loads(line).get("rung") == "compile":
+                break
+        proc.send_signal(signal.SIGTERM)
+        rest = [json.loads(line) for line in proc.stdout]
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    end = next(e for e in rest if e["type"] == "run_finished")
+    assert end["verdict"] == "cancelled"
+    assert end["message"] == "cancelled: stopped by SIGTERM: the watcher is stopping"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from pathlib import Path
 
 from ktui.loop import cutedsl
 from ktui.loop.context import CompiledFunction, Outcome, RunContext, shape_label
@@ -78,7 +79,7 @@ def run(ctx: RunContext) -> Outcome:
 
     if not compiled:
         if trace_error is not None:
-            raise trace_error
+            raise host_failure(trace_error, ctx.user_files)
         raise RungFailure(
             f"custom_kernel launched no Triton or CuTeDSL kernel on {shape_label(shape)}, so nothing was compiled",
             status="suspicious",
@@ -98,6 +99,14 @@ def run(ctx: RunContext) -> Outcome:
         figures["trace_error"] = info.message.splitlines()[0] if info.message else info.type
         message += f"; the traced call then raised {info.type} (see the run rung)"
     return Outcome(figures=figures, message=message)
+
+
+def host_failure(exc: BaseException, user_files) -> RungFailure:
+    """The traced call failed in the host's Python before any kernel compiled: not a compiler error."""
+    info = error_info(exc, user_files)
+    where = f" ({Path(info.location.file).name}:{info.location.line})" if info.location else ""
+    message = f"custom_kernel raised {info.type} on the host before any kernel compiled{where}: {info.message}"
+    return RungFailure(message, error=info)
 
 
 def _is_compile_error(exc: BaseException) -> bool:

@@ -23,11 +23,13 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 class RungFailure(Exception):
     """An expected failure of a rung (wrong shape, mismatch…) with its figures."""
 
-    def __init__(self, message: str, figures: dict | None = None, status: str = "failed"):
+    def __init__(self, message: str, figures: dict | None = None, status: str = "failed",
+                 error: ErrorInfo | None = None):
         super().__init__(message)
         self.message = message
         self.figures = figures or {}
         self.status = status
+        self.error = error  # the user's exception behind it, when there is one (its traceback, its line)
 
 
 class RungSkipped(Exception):

@@ -26,7 +26,8 @@ CANCELLED = "cancelled"
 # Run verdicts.
 PASSED = "passed"
 ERROR = "error"  # ktui could not run the kernel at all (no reference, bad path)
-VERDICTS = (PASSED, FAILED, SUSPICIOUS, CRASHED, TIMED_OUT, CANCELLED, ERROR)
+INTERRUPTED = "interrupted"  # left "running" by a ktui process that was killed (see ktui.store)
+VERDICTS = (PASSED, FAILED, SUSPICIOUS, CRASHED, TIMED_OUT, CANCELLED, INTERRUPTED, ERROR)
 
 
 @dataclass

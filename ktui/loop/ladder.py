@@ -52,7 +52,7 @@ class Ladder:
         except RungSkipped as skip:
             status, figures, message, error = SKIPPED, {}, str(skip), None
         except RungFailure as failure:
-            status, figures, message, error = failure.status, failure.figures, failure.message, None
+            status, figures, message, error = failure.status, failure.figures, failure.message, failure.error
         except InputGenerationError as exc:
             info = error_info(exc.__cause__ or exc, ctx.user_files)
             status, figures, message, error = FAILED, {}, str(exc), info
@@ -85,11 +85,11 @@ class Ladder:
         pre = self.step("pre-checks", precheck.run)
         if not pre.ok:
             for name in ["compile", "dumps", "run", "correctness", "integrity", "dependence", "benchmark"]:
-                self.skip(name, "pre-checks failed")
+                self.skip(name, _because(pre))
             return self.results
-        tests = [f"correctness[{shape_label(s)}]" for s in ctx.tests]
+        tests = unique_names([f"correctness[{shape_label(s)}]" for s in ctx.tests])
         probes = ["integrity", "dependence"]
-        benches = [f"benchmark[{shape_label(s)}]" for s in ctx.benchmarks]
+        benches = unique_names([f"benchmark[{shape_label(s)}]" for s in ctx.benchmarks])
 
         built = self.step("compile", compile.run)
         if ctx.compiled:
@@ -97,7 +97,7 @@ class Ladder:
         else:
             self.skip("dumps", "nothing was compiled")
         if not built.ok:
-            self._skip_all(["run", *tests, *probes, *benches], "compile failed")
+            self._skip_all(["run", *tests, *probes, *benches], _because(built))
             return self.results
 
         if ctx.has_cute and not ctx.tier.is_gpu:
@@ -107,7 +107,7 @@ class Ladder:
 
         smoke = self.step("run", run.run)
         if not smoke.ok:
-            self._skip_all([*tests, *probes, *benches], "run failed")
+            self._skip_all([*tests, *probes, *benches], _because(smoke))
             return self.results
         checks = [self.step(name, correctness.run, shape) for name, shape in zip(tests, ctx.tests)]
         if all(c.ok for c in checks):
@@ -130,6 +130,24 @@ class Ladder:
     def _skip_all(self, names: list[str], reason: str) -> None:
         for name in names:
             self.skip(name, reason)
+
+
+def unique_names(names: list[str]) -> list[str]:
+    """A rung's name is its key in a run — in the history, the baselines a benchmark is compared
+    with, the dashboard's rows — so a shape listed twice is ``correctness[size=8]#2``."""
+    seen: dict[str, int] = {}
+    out = []
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        out.append(name if seen[name] == 1 else f"{name}#{seen[name]}")
+    return out
+
+
+def _because(result: RungFinished) -> str:
+    """Why later rungs are skipped: ``compile failed``, ``compile was suspicious``."""
+    if result.status == FAILED:
+        return f"{result.rung} failed"
+    return f"{result.rung} was {result.status.replace('_', ' ')}"
 
 
 def verdict(results: list[RungFinished]) -> str:

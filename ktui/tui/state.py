@@ -14,6 +14,7 @@ from typing import Any
 
 from ktui.loop.events import (
     CANCELLED,
+    INTERRUPTED,
     PASSED,
     Event,
     RunFinished,
@@ -283,10 +284,10 @@ class DashboardState:
 
 # -- history ------------------------------------------------------------------------------------
 def version_history(store: Store, kernel_id: str, limit: int = 500) -> list[VersionPoint]:
-    """Per version, its newest finished run (cancelled runs say nothing about a version)."""
+    """Per version, its newest finished run (cancelled and interrupted runs say nothing about a version)."""
     points: dict[int, VersionPoint] = {}
     for run in store.runs(kernel_id, limit=limit):  # newest first
-        if run.version in points or run.verdict in ("running", CANCELLED):
+        if run.version in points or run.verdict in ("running", CANCELLED, INTERRUPTED):
             continue
         speedup = run.summary.get("speedup")
         roofline = run.summary.get("roofline")
@@ -316,7 +317,7 @@ def roofline_ceiling(points: list[VersionPoint]) -> float | None:
 
 def _latest_finished(store: Store, kernel_id: str):
     for run in store.runs(kernel_id, limit=20):
-        if run.verdict not in ("running", CANCELLED):
+        if run.verdict not in ("running", CANCELLED, INTERRUPTED):
             return run
     return None
 

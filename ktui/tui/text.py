@@ -16,11 +16,20 @@ STATUS_LABELS: dict[str, tuple[str, str]] = {
     "crashed": ("✗", "crashed"),
     "timed_out": ("⏱", "timed out"),
     "cancelled": ("-", "cancelled"),
+    "interrupted": ("-", "interrupted"),
     "error": ("!", "cannot run"),
     # rung statuses
     "ok": ("✓", "ok"),
     "skipped": ("-", "skipped"),
 }
+
+
+def state_label(state: str, summary: dict) -> tuple[str, str]:
+    """A kernel's state as glyph and word. A pass whose correctness was never checked (a CuTeDSL
+    kernel on the CPU tier is only compiled) reads ``compiled``, not ``passed``."""
+    if state == "passed" and summary.get("unchecked"):
+        return "✓", "compiled"
+    return STATUS_LABELS.get(state, ("?", state))
 
 
 def status_label(status: str) -> str:

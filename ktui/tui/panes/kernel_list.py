@@ -8,7 +8,7 @@ from textual.message import Message
 from textual.widgets import DataTable
 
 from ktui.tui.state import KernelView
-from ktui.tui.text import STATUS_LABELS, ago, speedup_text
+from ktui.tui.text import ago, speedup_text, state_label
 
 # (key, label, width); None sizes the column to its longest cell.
 COLUMNS = (("state", "state", 13), ("kernel", "kernel", None), ("v", "v", 4), ("last", "last", 6),
@@ -87,10 +87,11 @@ class KernelList(DataTable):
         return self.get_component_rich_style(f"kernel-list--{name}", partial=True)
 
     def _cells(self, view: KernelView, now: float) -> tuple[Text, ...]:
-        glyph, word = STATUS_LABELS.get(view.state, ("?", view.state))
+        glyph, word = state_label(view.state, view.summary)
         if view.state == "running":
             word = view.rung_progress()
-        state = Text(f"{glyph} {word}", style=self._style(_tone(view.state)), no_wrap=True, overflow="ellipsis")
+        tone = "muted" if word == "compiled" else _tone(view.state)  # unchecked: not the colour of a pass
+        state = Text(f"{glyph} {word}", style=self._style(tone), no_wrap=True, overflow="ellipsis")
         version = Text(f"v{view.version}" if view.version is not None else "")
         last = Text(speedup_text(view.last_speedup) if view.verdict == "passed" else "")
         best = Text(speedup_text(view.best_speedup))

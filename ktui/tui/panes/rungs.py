@@ -39,8 +39,10 @@ class RungsPane(Vertical):
         table.add_column("rung", key="rung", width=rung_w)
         table.add_column("status", key="status", width=11)
         table.add_column("figures / message", key="figures", width=max(10, width - rung_w - 11 - 6))
+        # Rows are found by position (see _selected), never by name: a history recorded before rung
+        # names were unique (a shape listed twice) must still draw.
         for record in rows:
-            table.add_row(*self._cells(record), key=record["rung"])
+            table.add_row(*self._cells(record))
         if table.row_count:
             table.move_cursor(row=min(max(cursor, 0), table.row_count - 1))
         self._show_detail()
