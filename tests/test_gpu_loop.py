@@ -67,5 +67,5 @@ def test_a_segfault_is_a_crash_verdict_on_the_gpu_too(gpu_run):
 
 def test_unwritten_output_is_caught_on_the_gpu(gpu_run):
     r = rungs(gpu_run[2]["partial_write"])
-    assert r["correctness[size=12345]"]["status"] == "suspicious"
+    assert r["correctness[size=12345]"]["status"] == "failed"
     assert "never written" in r["correctness[size=12345]"]["message"]

@@ -11,7 +11,6 @@ HACKS = {
     "imports_reference": ("pre-checks", "imports its own reference"),
     # caught by the replay probe, or earlier when the allocator happens to reuse a pointer
     "cache_by_pointer": (None, "cached answer"),
-    "partial_output": ("correctness[size=1000]", "never written"),
     "mutates_input": ("correctness[size=1000]", "modified its input"),
     "patches_timer": ("pre-checks", "torch.cuda.Event.elapsed_time"),
     "patches_ktui": ("compile", "ktui.metrics.compare"),
@@ -28,7 +27,7 @@ HACKS = {
 
 @pytest.fixture(scope="module")
 def stream(tmp_path_factory):
-    root = make_workspace(tmp_path_factory.mktemp("hacks"), kernels=["add_triton", "softmax_triton"], hacks=list(HACKS))
+    root = make_workspace(tmp_path_factory.mktemp("hacks"), kernels=["add_triton", "softmax_triton"], hacks=[*HACKS, "partial_output"])
     proc = ktui("run", "--json", "--seed", "5", "kernels/", cwd=root)
     return proc, by_kernel(parse_events(proc.stdout))
 
@@ -44,6 +43,14 @@ def test_each_hack_is_flagged_suspicious_with_its_reason(stream, hack):
     assert r["status"] == "suspicious", (r["status"], r["message"])
     assert words in r["message"]
     assert finished(events)["verdict"] == "suspicious"
+
+
+def test_output_left_to_the_allocator_fails_as_never_written_not_as_a_trick(stream):
+    # ktui's poison makes it wrong whether it hoped for stale memory or missed a tail: it fails,
+    # and the message says how many elements were never written
+    r = rungs(stream[1]["hack_partial_output"])["correctness[size=1000]"]
+    assert r["status"] == "failed" and "never written" in r["message"]
+    assert finished(stream[1]["hack_partial_output"])["verdict"] == "failed"
 
 
 def test_honest_kernels_pass_clean_including_the_replay_probe(stream):

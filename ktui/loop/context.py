@@ -67,7 +67,7 @@ class RunContext:
     seeds: random.Random = field(default_factory=random.Random)
     seeds_used: list[int] = field(default_factory=list)
     guard: Any = None  # integrity.HarnessGuard snapshotted before any user code ran
-    answers: list[tuple[tuple, tuple]] = field(default_factory=list)  # (output, reference) fingerprints per check
+    answers: list[tuple[tuple, tuple, bool]] = field(default_factory=list)  # (output, reference fingerprints, right) per check
     returned: set[int] = field(default_factory=set)  # storages earlier candidate calls returned (provenance)
     pending_provenance: str | None = None  # the last call's provenance failure, raised by ``pair``
 
@@ -129,19 +129,23 @@ class RunContext:
             self.returned.update(storage_key(t) for t in outputs)
         return out
 
-    def note_answer(self, out: Any, ref: Any) -> bool:
-        """Remember this call's output and right answer; return whether ``out`` is what an earlier
-        call returned although the right answer has changed since (a replayed, cached result).
+    def note_answer(self, out: Any, ref: Any, right: bool) -> str:
+        """Remember this call's output, its right answer and whether it was right; say how ``out``
+        relates to what earlier calls on other inputs returned.
 
-        Noted for every call whose reference answer is computed (run, correctness). A constant answer is only evidence of a cache when
-        the reference's answer moved: at some shapes (a softmax of one column) it never does.
+        ``"cached"``: it is an answer that was right for other inputs (a replayed result).
+        ``"repeated"``: it is an answer returned before that was never right, so a wrong kernel whose
+        output ignores its input, not a cache. ``""``: neither. Either needs the reference's answer
+        to have moved: at some shapes (a softmax of one column) it never does.
         """
         from ktui.loop import integrity
 
         current = (integrity.fingerprint(out), integrity.fingerprint(ref))
-        earlier = list(self.answers)
-        self.answers.append(current)
-        return any(o == current[0] and r != current[1] for o, r in earlier)
+        earlier = [(o, was_right) for o, r, was_right in self.answers if o == current[0] and r != current[1]]
+        self.answers.append((*current, right))
+        if any(was_right for _, was_right in earlier):
+            return "cached"
+        return "repeated" if earlier else ""
 
     def poisoned_call(self, shape: dict) -> CheckedCall:
         """The candidate on fresh inputs for ``shape``, every output buffer poisoned beforehand."""

@@ -44,18 +44,19 @@ def check_once(ctx: RunContext, shape: dict) -> Outcome:
     if verdict.unwritten:
         raise RungFailure(
             f"{verdict.unwritten} output element(s) were never written — they still hold ktui's poison "
-            f"({verdict.unwritten_where})",
+            f"({verdict.unwritten_where}): a grid, mask or loop bound that misses them",
             {"seed": seed, "unwritten": verdict.unwritten},
-            status="suspicious",
         )
-    if ctx.note_answer(out, ref) and not verdict.passed:
+    repeat = ctx.note_answer(out, ref, verdict.passed)
+    if repeat == "cached" and not verdict.passed:
         raise RungFailure(
             "returned exactly what an earlier call on other inputs returned: a cached answer, not a computed one",
             figures,
             status="suspicious",
         )
     if not verdict.passed:
-        raise RungFailure(verdict.reason, figures)
+        also = "; it returned this same output for other inputs too" if repeat == "repeated" else ""
+        raise RungFailure(verdict.reason + also, figures)
     if mutated:
         figures["mutated_inputs"] = mutated
         raise RungFailure(

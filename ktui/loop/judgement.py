@@ -11,8 +11,9 @@ one documented rule, so no summary can call a kernel incorrect and passing at on
   where ktui's defaults would have drawn the line (a prefix sum's tolerance that grows with its
   length is the problem's to set).
 
-Unwritten output (ktui's poison still there) is counted here and judged by the caller: it is
-``suspicious``, whatever either judge says.
+Unwritten output (ktui's poison still there) is counted here and told by the caller: it fails,
+whatever either judge says, with the count in the message (a grid that misses a tail and a
+kernel that hopes for stale memory look the same, and the poison makes both wrong).
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ import torch
 from ktui.loop.context import Outcome, RunContext
 from ktui.loop.device import clone_tree, synchronize
 from ktui.loop.errors import RungFailure
+from ktui.metrics import compare
 
 
 def run(ctx: RunContext) -> Outcome:
@@ -27,7 +28,7 @@ def run(ctx: RunContext) -> Outcome:
     learned = ctx.learn_output_slots(inputs, ref_inputs, out)
     ref = ctx.ref_kernel(*ref_inputs)
     pairs = ctx.pair(out, ref)
-    ctx.note_answer(out, ref)
+    ctx.note_answer(out, ref, all(compare(o, r, ctx.tolerances).passed for o, r in pairs))
     figures = {
         "seed": seed,
         "wall_s": round(elapsed, 4),
