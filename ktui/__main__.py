@@ -1,6 +1,6 @@
 """Package entry: python -m ktui."""
 import sys
 
-from ktui.cli import main
+from ktui.cli.main import main
 
 sys.exit(main())

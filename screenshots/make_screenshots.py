@@ -29,13 +29,14 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests" / "fixtures" / "dashboard"))
 
-from ktui.loop.job import Options  # noqa: E402
-from ktui.problem import content_hash  # noqa: E402
-from ktui.profile_runner import ProfileFinished  # noqa: E402
-from ktui.tui.app import KtuiApp, LoopItem  # noqa: E402
-from ktui.watchloop import WatchSettings  # noqa: E402
-from ktui.workspace import Workspace  # noqa: E402
 from record import VERSIONS  # noqa: E402  (the softmax variants the snapshot fixture records)
+
+from ktui.protocol.job import Options  # noqa: E402
+from ktui.tui.app import KtuiApp, LoopItem  # noqa: E402
+from ktui.tui.profile_task import ProfileFinished  # noqa: E402
+from ktui.watch.loop import WatchSettings  # noqa: E402
+from ktui.workspace.folder import Workspace  # noqa: E402
+from ktui.workspace.kernels import content_hash  # noqa: E402
 
 WIDE = (160, 48)
 NARROW = (80, 24)

@@ -19,12 +19,12 @@ from typing import Any
 import anyio
 
 from ktui.agents.digest import run_digest
-from ktui.loop.events import ERROR, Event, Output, RunFinished, RungFinished, RunStarted
-from ktui.loop.job import Options
-from ktui.problem import Kernel
-from ktui.reports import build_report
-from ktui.runner import LocalRunner, WorkerConfig
-from ktui.session import Session
+from ktui.history.reports import build_report
+from ktui.protocol.events import ERROR, Event, Output, RunFinished, RungFinished, RunStarted
+from ktui.protocol.job import Options
+from ktui.run.runner import LocalRunner, WorkerConfig
+from ktui.run.session import Session
+from ktui.workspace.kernels import Kernel
 
 Progress = Callable[[float, str], Awaitable[None]]
 POLL_S = 0.1
@@ -54,7 +54,7 @@ class _Batch:
                     session = sessions[kernel.root] = Session(kernel.root, runner=self.runner)
                 try:
                     self.results.append(self._one(session, kernel))
-                except Exception as exc:  # noqa: BLE001 - a worker that cannot start is this kernel's answer
+                except Exception as exc:
                     self.results.append({"kernel": kernel.id, "path": str(kernel.path), "verdict": ERROR,
                                          "message": f"{type(exc).__name__}: {exc}", "first_failure": None})
         finally:

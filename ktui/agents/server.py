@@ -22,11 +22,12 @@ from ktui.agents.digest import run_digest
 from ktui.agents.dumps import KINDS, MAX_PAGE_CHARS, read_dump
 from ktui.agents.runs import RunService
 from ktui.agents.workspace import AgentWorkspace, BadCall
-from ktui.loop.job import Options
-from ktui.problem import Kernel, ProblemError, content_hash, discover, state_dir
-from ktui.reports import latest_path
-from ktui.runner import WorkerConfig
-from ktui.store import Store
+from ktui.history.reports import latest_path
+from ktui.history.store import Store
+from ktui.protocol.job import Options
+from ktui.protocol.statedir import run_dir
+from ktui.run.runner import WorkerConfig
+from ktui.workspace.kernels import Kernel, ProblemError, content_hash, discover, state_dir
 
 INSTRUCTIONS = """ktui verifies GPU kernels (Triton, CuTeDSL) against a trusted reference.
 The loop: write or edit kernels/<op>_<variant>.py, call `run`, read `first_failure` (file:line and
@@ -95,7 +96,7 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
         limit: Annotated[int, Field(ge=1, le=200)] = 10,
     ) -> dict[str, Any]:
         k, state = kernel_state(kernel)
-        store = Store(state / "history.db")
+        store = Store.of(state)
         try:
             runs_ = store.runs(k.id, limit=limit)
         finally:
@@ -113,11 +114,11 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
         base: Annotated[str, Field(description="previous | best | pinned | a version number")] = "previous",
         version: Annotated[int | None, Field(ge=1, description="default: the file's current version")] = None,
     ) -> dict[str, Any]:
-        from ktui.versions import current_version
-        from ktui.sassdiff import DiffError, diff_versions, resolve_base
+        from ktui.history.sassdiff import DiffError, diff_versions, resolve_base
+        from ktui.workspace.versions import current_version
 
         k, state = kernel_state(kernel)
-        store = Store(state / "history.db")
+        store = Store.of(state)
         try:
             new, note = (version, "") if version is not None else current_version(store, k)
             if new is None:
@@ -178,7 +179,7 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
         query: Annotated[str, Field(min_length=1)],
         limit: Annotated[int, Field(ge=1, le=100)] = 10,
     ) -> dict[str, Any]:
-        from ktui.context_index import search
+        from ktui.agentdocs.index import search
 
         folder = workspace.root / "context"
         if not folder.is_dir():
@@ -196,14 +197,14 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
         offset: Annotated[int, Field(ge=0)] = 0,
         max_chars: Annotated[int, Field(ge=1, le=MAX_PAGE_CHARS)] = 20_000,
     ) -> dict[str, Any]:
-        from ktui.versions import current_version
+        from ktui.workspace.versions import current_version
 
         kernel_id = workspace.kernel_id(kernel)
         try:
             k, state = kernel_state(kernel)
         except BadCall:
             k, state = None, workspace.state
-        store = Store(state / "history.db")
+        store = Store.of(state)
         try:
             if version is None:
                 version = current_version(store, k)[0] if k is not None else None
@@ -214,8 +215,8 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
             stored = [r for r in store.runs(kernel_id) if r.version == version]
         finally:
             store.close()
-        run_dir = Path(stored[0].run_dir) if stored else state / "runs" / kernel_id / str(version)
-        return {"kernel": kernel_id, "version": version, **read_dump(run_dir, kind, function, offset, max_chars)}
+        folder = Path(stored[0].run_dir) if stored else run_dir(state, kernel_id, version)
+        return {"kernel": kernel_id, "version": version, **read_dump(folder, kind, function, offset, max_chars)}
 
     _forbid_unknown_arguments(server)
 
@@ -241,7 +242,7 @@ def serve(path: Path, config: WorkerConfig, timeouts: dict[str, float] | None = 
     workspace = AgentWorkspace.at(path)
     server, close = build_server(workspace, config, timeouts)
 
-    def stop(signum, frame) -> None:  # noqa: ARG001
+    def stop(signum, frame) -> None:
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, stop)

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from mcp.server.mcpserver.exceptions import ToolError
 
-from ktui.problem import Kernel, ProblemError, find_root, kernel_for, state_dir
+from ktui.protocol.statedir import runs_of
+from ktui.workspace.kernels import Kernel, ProblemError, find_root, kernel_for, state_dir
 
 
 class BadCall(ToolError):
@@ -67,7 +68,7 @@ class AgentWorkspace:
             candidate = name.strip().removesuffix(".py").removeprefix("kernels/")
             if not candidate or candidate.startswith("/") or ".." in Path(candidate).parts:
                 raise
-            if (self.state / "runs" / candidate).is_dir():
+            if runs_of(self.state, candidate).is_dir():
                 return candidate
             raise
 

@@ -1,1 +1,3 @@
-"""The verification loop: a pure pipeline of rungs that emits events."""
+"""The worker process, the one place user code and torch run: the ladder of rungs, their context,
+the problem formats' adapters, the DSLs (Triton, CuTeDSL), metrics and the integrity checks.
+"""

@@ -9,36 +9,19 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import torch
 
-from ktui.loop.device import Tier, storage_key, tensorless, to_device
-from ktui.loop.events import Event
-from ktui.loop.job import Job
-
-if TYPE_CHECKING:
-    from ktui.formats.base import Problem
-
-
-@dataclass
-class CompiledFunction:
-    """One GPU function the compile rung produced, whatever DSL it came from."""
-
-    dsl: str  # "triton" | "cutedsl"
-    name: str  # the GPU function's symbol, as in the PTX/CUBIN
-    source_fn: str  # the user's Python function
-    artifacts: dict[str, str | bytes]  # extension → content: ttir, ttgir, llir, mlir, ptx, cubin
-    metadata: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class Outcome:
-    """What a rung returns when it did not raise: its figures and a one-line note."""
-
-    figures: dict[str, Any] = field(default_factory=dict)
-    message: str = ""
-    status: str = "ok"
+from ktui.loop import integrity, provenance
+from ktui.loop.device import Tier, clone_tree, poisoned_allocations, storage_key, synchronize, tensorless, to_device
+from ktui.loop.dsl.triton_kernels import interpreter_environment
+from ktui.loop.errors import RungFailure
+from ktui.loop.formats.base import Problem
+from ktui.loop.outcome import CompiledFunction, InputGenerationError
+from ktui.loop.outputs import flatten, pair_outputs
+from ktui.protocol.events import Event
+from ktui.protocol.job import Job
 
 
 @dataclass
@@ -91,7 +74,6 @@ class RunContext:
     def custom_kernel(self, *inputs: Any) -> Any:
         if self.tier.is_gpu:
             return self.problem.custom_kernel(*inputs)
-        from ktui.loop.triton_kernels import interpreter_environment
 
         with interpreter_environment(), self.problem.scope():
             return self.problem.custom_kernel(*inputs)
@@ -101,9 +83,6 @@ class RunContext:
         harness must be left unpatched, the module's own kernels must have launched, and the
         output must come from them (``provenance``). ``execute=False`` turns the module's kernels
         into no-ops that are still counted (the dependence rung)."""
-        from ktui.loop import integrity, provenance
-        from ktui.loop.errors import RungFailure
-        from ktui.loop.outputs import flatten
 
         self.pending_provenance = None
         counter = integrity.LaunchCounter(self.triton_kernels, self.has_cute and self.tier.is_gpu, execute=execute)
@@ -138,7 +117,6 @@ class RunContext:
         output ignores its input, not a cache. ``""``: neither. Either needs the reference's answer
         to have moved: at some shapes (a softmax of one column) it never does.
         """
-        from ktui.loop import integrity
 
         current = (integrity.fingerprint(out), integrity.fingerprint(ref))
         earlier = [(o, was_right) for o, r, was_right in self.answers if o == current[0] and r != current[1]]
@@ -149,7 +127,6 @@ class RunContext:
 
     def poisoned_call(self, shape: dict) -> CheckedCall:
         """The candidate on fresh inputs for ``shape``, every output buffer poisoned beforehand."""
-        from ktui.loop.device import clone_tree, poisoned_allocations, synchronize
 
         seed = self.next_seed()
         inputs = self.generate(shape, seed)
@@ -163,8 +140,6 @@ class RunContext:
     def pair(self, out: Any, ref: Any) -> list:
         """The candidate's output tensors paired with the reference's (``outputs.pair_outputs``),
         then the last call's provenance: a malformed output is told as such before anything else."""
-        from ktui.loop.errors import RungFailure
-        from ktui.loop.outputs import pair_outputs
 
         pairs = pair_outputs(out, ref, self.tier.torch_device, cast_reference=self.problem.has_check)
         why, self.pending_provenance = self.pending_provenance, None
@@ -220,13 +195,3 @@ class RunContext:
 def _names(items: list[str], limit: int = 4) -> str:
     more = f" and {len(items) - limit} more" if len(items) > limit else ""
     return ", ".join(items[:limit]) + more
-
-
-class InputGenerationError(Exception):
-    """The reference's input generator raised: the reference is at fault, not the kernel."""
-
-
-def shape_label(shape: dict) -> str:
-    """``{"rows": 128, "cols": 1000}`` → ``rows=128,cols=1000`` (the rung's bracketed name);
-    ``{}`` (a problem with one fixed size, like KernelBench's) → ``default``."""
-    return ",".join(f"{k}={v}" for k, v in shape.items()) or "default"

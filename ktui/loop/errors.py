@@ -14,7 +14,8 @@ import traceback
 from pathlib import Path
 from typing import Iterable
 
-from ktui.loop.events import ErrorInfo, SourceLocation
+from ktui.loop.dsl import cutedsl
+from ktui.protocol.events import ErrorInfo, SourceLocation
 
 CONTEXT_LINES = 3
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -84,7 +85,6 @@ def error_info(exc: BaseException, user_files: Iterable[str] = (), jit_functions
 
 def _cute_compile_error(exc: BaseException, user: set[str]) -> dict | None:
     """A CuTeDSL compile error placed in the user's file (its errors carry MLIR locations)."""
-    from ktui.loop import cutedsl
 
     if not cutedsl.is_compile_error(exc):
         return None

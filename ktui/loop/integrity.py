@@ -28,15 +28,17 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import Any, Iterator
 
 import torch
 
-from ktui.loop.device import tensors_in
+from ktui.loop.device import clone_tree, synchronize, tensors_in
+from ktui.loop.dsl.triton_kernels import LaunchRecorder
+from ktui.loop.errors import RungFailure
+from ktui.loop.judgement import judge
+from ktui.loop.metrics import CHUNK_ELEMENTS, flat_chunks
+from ktui.loop.outcome import Outcome
 from ktui.loop.provenance import Received, inside_launch
-
-if TYPE_CHECKING:
-    from ktui.loop.context import Outcome
 
 
 def _guarded_targets() -> list[tuple[Any, str, str]]:
@@ -110,7 +112,6 @@ class LaunchCounter:
 
     @contextlib.contextmanager
     def counting(self) -> Iterator[LaunchCounter]:
-        from ktui.loop.triton_kernels import LaunchRecorder
 
         recorder = LaunchRecorder(self.triton_kernels)
         cute = _count_cute_launches(self.received, self.execute) if self.has_cute else contextlib.nullcontext([0])
@@ -220,7 +221,6 @@ def fingerprint(out: Any, chunk: int | None = None) -> tuple:
     The sums (plain, and weighted by 1-based flat position) are taken one chunk at a time in
     float64, so a 6 GB output needs no 12 GB float64 copy and no arange of its size.
     """
-    from ktui.metrics import CHUNK_ELEMENTS, flat_chunks
 
     prints = []
     for t in tensors_in(out):
@@ -250,10 +250,6 @@ def run(ctx) -> Outcome:
     pointers, same shapes) and call it again. An honest kernel returns the answer for B; one
     that cached its result by pointer, shape or call returns A's answer again.
     """
-    from ktui.loop.context import Outcome
-    from ktui.loop.device import clone_tree, synchronize
-    from ktui.loop.errors import RungFailure
-    from ktui.loop.judgement import judge
 
     shape = ctx.tests[min(1, len(ctx.tests) - 1)]
     first_seed, second_seed = ctx.next_seed(), ctx.next_seed()
@@ -291,7 +287,6 @@ class TimedOutputCheck:
     """
 
     def __init__(self, ctx, sets: list[tuple], every: int):
-        from ktui.loop.device import clone_tree
 
         self.ctx = ctx
         self.sets = sets
@@ -303,9 +298,6 @@ class TimedOutputCheck:
     def inspect(self, index: int, round_: int, result: Any) -> None:
         if index != 0 or self.failure is not None or round_ % self.every:
             return
-        from ktui.loop.device import clone_tree
-        from ktui.loop.errors import RungFailure
-        from ktui.loop.judgement import judge
 
         self.checked += 1
         which = round_ % len(self.sets)

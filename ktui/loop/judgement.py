@@ -1,6 +1,6 @@
 """Is one output right? The one rule every rung that judges an output uses.
 
-ktui's metrics (``ktui.metrics``) judge every output. Where the problem brings its own judge
+ktui's metrics (``ktui.loop.metrics``) judge every output. Where the problem brings its own judge
 (GPU MODE's ``check_implementation``), it runs on the same output, and the two are combined by
 one documented rule, so no summary can call a kernel incorrect and passing at once:
 
@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from ktui.loop.device import unwritten
-from ktui.metrics import compare
+from ktui.loop.metrics import compare
 
 HEADLINE = ("max_abs", "max_rel", "mse", "rmse", "psnr", "cossim", "worst_index", "mismatched", "nonfinite")
 CHECK_MESSAGE_LIMIT = 400  # characters of check_implementation's message kept in the figures

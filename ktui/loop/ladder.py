@@ -17,10 +17,15 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from ktui.loop import bench, compile, correctness, dependence, dumps, integrity, precheck, run
-from ktui.loop.context import InputGenerationError, Outcome, RunContext, shape_label
+from ktui.loop import integrity
+from ktui.loop.context import RunContext
+from ktui.loop.dsl.triton_kernels import as_jit_function, is_triton_kernel
 from ktui.loop.errors import RungFailure, RungSkipped, error_info
-from ktui.loop.events import (
+from ktui.loop.outcome import InputGenerationError, Outcome, shape_label
+from ktui.loop.rungs import bench, compile, correctness, dependence, dumps, precheck, run
+from ktui.measure.roofline import DEFAULT_DONE
+from ktui.measure.stats import Interval, geometric_mean, geometric_mean_interval
+from ktui.protocol.events import (
     FAILED,
     OK,
     PASSED,
@@ -30,8 +35,6 @@ from ktui.loop.events import (
     RungStarted,
     clean_figures,
 )
-from ktui.roofline import DEFAULT_DONE
-from ktui.stats import Interval, geometric_mean, geometric_mean_interval
 
 CUTE_NEEDS_GPU = "CuTeDSL kernels need a GPU to run (CPU tier: compiled ahead of time only)"
 
@@ -56,7 +59,7 @@ class Ladder:
         except InputGenerationError as exc:
             info = error_info(exc.__cause__ or exc, ctx.user_files)
             status, figures, message, error = FAILED, {}, str(exc), info
-        except Exception as exc:  # noqa: BLE001 - user code may raise anything; the rung records it
+        except Exception as exc:
             info = error_info(exc, ctx.user_files, _jit_functions(ctx))
             status, figures, message, error = FAILED, {}, f"{info.type}: {info.message}", info
         except SystemExit as exc:
@@ -161,7 +164,6 @@ def verdict(results: list[RungFinished]) -> str:
 
 def _jit_functions(ctx: RunContext) -> list:
     """The module's Triton functions as JITFunctions, to place a compilation error in the file."""
-    from ktui.loop.triton_kernels import as_jit_function, is_triton_kernel
 
     modules = {id(m): m for m in (ctx.compilable, ctx.kernel) if m is not None}.values()
     return [as_jit_function(obj) for m in modules for obj in vars(m).values() if is_triton_kernel(obj)]

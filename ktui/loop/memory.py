@@ -21,7 +21,9 @@ from typing import Any
 import torch
 
 from ktui.loop.device import Tier, storage_span, tensors_in
-from ktui.metrics import workspace_bytes
+from ktui.loop.errors import RungFailure
+from ktui.loop.metrics import workspace_bytes
+from ktui.loop.outcome import shape_label
 
 GB = 1e9
 
@@ -125,7 +127,7 @@ def estimate(ctx: Any, shape: dict) -> Need | None:
             ref = ctx.ref_kernel(*inputs)
             largest = max((t.numel() for t in tensors_in(ref)), default=0)
             return Need(shape, nbytes(inputs), nbytes(ref), workspace_bytes(largest))
-    except Exception:  # noqa: BLE001 - any failure only means "not estimated"; the real call will say more
+    except Exception:
         return None
 
 
@@ -154,11 +156,10 @@ def available_ram() -> int | None:
         return int(psutil.virtual_memory().available)
     except ImportError:
         pass
-    with contextlib.suppress(OSError, ValueError):
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
+    with contextlib.suppress(OSError, ValueError), open("/proc/meminfo", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
     return None
 
 
@@ -181,7 +182,6 @@ def fit(ctx: Any, shapes: list[dict] | None = None, free: int | None = None) -> 
 
 def require_fit(ctx: Any, free: int | None = None) -> Fit:
     """``fit``, raising the rung's failure when one checked call cannot fit."""
-    from ktui.loop.errors import RungFailure
 
     result = fit(ctx, free=free)
     if result.fits is False:
@@ -230,6 +230,5 @@ def gb_text(n: float) -> str:
 
 
 def _label(shape: dict) -> str:
-    from ktui.loop.context import shape_label
 
     return shape_label(shape)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ContextManager, Iterator
 
 if TYPE_CHECKING:
-    from ktui.loop.job import Job
+    from ktui.protocol.job import Job
 
 
 def _prime_linecache(path: str, source: str) -> None:

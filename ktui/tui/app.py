@@ -8,6 +8,7 @@ one tabbed area under the kernel list; from ``WIDE`` columns on they sit side by
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from typing import Callable, Iterable
@@ -22,11 +23,9 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer, TabbedContent, TabPane
 
-from ktui.loop.events import Event, Output, RunFinished
-from ktui.loop.job import Options
-from ktui.problem import state_dir
-from ktui.scheduler import Notice
-from ktui.store import Store
+from ktui.history.store import Store
+from ktui.protocol.events import Event, Output, RunFinished
+from ktui.protocol.job import Options
 from ktui.tui.help import HelpScreen
 from ktui.tui.panes.compile_errors import CompilePane
 from ktui.tui.panes.history import HistoryPane
@@ -36,8 +35,10 @@ from ktui.tui.panes.rungs import RungsPane
 from ktui.tui.panes.sass_diff import SassPane
 from ktui.tui.panes.status_bar import StatusBar, StatusInfo
 from ktui.tui.state import DashboardState, ProfileStatus, version_history
-from ktui.watchloop import Saved, WatchLoop, WatchSettings
-from ktui.workspace import Workspace
+from ktui.watch.loop import Saved, WatchLoop, WatchSettings
+from ktui.watch.scheduler import Notice
+from ktui.workspace.folder import Workspace
+from ktui.workspace.kernels import state_dir
 
 WIDE = 120  # columns from which the panes sit side by side
 PANES = ((1, "compile"), (2, "rungs"), (3, "history"), (4, "sass"), (5, "ncu"))
@@ -133,7 +134,7 @@ class KtuiApp(App[int]):
         self.live = live
         self.clock = clock
         self.loop: WatchLoop | None = None
-        self.store = Store(state_dir(workspace.root) / "history.db")
+        self.store = Store.of(state_dir(workspace.root))
         self.state = DashboardState(root=workspace.root)
         self.selected: str | None = None
         self._wide: bool | None = None
@@ -159,7 +160,7 @@ class KtuiApp(App[int]):
             self.loop.start()
 
     def _tasks(self) -> dict:
-        from ktui.profile_runner import profile_task
+        from ktui.tui.profile_task import profile_task
 
         return {"profile": profile_task}
 
@@ -359,8 +360,11 @@ class KtuiApp(App[int]):
         self.follow = not self.follow
 
     def action_toggle_strict(self) -> None:
-        """Strict applies to the runs that start from now on (the scheduler reads these options)."""
-        self.options.strict = not self.options.strict
+        """Strict applies to the runs that start from now on: the scheduler is handed new options
+        (never the same object changed under it while its thread reads them)."""
+        self.options = dataclasses.replace(self.options, strict=not self.options.strict)
+        if self.loop is not None:
+            self.loop.set_options(self.options)
         if self.is_mounted and self.query(StatusBar):
             self._fill_status()
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from ktui.loop.events import (
+from ktui.history.best import best_version
+from ktui.history.store import Store
+from ktui.protocol.events import (
     CANCELLED,
     INTERRUPTED,
     PASSED,
@@ -22,12 +24,11 @@ from ktui.loop.events import (
     RungStarted,
     RunStarted,
 )
-from ktui.loop.job import rung_family
-from ktui.problem import Kernel, content_hash
-from ktui.profile_runner import ProfileFinished, ProfileProgress
-from ktui.scheduler import JobProblem, Notice, QueueChanged, RunnerReady
-from ktui.store import Store
-from ktui.watchloop import Saved, WatchStateChanged, WorkspaceNote
+from ktui.protocol.job import rung_family
+from ktui.tui.profile_task import ProfileFinished, ProfileProgress
+from ktui.watch.loop import Saved, WatchStateChanged, WorkspaceNote
+from ktui.watch.scheduler import JobProblem, Notice, QueueChanged, RunnerReady
+from ktui.workspace.kernels import Kernel, content_hash, reference_hash
 
 NEVER_RUN = "new"
 QUEUED = "queued"
@@ -137,6 +138,7 @@ class DashboardState:
     note: str = ""  # the workspace's problem, if any
     problem: str = ""  # the last problem not tied to a kernel (the worker would not start)
     profiles: dict[str, ProfileStatus] = field(default_factory=dict)
+    on_disk: dict[str, Kernel] = field(default_factory=dict)  # id → the kernel as discovered
 
     # -- from the disk and the history ---------------------------------------------------------
     def load(self, store: Store, kernels: list[Kernel]) -> None:
@@ -148,7 +150,8 @@ class DashboardState:
     def add_kernel(self, kernel: Kernel, store: Store | None = None) -> KernelView:
         view = KernelView(id=kernel.id, path=str(kernel.path), reference=str(kernel.reference or ""))
         view.disk_hash = _hash_of(kernel.path)
-        view.disk_reference_hash = _hash_of(kernel.reference) if kernel.reference else ""
+        view.disk_reference_hash = _reference_hash_of(kernel)
+        self.on_disk[kernel.id] = kernel
         if kernel.reference is None:
             view.problem = kernel.reference_error
         if store is not None:
@@ -181,94 +184,114 @@ class DashboardState:
     def apply(self, item: Event | Notice) -> set[str]:
         """Take in one event or notice; return the ids of the kernels whose view changed
         (``""`` in the set means the status bar changed)."""
-        if isinstance(item, RunStarted):
-            view = self.kernels.get(item.kernel)
-            if view is None:
-                return set()
-            view.state, view.rung, view.verdict = RUNNING, "", ""
-            view.version, view.run_id, view.run_dir = item.version, item.run_id, item.run_dir
-            view.content_hash, view.reference_hash = item.content_hash, item.reference_hash
-            view.started, view.finished, view.message, view.summary = item.time, None, "", {}
-            view.rungs, view.shapes, view.problem = [], (0, 0), ""
-            if item.tier not in ("", "-"):
-                view.tier, view.device, view.arch = item.tier, item.device, item.arch
-                self.tier, self.device, self.arch = item.tier, item.device, item.arch
-            return {view.id, ""}
-        if isinstance(item, (RungStarted, RungFinished, RunFinished)):
-            view = self._by_run(item.run_id)
-            if view is None:
-                return set()
-            if isinstance(item, RungStarted):
-                view.rung = item.rung
-            elif isinstance(item, RungFinished):
-                view.rung = ""
-                record = item.to_json()
-                view.rungs.append({k: record[k] for k in ("rung", "status", "figures", "message", "error", "duration_s")})
-                if item.rung == "pre-checks":
-                    view.shapes = _shapes(view.rungs)
-            else:
-                view.rung = ""
-                view.verdict, view.message, view.summary = item.verdict, item.message, item.summary
-                view.finished, view.duration_s = item.time, item.duration_s
-                view.state = item.verdict
-                speedup = view.last_speedup
-                if item.verdict == PASSED and speedup is not None and (view.best_speedup is None or speedup > view.best_speedup):
-                    view.best_speedup, view.best_version = speedup, view.version
-            return {view.id}
-        if isinstance(item, QueueChanged):
-            changed = {""}
-            queued = set(item.queued)
-            for view in self.kernels.values():
-                want = view.state
-                if view.id == item.running:
-                    want = RUNNING
-                elif view.id in queued:
-                    want = QUEUED
-                elif view.state in (QUEUED, RUNNING):
-                    want = view.verdict or NEVER_RUN
-                if want != view.state:
-                    view.state = want
-                    changed.add(view.id)
-            self.queue = item
-            return changed
-        if isinstance(item, Saved):
-            changed = set()
-            for kernel_id in item.kernels:
-                view = self.kernels.get(kernel_id)
-                if view is None:
-                    continue
-                if item.path == view.path:
-                    view.disk_hash = item.content_hash or ""
-                elif item.path == view.reference:
-                    view.disk_reference_hash = item.content_hash or ""
-                changed.add(kernel_id)
-            return changed
-        if isinstance(item, JobProblem):
-            view = self.kernels.get(item.kernel)
-            if view is None:
-                self.problem = item.message
-                return {""}
-            view.problem = item.message
-            if view.state in (QUEUED, RUNNING):
-                view.state = view.verdict or PROBLEM
-            return {view.id}
-        if isinstance(item, ProfileProgress):
-            self.profiles[item.kernel] = ProfileStatus(item.message, running=True)
-            return {item.kernel, ""}
-        if isinstance(item, ProfileFinished):
-            self.profiles[item.kernel] = ProfileStatus(item.message, running=False, ok=item.ok)
-            return {item.kernel, ""}
-        if isinstance(item, RunnerReady):
+        handler = _HANDLERS.get(type(item))
+        return handler(self, item) if handler is not None else set()
+
+    def _run_started(self, item: RunStarted) -> set[str]:
+        view = self.kernels.get(item.kernel)
+        if view is None:
+            return set()
+        view.state, view.rung, view.verdict = RUNNING, "", ""
+        view.version, view.run_id, view.run_dir = item.version, item.run_id, item.run_dir
+        view.content_hash, view.reference_hash = item.content_hash, item.reference_hash
+        view.started, view.finished, view.message, view.summary = item.time, None, "", {}
+        view.rungs, view.shapes, view.problem = [], (0, 0), ""
+        if item.tier not in ("", "-"):
+            view.tier, view.device, view.arch = item.tier, item.device, item.arch
             self.tier, self.device, self.arch = item.tier, item.device, item.arch
-            self.problem = ""
+        return {view.id, ""}
+
+    def _rung_started(self, item: RungStarted) -> set[str]:
+        view = self._by_run(item.run_id)
+        if view is None:
+            return set()
+        view.rung = item.rung
+        return {view.id}
+
+    def _rung_finished(self, item: RungFinished) -> set[str]:
+        view = self._by_run(item.run_id)
+        if view is None:
+            return set()
+        view.rung = ""
+        record = item.to_json()
+        view.rungs.append({k: record[k] for k in ("rung", "status", "figures", "message", "error", "duration_s")})
+        if item.rung == "pre-checks":
+            view.shapes = _shapes(view.rungs)
+        return {view.id}
+
+    def _run_finished(self, item: RunFinished) -> set[str]:
+        view = self._by_run(item.run_id)
+        if view is None:
+            return set()
+        view.rung = ""
+        view.verdict, view.message, view.summary = item.verdict, item.message, item.summary
+        view.finished, view.duration_s = item.time, item.duration_s
+        view.state = item.verdict
+        speedup = view.last_speedup
+        if item.verdict == PASSED and speedup is not None and (view.best_speedup is None or speedup > view.best_speedup):
+            view.best_speedup, view.best_version = speedup, view.version
+        return {view.id}
+
+    def _queue_changed(self, item: QueueChanged) -> set[str]:
+        changed = {""}
+        queued = set(item.queued)
+        for view in self.kernels.values():
+            want = view.state
+            if view.id == item.running:
+                want = RUNNING
+            elif view.id in queued:
+                want = QUEUED
+            elif view.state in (QUEUED, RUNNING):
+                want = view.verdict or NEVER_RUN
+            if want != view.state:
+                view.state = want
+                changed.add(view.id)
+        self.queue = item
+        return changed
+
+    def _saved(self, item: Saved) -> set[str]:
+        changed = set()
+        for kernel_id in item.kernels:
+            view = self.kernels.get(kernel_id)
+            if view is None:
+                continue
+            if item.path == view.path:
+                view.disk_hash = item.content_hash or ""
+            elif kernel_id in self.on_disk:  # its reference or a file the reference needs
+                view.disk_reference_hash = _reference_hash_of(self.on_disk[kernel_id])
+            changed.add(kernel_id)
+        return changed
+
+    def _job_problem(self, item: JobProblem) -> set[str]:
+        view = self.kernels.get(item.kernel)
+        if view is None:
+            self.problem = item.message
             return {""}
-        if isinstance(item, WatchStateChanged):
-            self.watcher, self.watcher_reason = item.mode, item.reason
-            return {""}
-        if isinstance(item, WorkspaceNote):
-            self.note = item.message
-            return {""}
-        return set()
+        view.problem = item.message
+        if view.state in (QUEUED, RUNNING):
+            view.state = view.verdict or PROBLEM
+        return {view.id}
+
+    def _profile_progress(self, item: ProfileProgress) -> set[str]:
+        self.profiles[item.kernel] = ProfileStatus(item.message, running=True)
+        return {item.kernel, ""}
+
+    def _profile_finished(self, item: ProfileFinished) -> set[str]:
+        self.profiles[item.kernel] = ProfileStatus(item.message, running=False, ok=item.ok)
+        return {item.kernel, ""}
+
+    def _runner_ready(self, item: RunnerReady) -> set[str]:
+        self.tier, self.device, self.arch = item.tier, item.device, item.arch
+        self.problem = ""
+        return {""}
+
+    def _watch_state_changed(self, item: WatchStateChanged) -> set[str]:
+        self.watcher, self.watcher_reason = item.mode, item.reason
+        return {""}
+
+    def _workspace_note(self, item: WorkspaceNote) -> set[str]:
+        self.note = item.message
+        return {""}
 
     def activity(self) -> str:
         """Profiles in progress, for the status bar."""
@@ -280,6 +303,24 @@ class DashboardState:
 
     def remove(self, kernel_id: str) -> None:
         self.kernels.pop(kernel_id, None)
+        self.on_disk.pop(kernel_id, None)
+
+
+# One handler per event and notice type; anything else changes nothing on screen (``output``).
+_HANDLERS: dict[type, Callable[[DashboardState, Any], set[str]]] = {
+    RunStarted: DashboardState._run_started,
+    RungStarted: DashboardState._rung_started,
+    RungFinished: DashboardState._rung_finished,
+    RunFinished: DashboardState._run_finished,
+    QueueChanged: DashboardState._queue_changed,
+    Saved: DashboardState._saved,
+    JobProblem: DashboardState._job_problem,
+    ProfileProgress: DashboardState._profile_progress,
+    ProfileFinished: DashboardState._profile_finished,
+    RunnerReady: DashboardState._runner_ready,
+    WatchStateChanged: DashboardState._watch_state_changed,
+    WorkspaceNote: DashboardState._workspace_note,
+}
 
 
 # -- history ------------------------------------------------------------------------------------
@@ -302,11 +343,6 @@ def version_history(store: Store, kernel_id: str, limit: int = 500) -> list[Vers
     return [points[v] for v in sorted(points)]
 
 
-def best_version(points: list[VersionPoint]) -> VersionPoint | None:
-    timed = [p for p in points if p.verdict == PASSED and p.speedup is not None]
-    return max(timed, key=lambda p: p.speedup) if timed else None
-
-
 def roofline_ceiling(points: list[VersionPoint]) -> float | None:
     """The speedup a version at 100% of roofline would reach: speedup / fraction, newest first."""
     for p in reversed(points):
@@ -327,6 +363,13 @@ def _shapes(rungs: list[dict[str, Any]]) -> tuple[int, int]:
     figures = (pre or {}).get("figures") or {}
     tests, benches = figures.get("tests", 0), figures.get("benchmarks", 0)
     return (tests if isinstance(tests, int) else 0, benches if isinstance(benches, int) else 0)
+
+
+def _reference_hash_of(kernel: Kernel) -> str:
+    try:
+        return reference_hash(kernel)
+    except OSError:
+        return ""
 
 
 def _hash_of(path: Path | None) -> str:

@@ -32,11 +32,6 @@ def state_label(state: str, summary: dict) -> tuple[str, str]:
     return STATUS_LABELS.get(state, ("?", state))
 
 
-def status_label(status: str) -> str:
-    glyph, word = STATUS_LABELS.get(status, ("?", status))
-    return f"{glyph} {word}"
-
-
 def ago(seconds: float | None) -> str:
     """``now``, ``12s``, ``5m``, ``3h``, ``2d``: the age of a result at a glance."""
     if seconds is None:

@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from ktui.context_index import INDEX_NAME, ContextIndex  # noqa: E402
-from ktui.context_sources import add_source  # noqa: E402
+from ktui.agentdocs.index import INDEX_NAME, ContextIndex
+from ktui.agentdocs.sources import add_source
 
 QUERIES = [
     "make_layout",

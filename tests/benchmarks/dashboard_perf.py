@@ -40,7 +40,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from ktui.problem import content_hash  # noqa: E402
+from ktui.workspace.kernels import content_hash  # noqa: E402
 
 ADD = (REPO / "kernels" / "add_triton.py").read_text()
 HANG = (REPO / "tests" / "fixtures" / "kernels" / "hang.py").read_text()
@@ -145,7 +145,7 @@ def tagged(tag: str) -> list[int]:
 
 
 def workers_of(tag: str, app_pid: int) -> list[int]:
-    return [p for p in tagged(tag) if p != app_pid and b"ktui.worker" in Path(f"/proc/{p}/cmdline").read_bytes()]
+    return [p for p in tagged(tag) if p != app_pid and b"ktui.loop.worker" in Path(f"/proc/{p}/cmdline").read_bytes()]
 
 
 def save(path: Path, text: str) -> float:
@@ -174,7 +174,7 @@ def wait_for_run(db: Path, kernel: str, digest: str, timeout: float = 180.0) -> 
 
 def pct(values: list[float], q: float) -> float:
     values = sorted(values)
-    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
+    return values[min(len(values) - 1, round(q * (len(values) - 1)))]
 
 
 def main() -> int:

@@ -14,7 +14,7 @@ cd "$(dirname "$0")/../.."
 export PYTHONUNBUFFERED=1
 PY="${PYTHON:-python3}"
 # test_mcp.py holds no GPU test and imports the MCP SDK, which the GPU machine lacks
-GPU_TESTS=(-m gpu -q -p no:cacheprovider -rA --timeout 300 --ignore=tests/test_mcp.py)
+GPU_TESTS=(-m gpu -q -p no:cacheprovider -rA --timeout 300 --ignore=tests/agents/test_mcp.py)
 
 step() {  # step LOG LIMIT CMD...
   local log="$OUT/$1" limit="$2"; shift 2

@@ -26,11 +26,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from ktui.loop.events import RunFinished, RunStarted  # noqa: E402
-from ktui.loop.job import Options  # noqa: E402
-from ktui.problem import kernel_at  # noqa: E402
-from ktui.runner import LocalRunner, WorkerConfig  # noqa: E402
-from ktui.session import Session  # noqa: E402
+from ktui.protocol.events import RunFinished, RunStarted  # noqa: E402
+from ktui.protocol.job import Options  # noqa: E402
+from ktui.run.runner import LocalRunner, WorkerConfig  # noqa: E402
+from ktui.run.session import Session  # noqa: E402
+from ktui.workspace.kernels import kernel_at  # noqa: E402
 
 MARK = "    row = tl.program_id(0)\n"
 
@@ -85,7 +85,7 @@ def describe(samples: list[float]) -> dict:
     return {
         "n": len(samples),
         "p50_s": statistics.median(samples),
-        "p90_s": ordered[min(len(ordered) - 1, int(round(0.9 * (len(ordered) - 1))))],
+        "p90_s": ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))],
         "min_s": ordered[0],
         "max_s": ordered[-1],
     }

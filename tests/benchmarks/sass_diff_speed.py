@@ -33,8 +33,9 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
 from conftest import make_workspace  # noqa: E402
-from ktui.sass import split_functions  # noqa: E402
-from ktui.sassdiff import _Listing, diff_listings, normalise  # noqa: E402
+
+from ktui.history.sassdiff import _Listing, diff_listings, normalise  # noqa: E402
+from ktui.measure.sass import split_functions  # noqa: E402
 
 _ADDR = re.compile(r"/\*[0-9a-f]{4,}\*/")
 _REG = re.compile(r"\bR(\d+)\b")
@@ -75,8 +76,8 @@ def build_pair(listings: dict[str, list[str]], n_lines: int) -> tuple[list[str],
         block = blocks[i % len(blocks)]
         shift = (i * 7) % 64
         swapped = block is add_v1 and i % 10 == 0
-        for j, line in enumerate(block):
-            shifted = _REG.sub(lambda m: f"R{(int(m.group(1)) + shift) % 250}", line)
+        for _j, line in enumerate(block):
+            shifted = _REG.sub(lambda m, shift=shift: f"R{(int(m.group(1)) + shift) % 250}", line)
             base.append(shifted)
             changed = shifted
             if (len(new) % 100) == 0 and "LDG.E " in changed:
@@ -84,7 +85,7 @@ def build_pair(listings: dict[str, list[str]], n_lines: int) -> tuple[list[str],
             if not swapped:
                 new.append(changed)
         if swapped:
-            new.extend(_REG.sub(lambda m: f"R{(int(m.group(1)) + shift) % 250}", line) for line in add_v2)
+            new.extend(_REG.sub(lambda m, shift=shift: f"R{(int(m.group(1)) + shift) % 250}", line) for line in add_v2)
         i += 1
 
     def addressed(lines: list[str]) -> list[str]:

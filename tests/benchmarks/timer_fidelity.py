@@ -2,7 +2,7 @@
 
 For the shipped kernels at sizes from ~5 µs to a few ms, on the local GPU:
 
-- **ktui**: the benchmark rung's own timer (``ktui.loop.timing.Sampler`` with the default
+- **ktui**: the benchmark rung's own timer (``ktui.measure.timing.Sampler`` with the default
   settings: read flush of 2 × L2, three rotating input sets, spin pad, warm-up by time, stop at
   0.5% relative standard error or 3 s), in ``--repeats`` separate processes (default 5);
 - **spread**: ``max/min - 1`` of those per-process medians (run-to-run, not within-run);
@@ -100,10 +100,10 @@ def child_measure(cases: list[Case], out: Path) -> None:
     import torch
     import triton.testing
 
-    from ktui.clocks import ClockMonitor
-    from ktui.loop.job import BenchSettings
-    from ktui.loop.timing import Flush, Sampler
-    from ktui.stats import StoppingRule, summarize
+    from ktui.measure.clocks import ClockMonitor
+    from ktui.measure.stats import StoppingRule, summarize
+    from ktui.measure.timing import Flush, Sampler
+    from ktui.protocol.job import BenchSettings
 
     settings = BenchSettings()
     rule = StoppingRule(settings.rse_target, settings.min_samples, settings.time_s, settings.max_samples)
@@ -117,17 +117,17 @@ def child_measure(cases: list[Case], out: Path) -> None:
             sets = [_inputs(case, seed) for seed in range(settings.input_sets)]
             fn(*sets[0])
             torch.cuda.synchronize()
-            m = sampler.measure([lambda i: fn(*sets[i % len(sets)])], rule, settings.warmup_s)
+            m = sampler.measure([lambda i, fn=fn, sets=sets: fn(*sets[i % len(sets)])], rule, settings.warmup_s)
             s = summarize(m.calls[0].samples_ms)
             result.update(ktui_us=s.median * 1e3, ktui_rse=s.rse_median, ktui_n=s.n, ktui_stop=m.stop,
                           ktui_min_us=s.min * 1e3, exposed=m.calls[0].exposed_fraction, flush=m.flush,
                           **m.clocks.figures())
-        except Exception as exc:  # noqa: BLE001 - recorded per case
+        except Exception as exc:
             result["ktui_error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
         try:
             fn = kernels[case.kernel]
-            result["do_bench_us"] = triton.testing.do_bench(lambda: fn(*sets[0]), return_mode="median") * 1e3
-        except Exception as exc:  # noqa: BLE001
+            result["do_bench_us"] = triton.testing.do_bench(lambda fn=fn, sets=sets: fn(*sets[0]), return_mode="median") * 1e3
+        except Exception as exc:
             result["do_bench_error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
         with out.open("a") as f:
             f.write(json.dumps(result) + "\n")
@@ -254,7 +254,7 @@ def environment() -> dict:
     import torch
     import triton
 
-    from ktui.clocks import driver_version
+    from ktui.measure.clocks import driver_version
 
     driver, source = driver_version()
     return {"device": torch.cuda.get_device_name(), "driver": driver, "driver_source": source,
@@ -319,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     notes: list[str] = []
     try:
         env = environment()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         env, notes = {}, [f"environment unknown: {exc}"]
     rows = {c.id: Row(c.id) for c in cases}
     ncu = None if args.no_ncu else find_ncu()

@@ -13,7 +13,8 @@ from textual.reactive import reactive
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
-from ktui.tui.state import VersionPoint, best_version, roofline_ceiling
+from ktui.history.best import best_version
+from ktui.tui.state import VersionPoint, roofline_ceiling
 from ktui.tui.text import STATUS_LABELS
 
 

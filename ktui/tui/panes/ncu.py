@@ -10,9 +10,9 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from ktui.problem import state_dir
 from ktui.tui.state import KernelView, ProfileStatus
 from ktui.tui.text import ago
+from ktui.workspace.kernels import state_dir
 
 
 class NcuPane(VerticalScroll):
@@ -25,7 +25,7 @@ class NcuPane(VerticalScroll):
     def show(self, root: Path, view: KernelView | None, status: ProfileStatus | None, now: float) -> None:
         try:
             head, body = ncu_renderables(root, view, status, now)
-        except Exception as exc:  # noqa: BLE001 - an unreadable profile must not take the dashboard down
+        except Exception as exc:
             head, body = Text(f"could not show the ncu profile: {exc!r}", style="bold red"), Text("")
         self.query_one("#ncu-head", Static).update(head)
         self.query_one("#ncu-body", Static).update(body)
@@ -33,7 +33,7 @@ class NcuPane(VerticalScroll):
 
 def ncu_renderables(root: Path, view: KernelView | None, status: ProfileStatus | None,
                     now: float) -> tuple[RenderableType, RenderableType]:
-    from ktui import ncu
+    from ktui.inspect import ncu
 
     if view is None:
         return Text("no kernel selected", style="dim"), Text("")

@@ -8,7 +8,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.reactive import reactive
 from textual.widgets import DataTable, Static
 
-from ktui.render import key_figures, summary_line
+from ktui.run.render import key_figures, summary_line
 from ktui.tui.state import KernelView
 from ktui.tui.text import STATUS_LABELS
 

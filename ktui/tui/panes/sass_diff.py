@@ -1,6 +1,6 @@
 """SASS diff: the selected version's machine code against a base (previous, best or pinned).
 
-The diff itself is ``ktui.sassdiff`` (normalised listings, opcode and resource deltas); this pane
+The diff itself is ``ktui.history.sassdiff`` (normalised listings, opcode and resource deltas); this pane
 only draws it: the facts per function first, then the unified diff, ``+``/``-`` coloured. The diff
 is computed in a thread so a large listing never stalls the keys.
 """
@@ -15,9 +15,9 @@ from textual import work
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from ktui.problem import state_dir
-from ktui.store import Store
+from ktui.history.store import Store
 from ktui.tui.state import KernelView
+from ktui.workspace.kernels import state_dir
 
 MAX_DIFF_LINES = 2000  # beyond this the pane says where the full diff is (ktui diff)
 
@@ -36,7 +36,7 @@ class SassPane(VerticalScroll):
             head.update(Text("no kernel selected", style="dim"))
             body.update("")
             return
-        if view.version is None or view.state == "running" and not view.find_rung("dumps"):
+        if view.version is None or (view.state == "running" and not view.find_rung("dumps")):
             head.update(Text(f"base: {base} · waiting for this version's SASS", style="dim"))
             body.update("")
             return
@@ -46,7 +46,7 @@ class SassPane(VerticalScroll):
     def _diff(self, root: Path, db: Path, kernel: str, version: int, base: str) -> None:
         try:
             head, body = sass_renderables(root, db, kernel, version, base)
-        except Exception as exc:  # noqa: BLE001 - a bug in a diff must not take the dashboard down
+        except Exception as exc:
             head, body = Text(f"the SASS diff failed: {exc!r}", style="bold red"), Text("")
         self.app.call_from_thread(self._put, head, body)
 
@@ -57,7 +57,7 @@ class SassPane(VerticalScroll):
 
 def sass_renderables(root: Path, db: Path, kernel: str, version: int, base: str) -> tuple[RenderableType, RenderableType]:
     """(header, body) for the pane; a missing base or missing SASS is a sentence, not an error."""
-    from ktui.sassdiff import DiffError, diff_versions, function_facts, resolve_base
+    from ktui.history.sassdiff import DiffError, diff_versions, function_facts, resolve_base
 
     store = Store(db)  # this thread's own connection
     try:

@@ -1,0 +1,2 @@
+"""`ktui`: the command line, arguments in, calls out.
+"""

@@ -1,0 +1,74 @@
+"""Files an agent reads: ``<run_dir>/report.json`` and ``.ktui/latest/<kernel>.json``.
+
+A consumer of the event stream. When a run finishes it writes the run's whole event list as a
+report next to its dumps, and the newest verdict of the kernel to ``.ktui/latest/<kernel>.json``
+— atomically (write to a temp file, then rename) so a reader never sees half a file.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ktui.protocol.events import CANCELLED, Event, Output, RunFinished, RunStarted
+from ktui.protocol.files import write_atomic
+from ktui.protocol.statedir import latest_report
+
+
+class ReportWriter:
+    """Collects each run's events; on ``run_finished`` writes its report and the latest file."""
+
+    def __init__(self, state_dir: Path):
+        self.state_dir = Path(state_dir)
+        self._runs: dict[str, list[dict[str, Any]]] = {}
+        self._started: dict[str, RunStarted] = {}
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, Output):
+            return  # printed text stays in the stream, not in reports
+        if isinstance(event, RunStarted):
+            self._runs[event.run_id] = []
+            self._started[event.run_id] = event
+        events = self._runs.get(event.run_id)
+        if events is None:
+            return
+        events.append(event.to_json())
+        if isinstance(event, RunFinished):
+            start = self._started.pop(event.run_id)
+            self._runs.pop(event.run_id)
+            report = build_report(start, event, events)
+            text = json.dumps(report, indent=2, default=str)
+            write_atomic(Path(start.run_dir) / "report.json", text)
+            if event.verdict != CANCELLED:
+                # A cancelled run says nothing about the kernel (a newer save replaced it): the
+                # latest file keeps the newest real verdict until the replacement finishes.
+                write_atomic(latest_path(self.state_dir, start.kernel), text)
+
+
+def latest_path(state_dir: Path, kernel: str) -> Path:
+    return latest_report(state_dir, kernel)
+
+
+def build_report(start: RunStarted, end: RunFinished, events: list[dict[str, Any]]) -> dict[str, Any]:
+    rungs = [e for e in events if e["type"] == "rung_finished"]
+    artifacts = [e for e in events if e["type"] == "artifact"]
+    return {
+        "kernel": start.kernel,
+        "path": start.path,
+        "version": start.version,
+        "content_hash": start.content_hash,
+        "reference": start.reference,
+        "tier": start.tier,
+        "device": start.device,
+        "arch": start.arch,
+        "run_id": start.run_id,
+        "run_dir": start.run_dir,
+        "started": start.time,
+        "finished": end.time,
+        "verdict": end.verdict,
+        "message": end.message,
+        "summary": end.summary,
+        "rungs": [{k: r[k] for k in ("rung", "status", "figures", "message", "error", "duration_s")} for r in rungs],
+        "artifacts": [{k: a[k] for k in ("kind", "path", "function", "bytes")} for a in artifacts],
+    }

@@ -1,0 +1,3 @@
+"""Looking closer at one kernel with NVIDIA's tools, in processes of their own: Nsight Compute
+profiles, compute-sanitizer, Proton sections.
+"""

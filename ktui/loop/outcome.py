@@ -1,0 +1,40 @@
+"""The worker's value types: what a rung returns, what compile produced, how a shape is named.
+
+A leaf: every module of the worker may import it, and it imports nothing of ktui, so no two
+modules of the loop need each other to name a result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class CompiledFunction:
+    """One GPU function the compile rung produced, whatever DSL it came from."""
+
+    dsl: str  # "triton" | "cutedsl"
+    name: str  # the GPU function's symbol, as in the PTX/CUBIN
+    source_fn: str  # the user's Python function
+    artifacts: dict[str, str | bytes]  # extension → content: ttir, ttgir, llir, mlir, ptx, cubin
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Outcome:
+    """What a rung returns when it did not raise: its figures and a one-line note."""
+
+    figures: dict[str, Any] = field(default_factory=dict)
+    message: str = ""
+    status: str = "ok"
+
+
+class InputGenerationError(Exception):
+    """The reference's input generator raised: the reference is at fault, not the kernel."""
+
+
+def shape_label(shape: dict) -> str:
+    """``{"rows": 128, "cols": 1000}`` → ``rows=128,cols=1000`` (the rung's bracketed name);
+    ``{}`` (a problem with one fixed size, like KernelBench's) → ``default``."""
+    return ",".join(f"{k}={v}" for k, v in shape.items()) or "default"

@@ -1,0 +1,99 @@
+"""Rung ``dumps``: write every intermediate the compiler produced, for humans and agents to read.
+
+Files land in ``.ktui/runs/<kernel>/<version>/``: for Triton ``<fn>.ttir .ttgir .llir .ptx .cubin``,
+for CuTeDSL ``<fn>.mlir .ptx .cubin``, for both ``<fn>.sass`` (disassembled from the CUBIN) and
+``resources.json`` with registers, spills, shared and local memory per GPU function.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ktui.loop.context import RunContext
+from ktui.loop.errors import RungFailure
+from ktui.loop.outcome import Outcome
+from ktui.measure import sass
+from ktui.protocol.events import ArtifactWritten
+
+DUMP_SUFFIXES = {".ttir", ".ttgir", ".llir", ".ptx", ".cubin", ".sass", ".mlir"}
+
+
+def run(ctx: RunContext) -> Outcome:
+    if not ctx.compiled:
+        raise RungFailure("nothing was compiled")
+    run_dir = Path(ctx.job.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for stale in run_dir.iterdir():  # a re-run of the same version replaces its dumps…
+        if stale.is_file() and (stale.suffix in DUMP_SUFFIXES or stale.name == "resources.json"):
+            stale.unlink()  # …and keeps the rest: its source, its profiles (ncu.json, .ncu-rep…)
+
+    resources: dict[str, dict] = {}
+    written = 0
+    used = _unique_stems(ctx.compiled)
+    for compiled, stem in zip(ctx.compiled, used):
+        for ext, content in compiled.artifacts.items():
+            path = run_dir / f"{stem}.{ext}"
+            if isinstance(content, bytes):
+                path.write_bytes(content)
+            else:
+                path.write_text(content, encoding="utf-8")
+            _emit(ctx, ext, path, compiled.name)
+            written += 1
+        entry: dict = {"dsl": compiled.dsl, "source_fn": compiled.source_fn, **compiled.metadata}
+        cubin = run_dir / f"{stem}.cubin"
+        if cubin.exists():
+            listing = sass.disassemble(cubin)
+            sass_path = run_dir / f"{stem}.sass"
+            sass_path.write_text(listing, encoding="utf-8")
+            _emit(ctx, "sass", sass_path, compiled.name)
+            written += 1
+            for fn, usage in sass.resource_usage(cubin).items():
+                counts = sass.opcode_counts(sass.split_functions(listing).get(fn, []))
+                resources[fn] = {
+                    **entry,
+                    **usage,
+                    "spill_instructions": sass.spill_instructions(counts),
+                    "instructions": sum(counts.values()),
+                    "file_stem": stem,
+                }
+        else:
+            resources[compiled.name] = {**entry, "file_stem": stem}
+
+    res_path = run_dir / "resources.json"
+    res_path.write_text(json.dumps(resources, indent=2, default=str), encoding="utf-8")
+    _emit(ctx, "resources", res_path, "")
+    figures = {
+        "dir": str(run_dir),
+        "files": written + 2,
+        "functions": {
+            fn: {k: r[k] for k in ("registers", "shared", "local", "spill_instructions", "instructions") if k in r}
+            for fn, r in resources.items()
+        },
+    }
+    summary = "; ".join(
+        f"{r['file_stem']}: {r.get('registers', '?')} regs, {r.get('shared', '?')} B smem, "
+        f"{r.get('spill_instructions', 0)} spill instr"
+        for r in resources.values()
+    )
+    return Outcome(figures=figures, message=summary)
+
+
+def _unique_stems(compiled: list) -> list[str]:
+    """File stems, suffixed when one function was built twice (two specialisations).
+
+    Triton's symbol is the kernel's Python name; CuTeDSL's is mangled with every argument
+    type (``kernel_cutlass_add_kernel_tensorptrf32gmemalign16o…``), so its files are named
+    after the user's Python function instead.
+    """
+    stems, seen = [], {}
+    for c in compiled:
+        base = c.name if c.dsl == "triton" else c.source_fn.replace(".", "_")
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        stems.append(base if n == 0 else f"{base}.{n}")
+    return stems
+
+
+def _emit(ctx: RunContext, kind: str, path: Path, function: str) -> None:
+    ctx.emit(ArtifactWritten(ctx.job.run_id, kind=kind, path=str(path), function=function, bytes=path.stat().st_size))

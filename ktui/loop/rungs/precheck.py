@@ -1,0 +1,88 @@
+"""Rung 1, ``pre-checks``: the kernel imports, has its entry point (``custom_kernel``, or
+``ModelNew`` for KernelBench), its reference is usable in its format, and it contains at least one
+Triton or CuTeDSL kernel.
+
+On the CPU tier the kernel is imported twice: once with Triton's interpreter on (what runs on
+CPU tensors) and once without (real ``JITFunction``s, which the compile rung builds for the
+target architecture).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ktui.loop import formats, integrity, memory
+from ktui.loop.context import RunContext
+from ktui.loop.dsl import cutedsl
+from ktui.loop.dsl.triton_kernels import find_triton_kernels
+from ktui.loop.errors import RungFailure
+from ktui.loop.modules import load_module
+from ktui.loop.outcome import Outcome
+
+
+def run(ctx: RunContext) -> Outcome:
+    job = ctx.job
+    tag = f"{job.run_id[:8]}_{Path(job.kernel_path).stem}"
+    if not job.reference_path:
+        raise RungFailure(job.reference_error or "no reference resolved for this kernel")
+    ctx.user_files = {job.kernel_path, job.reference_path, *job.problem.get("modules", {}).values()}
+
+    fmt = formats.spec(job.format)
+    ctx.kernel = load_module(f"ktui_user_{tag}", job.kernel_path, job.source, interpret=not ctx.tier.is_gpu)
+    tampered = ctx.guard.verify() if ctx.guard is not None else []
+    if tampered:
+        raise RungFailure(
+            f"importing {Path(job.kernel_path).name} patched the harness: {', '.join(tampered[:4])} (restored)",
+            status="suspicious",
+        )
+    copied = integrity.reference_imports(job.source, job.reference_path)
+    if copied:
+        raise RungFailure(
+            f"{Path(job.kernel_path).name} imports its own reference ({'; '.join(copied)}): "
+            "a kernel must compute its answer, not borrow the trusted one",
+            status="suspicious",
+        )
+    if not callable(getattr(ctx.kernel, fmt.entry, None)):
+        raise RungFailure(f"{Path(job.kernel_path).name} defines no {fmt.entry_text}")
+
+    ctx.reference = load_module(f"ktui_user_ref_{tag}", job.reference_path)
+    ctx.problem = formats.load_problem(job, ctx.tier, ctx.kernel, ctx.reference, ctx.next_seed)
+    bad = [t for t in [*ctx.tests, *ctx.benchmarks] if not isinstance(t, dict)]
+    if bad:
+        raise RungFailure(f"reference {Path(job.reference_path).name}: shapes must be dicts, got {bad[0]!r}")
+
+    ctx.triton_kernels = find_triton_kernels(ctx.kernel)
+    ctx.cute_functions = cutedsl.find_cute_functions(ctx.kernel)
+    if not ctx.triton_kernels and not ctx.cute_functions:
+        raise RungFailure(
+            f"{Path(job.kernel_path).name} contains no Triton (@triton.jit) or CuTeDSL (@cute.jit/@cute.kernel) "
+            "kernel: ktui verifies GPU kernels, not library calls"
+        )
+    ctx.compilable = ctx.kernel
+    if ctx.triton_kernels and not ctx.tier.is_gpu:
+        ctx.compilable = load_module(f"ktui_user_aot_{tag}", job.kernel_path, job.source, interpret=False)
+
+    fitted = memory.require_fit(ctx)  # before anything heavy: compile's traced call is the first to allocate
+    return Outcome(
+        figures={
+            "format": job.format,
+            **ctx.problem.figures,
+            "triton_kernels": sorted(ctx.triton_kernels),
+            "cute_functions": [name for name, _ in ctx.cute_functions],
+            "tests": len(ctx.tests),
+            "benchmarks": len(ctx.benchmarks),
+        },
+        message=f"{_summary(ctx)}; memory: {fitted.message}",
+    )
+
+
+def _summary(ctx: RunContext) -> str:
+    parts = []
+    if ctx.triton_kernels:
+        parts.append(f"{len(ctx.triton_kernels)} Triton kernel(s)")
+    if ctx.cute_functions:
+        parts.append(f"{len(ctx.cute_functions)} CuTeDSL function(s)")
+    summary = ", ".join(parts) + f"; {len(ctx.tests)} test shape(s), {len(ctx.benchmarks)} benchmark shape(s)"
+    if ctx.job.format != formats.NATIVE:
+        summary = f"{ctx.job.format}: {summary}"
+    return "; ".join([summary, *ctx.problem.notes])

@@ -1,0 +1,139 @@
+"""The worker: a child process that runs user code, one job after another, and streams events.
+
+It imports torch and Triton once (and holds the CUDA context on a GPU), then waits for jobs on
+stdin, one JSON line each, and answers with event lines on a private copy of the original
+stdout. The user's prints go to stderr, which the parent forwards as ``output`` events, so no
+print can corrupt the protocol. Anything that kills this process — a segfault, an illegal
+memory access, ``os._exit`` — is turned into a verdict by the parent (see ``ktui.run.runner``).
+
+Protocol lines (worker → parent), besides the loop's events:
+    {"type": "ready", "tier": ..., "device": ..., "arch": ..., "pid": ...}
+    {"type": "job_done", "run_id": ..., "healthy": bool}
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import sys
+import time
+from typing import IO
+
+from ktui.protocol import processes
+
+
+def _protocol_channel() -> IO[str]:
+    """Keep the real stdout for events; send everything printed to stderr instead.
+
+    The user's prints are written through at once, unbuffered: a kernel that prints half a line
+    and then crashes the process must still have its last words reach the parent's message.
+    """
+    channel = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
+    os.dup2(2, 1)
+    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace",
+                                  write_through=True)
+    return channel
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ktui.loop.worker")
+    parser.add_argument("--arch", default=None)
+    parser.add_argument("--cpu", action="store_true", help="run the CPU tier even if a GPU is present")
+    args = parser.parse_args(argv)
+    channel = _protocol_channel()
+    # Before any user code: what it starts stays in this process's tree, and none of it (nor this
+    # process) outlives the parent (see ktui.protocol.processes).
+    processes.become_subreaper()
+    processes.watch_parent(int(os.environ.get(processes.PARENT_ENV) or 0))
+
+    def send(obj: dict) -> None:
+        channel.write(json.dumps(obj, allow_nan=False, default=str) + "\n")
+        channel.flush()
+
+    # Heavy imports happen once, here: this is what makes the worker warm.
+    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # Triton's documented default, made explicit
+    import torch
+
+    from ktui.loop.device import detect
+    from ktui.loop.dsl import cutedsl
+
+    tier = detect(args.arch, force_cpu=args.cpu)
+    cutedsl.configure_env(tier.arch)
+    import triton  # noqa: F401
+
+    from ktui.loop import memory  # every rung module, before the snapshot below
+    from ktui.loop.integrity import HarnessGuard
+    from ktui.protocol.job import Job
+
+    if tier.is_gpu:
+        torch.cuda.init()
+    memory.warm_up()  # the fit check's fake tensors cost ~1.5 s on first use: pay it before "ready"
+    guard = HarnessGuard.snapshot()  # before any user code runs in this process
+    send({"type": "ready", "tier": tier.name, "device": tier.device, "arch": tier.arch, "pid": os.getpid()})
+
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        job = Job.from_json(json.loads(line))
+        healthy = run_job(job, tier, lambda event: send(event.to_json()), guard)
+        processes.end_descendants()  # nothing user code started outlives its run
+        send({"type": "job_done", "run_id": job.run_id, "healthy": healthy})
+        if not healthy:
+            return 0
+    return 0
+
+
+def run_job(job, tier, emit, guard=None) -> bool:
+    """Climb the ladder for one job; return whether this process may take another one."""
+    from ktui.loop import memory
+    from ktui.loop.context import RunContext
+    from ktui.loop.ladder import Ladder, summarize, verdict
+    from ktui.loop.modules import job_imports
+    from ktui.protocol.events import RunFinished
+
+    started = time.perf_counter()
+    ctx = RunContext(job=job, tier=tier, emit=emit, guard=guard)
+    memory.start_peak(tier)
+    with job_imports(job):
+        results = Ladder(ctx).climb()
+    figures = memory.summary_figures(ctx, memory.peak_bytes(tier))
+    final = verdict(results)
+    emit(
+        RunFinished(
+            job.run_id,
+            verdict=final,
+            summary={**summarize(results, _roofline_done(job)), **figures},
+            duration_s=round(time.perf_counter() - started, 3),
+        )
+    )
+    return _device_healthy(tier)
+
+
+def _roofline_done(job) -> float:
+    """The job's "at roofline" threshold; a bad setting already failed the benchmark rungs."""
+    from ktui.measure.roofline import DEFAULT_DONE
+
+    try:
+        return job.options.bench_settings().roofline_done
+    except ValueError:
+        return DEFAULT_DONE
+
+
+def _device_healthy(tier) -> bool:
+    """After a sticky CUDA error every later call fails: such a worker must be replaced."""
+    if not tier.is_gpu:
+        return True
+    import torch
+
+    try:
+        torch.cuda.synchronize()
+        return True
+    except Exception:
+        return False
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,221 @@
+"""``ktui calibrate``: this device's real ceilings, measured once and cached.
+
+Datasheet peaks are not reachable: a copy reaches ~85-93% of the HBM peak, a matmul ~70-85% of
+the tensor-core peak. A kernel "at 80% of roofline" against the datasheet may already be as fast
+as the device allows. So ktui measures two ceilings the way a kernel would meet them:
+
+- **copy bandwidth**: a device-to-device copy of a buffer far larger than the L2, counting both
+  the bytes read and the bytes written (``2 × size / time``);
+- **matmul rate** per dtype through torch (cuBLAS): a square product large enough to fill the
+  device, ``2·n³ / time``, for fp64, fp32 (TF32 off), tf32, fp16, bf16 and fp8 where supported.
+
+Both are timed with the benchmark's own timer. Results go to ``<root>/.ktui/calibration.json``,
+keyed by device name and driver (a driver update can change both), and the benchmark rung uses
+them in preference to the datasheet, saying so in its ``ceiling`` figure.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from ktui.measure.roofline import Ceiling
+from ktui.protocol.statedir import calibration_file
+
+COPY_MIN_BYTES = 1 << 30  # per buffer; and at least 16× the L2
+MATMUL_N = 8192
+MATMUL_DTYPES = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8")
+
+
+class CalibrationError(Exception):
+    """The calibration file exists but cannot be used."""
+
+
+@dataclass
+class Calibration:
+    device: str
+    driver: str
+    driver_source: str
+    date: str
+    torch: str
+    bandwidth_gbs: float | None
+    tflops: dict[str, float] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)  # sizes, samples, errors per measurement
+
+    @property
+    def key(self) -> str:
+        return device_key(self.device, self.driver)
+
+    def ceiling(self) -> Ceiling:
+        note = f"calibrated {self.date[:10]}"
+        sources = {k: note for k in self.tflops}
+        if self.bandwidth_gbs:
+            sources["bandwidth"] = note
+        return Ceiling(self.device, self.bandwidth_gbs, dict(self.tflops), sources)
+
+
+def device_key(device: str, driver: str) -> str:
+    return f"{device} | driver {driver}"
+
+
+def path_for(root: Path) -> Path:
+    return calibration_file(root)
+
+
+def _read_all(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise CalibrationError(f"{path} cannot be read ({exc}); run `ktui calibrate` again") from exc
+    if not isinstance(data, dict):
+        raise CalibrationError(f"{path} does not hold a JSON object; run `ktui calibrate` again")
+    return data
+
+
+def load(root: Path, device: str, driver: str) -> Calibration | None:
+    """The cached calibration of this device and driver, or None if there is none."""
+    entry = _read_all(path_for(root)).get(device_key(device, driver))
+    if entry is None:
+        return None
+    try:
+        return Calibration(**entry)
+    except TypeError as exc:
+        raise CalibrationError(f"{path_for(root)}: the entry for {device_key(device, driver)!r} is malformed ({exc})") from exc
+
+
+def save(root: Path, calibration: Calibration) -> Path:
+    """Write (or replace) this device's entry, keeping other devices' entries."""
+    from ktui.protocol.files import write_atomic
+
+    path = path_for(root)
+    try:
+        data = _read_all(path)
+    except CalibrationError:
+        data = {}  # a corrupt file is replaced by a good one
+    data[calibration.key] = asdict(calibration)
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=True))
+    return path
+
+
+# -- measuring (GPU) ---------------------------------------------------------------------------
+def measure(time_s: float = 2.0, progress: Callable[[str], None] = lambda _: None) -> Calibration:
+    """Measure copy bandwidth and matmul rates on the current CUDA device."""
+    import torch
+
+    from ktui.measure.clocks import ClockMonitor, driver_version
+    from ktui.measure.stats import StoppingRule, summarize
+    from ktui.measure.timing import Flush, Sampler, l2_bytes
+
+    if not torch.cuda.is_available():
+        raise RuntimeError("ktui calibrate needs a CUDA GPU (torch.cuda.is_available() is False)")
+    device = torch.cuda.get_device_name()
+    driver, driver_source = driver_version()
+    clocks = ClockMonitor()
+    # The buffers are far larger than the L2, so no flush is needed between copies or products.
+    sampler = Sampler(Flush("hot"), clocks)
+    rule = StoppingRule(rse_target=0.005, min_samples=10, time_cap_s=time_s)
+    details: dict[str, Any] = {"clock_source": clocks.source}
+
+    def timed(fn: Callable[[], Any]) -> tuple[float, dict[str, Any]]:
+        m = sampler.measure([lambda i: fn()], rule, warmup_s=0.2)
+        s = summarize(m.calls[0].samples_ms)
+        return s.median * 1e-3, {"median_us": s.median * 1e3, "rse": s.rse_median, "samples": s.n, "stop": m.stop,
+                                 **m.clocks.figures()}
+
+    l2, _ = l2_bytes()
+    size = max(COPY_MIN_BYTES, 16 * (l2 or 0))
+    progress(f"copy: 2 × {size / 2**30:.2f} GiB")
+    src = torch.ones(size // 4, dtype=torch.float32, device="cuda")
+    dst = torch.empty_like(src)
+    seconds, info = timed(functools.partial(dst.copy_, src))
+    bandwidth = 2 * size / seconds / 1e9
+    details["copy"] = {"bytes_per_buffer": size, "counted_bytes": 2 * size, **info}
+    del src, dst
+
+    tflops: dict[str, float] = {}
+    for key in MATMUL_DTYPES:
+        progress(f"matmul {key}: {MATMUL_N}³")
+        try:
+            fn = _matmul(key, MATMUL_N)
+            seconds, info = timed(fn)
+            tflops[key] = 2 * MATMUL_N**3 / seconds / 1e12
+            details[f"matmul_{key}"] = {"n": MATMUL_N, **info}
+        except Exception as exc:
+            details[f"matmul_{key}"] = {"error": f"{type(exc).__name__}: {exc}".splitlines()[0][:200]}
+        finally:
+            torch.cuda.empty_cache()
+    return Calibration(
+        device=device,
+        driver=driver,
+        driver_source=driver_source,
+        date=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        torch=torch.__version__,
+        bandwidth_gbs=bandwidth if math.isfinite(bandwidth) else None,
+        tflops=tflops,
+        details=details,
+    )
+
+
+def _matmul(key: str, n: int) -> Callable[[], Any]:
+    import torch
+
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    if key == "fp8":
+        if not hasattr(torch, "_scaled_mm"):
+            raise RuntimeError("this torch has no torch._scaled_mm")
+        a = torch.randn(n, n, device="cuda", generator=gen).to(torch.float8_e4m3fn)
+        b = torch.randn(n, n, device="cuda", generator=gen).to(torch.float8_e4m3fn).t()  # column-major, as cuBLASLt needs
+        one = torch.ones((), device="cuda")
+
+        def product() -> Any:  # fast accumulation: the fastest mode is the ceiling
+            return torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=True)
+
+        product()  # fails here, not in the timer, where the device or torch cannot do it
+        return product
+    dtype = {"fp64": torch.float64, "fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16,
+             "bf16": torch.bfloat16}[key]
+    a = torch.randn(n, n, device="cuda", generator=gen, dtype=dtype)
+    b = torch.randn(n, n, device="cuda", generator=gen, dtype=dtype)
+    allow = key == "tf32"
+
+    def product() -> Any:
+        saved = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = allow
+        try:
+            return a @ b
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = saved
+
+    return product
+
+
+def describe(cal: Calibration) -> list[str]:
+    """Human lines: each ceiling, and its share of the datasheet peak where the device is known."""
+    from ktui.measure.devices import lookup
+
+    spec = lookup(cal.device)
+    lines = [f"{cal.device} · driver {cal.driver} ({cal.driver_source}) · torch {cal.torch} · {cal.date}"]
+    if spec is None:
+        lines.append("  (not in the datasheet table: no peak to compare with)")
+    copy = cal.details.get("copy", {})
+    if cal.bandwidth_gbs:
+        share = f" = {cal.bandwidth_gbs / spec.bandwidth_gbs:.0%} of the datasheet {spec.bandwidth_gbs:.0f} GB/s" if spec else ""
+        lines.append(f"  copy bandwidth   {cal.bandwidth_gbs:8.0f} GB/s{share} "
+                     f"(read+write of 2 × {copy.get('bytes_per_buffer', 0) / 2**30:.2f} GiB, n={copy.get('samples')}, "
+                     f"±{copy.get('rse', 0):.2%})")
+    for key in MATMUL_DTYPES:
+        info = cal.details.get(f"matmul_{key}", {})
+        if key in cal.tflops:
+            peak = spec.tflops.get(key) if spec else None
+            share = f" = {cal.tflops[key] / peak:.0%} of the datasheet {peak:g}" if peak else ""
+            lines.append(f"  matmul {key:<5}     {cal.tflops[key]:8.1f} TFLOP/s{share} ({info.get('n')}³, ±{info.get('rse', 0):.2%})")
+        elif "error" in info:
+            lines.append(f"  matmul {key:<5}     not measured: {info['error']}")
+    return lines

@@ -1,0 +1,187 @@
+"""How close a measured time is to what the hardware allows.
+
+A reference may give ``bytes_moved(**shape)`` and ``flops(**shape)``. Each gives a floor: no
+kernel can move those bytes faster than ``bytes / bandwidth`` nor do those operations faster
+than ``flops / compute rate``. The roofline time is the larger floor, and the fraction of
+roofline is ``floor / measured`` (1.0 = at the hardware limit).
+
+Ceilings come from ``ktui calibrate`` (this device, measured) in preference to the datasheet
+table (``ktui.measure.devices``). A calibrated ceiling is an achieved rate, not a peak, so a kernel may
+slightly beat it; the **impossible** flag is therefore judged against the datasheet peak, which
+nothing can beat — a kernel faster than that floor has a measurement or correctness problem
+(or a wrong model in the reference), and must not be celebrated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ktui.measure.devices import DeviceSpec
+
+# Without a datasheet entry, "impossible" means beating the calibrated floor by this factor: a
+# plain copy and a cuBLAS matmul reach roughly 80-90% of their peaks, so a quarter more than the
+# calibrated rate is past any peak we could have known.
+CALIBRATED_IMPOSSIBLE_MARGIN = 1.25
+
+DEFAULT_DONE = 0.9  # fraction of roofline shown as "at roofline"
+
+_DTYPE_KEYS = {
+    "float64": "fp64",
+    "double": "fp64",
+    "fp64": "fp64",
+    "float32": "fp32",
+    "float": "fp32",
+    "fp32": "fp32",
+    "tf32": "tf32",
+    "float16": "fp16",
+    "half": "fp16",
+    "fp16": "fp16",
+    "bfloat16": "bf16",
+    "bf16": "bf16",
+    "fp8": "fp8",
+}
+
+
+def dtype_key(dtype: object) -> str | None:
+    """``torch.bfloat16`` / ``"bfloat16"`` → ``"bf16"``; all float8 kinds → ``"fp8"``; None for
+    types with no compute ceiling (integers, bool)."""
+    name = str(dtype).removeprefix("torch.").lower()
+    if name.startswith("float8"):
+        return "fp8"
+    return _DTYPE_KEYS.get(name)
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """The rates a roofline divides by, each with where it came from."""
+
+    device: str
+    bandwidth_gbs: float | None
+    tflops: dict[str, float] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)  # "bandwidth"/dtype key → "calibrated …"/"datasheet …"
+
+    def source_of(self, part: str) -> str:
+        return self.sources.get(part, "")
+
+
+def datasheet_ceiling(spec: DeviceSpec) -> Ceiling:
+    note = f"datasheet {spec.name}"
+    return Ceiling(spec.name, spec.bandwidth_gbs, dict(spec.tflops), {k: note for k in ("bandwidth", *spec.tflops)})
+
+
+def choose_ceiling(device: str, spec: DeviceSpec | None, calibrated: Ceiling | None) -> Ceiling | None:
+    """Calibrated figures where measured, the datasheet for the rest; None if neither exists."""
+    if spec is None and calibrated is None:
+        return None
+    sheet = datasheet_ceiling(spec) if spec else Ceiling(device, None)
+    if calibrated is None:
+        return sheet
+    tflops = {**sheet.tflops, **calibrated.tflops}
+    sources = {**sheet.sources, **calibrated.sources}
+    bandwidth = calibrated.bandwidth_gbs if calibrated.bandwidth_gbs else sheet.bandwidth_gbs
+    if not calibrated.bandwidth_gbs and sheet.bandwidth_gbs:
+        sources["bandwidth"] = sheet.sources["bandwidth"]
+    return Ceiling(device, bandwidth, tflops, sources)
+
+
+def impossibility_limit(spec: DeviceSpec | None, calibrated: Ceiling | None) -> Ceiling | None:
+    """The rates nothing can exceed: the datasheet peaks, else the calibrated rates plus a margin."""
+    if spec is not None:
+        return datasheet_ceiling(spec)
+    if calibrated is None:
+        return None
+    m = CALIBRATED_IMPOSSIBLE_MARGIN
+    return Ceiling(
+        calibrated.device,
+        calibrated.bandwidth_gbs * m if calibrated.bandwidth_gbs else None,
+        {k: v * m for k, v in calibrated.tflops.items()},
+        {k: f"{v} × {m}" for k, v in calibrated.sources.items()},
+    )
+
+
+@dataclass(frozen=True)
+class Floors:
+    memory_s: float | None
+    compute_s: float | None
+
+    @property
+    def floor_s(self) -> float | None:
+        present = [f for f in (self.memory_s, self.compute_s) if f is not None]
+        return max(present) if present else None
+
+    @property
+    def bound(self) -> str | None:
+        if self.floor_s is None:
+            return None
+        return "memory" if self.memory_s == self.floor_s else "compute"
+
+
+def floors(bytes_moved: float | None, flops: float | None, dtype: str | None, ceiling: Ceiling) -> Floors:
+    memory = bytes_moved / (ceiling.bandwidth_gbs * 1e9) if bytes_moved is not None and ceiling.bandwidth_gbs else None
+    rate = ceiling.tflops.get(dtype) if dtype else None
+    compute = flops / (rate * 1e12) if flops is not None and rate else None
+    return Floors(memory, compute)
+
+
+@dataclass(frozen=True)
+class Roofline:
+    gbps: float | None  # achieved
+    tflops: float | None  # achieved
+    floor_s: float | None
+    bound: str | None  # "memory" | "compute"
+    fraction: float | None  # floor / measured
+    ceiling: str  # what the deciding floor was divided by, and where that rate came from
+    at_roofline: bool
+    impossible: bool
+    impossible_floor_s: float | None = None  # the floor it beat, when impossible
+
+    def figures(self) -> dict:
+        out: dict = {}
+        if self.gbps is not None:
+            out["gbps"] = self.gbps
+        if self.tflops is not None:
+            out["tflops"] = self.tflops
+        if self.fraction is not None:
+            out.update(roofline=self.fraction, roofline_bound=self.bound, floor_us=self.floor_s * 1e6,
+                       ceiling=self.ceiling, at_roofline=self.at_roofline, impossible=self.impossible)
+        return out
+
+
+def evaluate(
+    seconds: float,
+    bytes_moved: float | None,
+    flops: float | None,
+    dtype: str | None,
+    ceiling: Ceiling | None,
+    limit: Ceiling | None = None,
+    done: float = DEFAULT_DONE,
+    check_impossible: bool = True,
+) -> Roofline:
+    """Achieved rates, fraction of roofline against ``ceiling``, impossible against ``limit``.
+
+    ``check_impossible`` is off for hot-cache timing, where repeated inputs are served from L2
+    and the DRAM floor is not a floor.
+    """
+    if seconds <= 0:
+        raise ValueError(f"a measured time must be positive, got {seconds}")
+    if not 0 < done <= 1.5:
+        raise ValueError(f"the roofline threshold must be in (0, 1.5], got {done}")
+    gbps = bytes_moved / seconds / 1e9 if bytes_moved is not None else None
+    tflops = flops / seconds / 1e12 if flops is not None else None
+    if ceiling is None:
+        return Roofline(gbps, tflops, None, None, None, "", False, False)
+    used = floors(bytes_moved, flops, dtype, ceiling)
+    if used.floor_s is None:
+        return Roofline(gbps, tflops, None, None, None, "", False, False)
+    fraction = used.floor_s / seconds
+    if used.bound == "memory":
+        described = f"{ceiling.bandwidth_gbs:.0f} GB/s ({ceiling.source_of('bandwidth')})"
+    else:
+        described = f"{dtype} {ceiling.tflops[dtype]:.1f} TFLOP/s ({ceiling.source_of(dtype)})"
+    impossible, beaten = False, None
+    if check_impossible and limit is not None:
+        hard = floors(bytes_moved, flops, dtype, limit).floor_s
+        if hard is not None and seconds < hard:
+            impossible, beaten = True, hard
+    at = fraction >= done and not impossible
+    return Roofline(gbps, tflops, used.floor_s, used.bound, fraction, described, at, impossible, beaten)

@@ -1,0 +1,105 @@
+"""SASS and resource usage from a CUBIN, with the NVIDIA binary tools.
+
+The tools come from the CUDA toolkit when one is on PATH, else from the copies Triton's wheel
+ships (``triton/backends/nvidia/bin``), so SASS is available on a machine with no GPU and no
+toolkit. Nothing here imports torch or triton: the dashboard and ``ktui diff`` use it too.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+from ktui.measure import tools
+
+TOOL_TIMEOUT_S = 60
+
+
+class ToolMissing(RuntimeError):
+    pass
+
+
+def find_tool(name: str) -> str:
+    """Path of ``cuobjdump``/``nvdisasm``/``ptxas`` (see ``ktui.measure.tools``), or ToolMissing."""
+    found = tools.find_tool(name)
+    if found is None:
+        raise ToolMissing(f"{name} not found: install the CUDA toolkit or Triton (whose wheel ships {name})")
+    return found
+
+
+def _run(args: list[str]) -> str:
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{Path(args[0]).name} failed ({proc.returncode}): {proc.stderr.strip()[:500]}")
+    return proc.stdout
+
+
+def disassemble(cubin: Path) -> str:
+    """SASS of every function in ``cubin`` with labels for branch targets (``nvdisasm -c``)."""
+    return _run([find_tool("nvdisasm"), "-c", str(cubin)])
+
+
+_RES_FUNC = re.compile(r"^\s*Function\s+(\S+):\s*$")
+_RES_FIELD = re.compile(r"([A-Z]+(?:\[\d+\])?):(\d+)")
+
+
+def resource_usage(cubin: Path) -> dict[str, dict[str, int]]:
+    """Per function: registers, stack, shared and local memory (bytes), from ``cuobjdump -res-usage``."""
+    text = _run([find_tool("cuobjdump"), "-res-usage", str(cubin)])
+    return parse_resource_usage(text)
+
+
+def parse_resource_usage(text: str) -> dict[str, dict[str, int]]:
+    usage: dict[str, dict[str, int]] = {}
+    current = None
+    for line in text.splitlines():
+        match = _RES_FUNC.match(line)
+        if match:
+            current = match.group(1)
+            continue
+        if current and "REG:" in line:
+            fields = dict((k, int(v)) for k, v in _RES_FIELD.findall(line))
+            usage[current] = {
+                "registers": fields.get("REG", 0),
+                "stack": fields.get("STACK", 0),
+                "shared": fields.get("SHARED", 0),
+                "local": fields.get("LOCAL", 0),
+            }
+            current = None
+    return usage
+
+
+_SECTION = re.compile(r"^\s*\.section\s+\.text\.(\S+?),")
+_INSTR = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
+
+
+def split_functions(sass: str) -> dict[str, list[str]]:
+    """nvdisasm output → {function: its lines}."""
+    functions: dict[str, list[str]] = {}
+    current = None
+    for line in sass.splitlines():
+        match = _SECTION.match(line)
+        if match:
+            current = match.group(1)
+            functions[current] = []
+            continue
+        if current is not None:
+            functions[current].append(line)
+    return functions
+
+
+def opcode_counts(lines: list[str]) -> Counter:
+    """Count instructions by full opcode (``LDG.E.128``, ``HGMMA.64x128x16.F32.BF16``…)."""
+    counts: Counter = Counter()
+    for line in lines:
+        match = _INSTR.match(line)
+        if match:
+            counts[match.group(1)] += 1
+    return counts
+
+
+def spill_instructions(counts: Counter) -> int:
+    """Local-memory loads and stores: spills (or arrays the compiler put in local memory)."""
+    return sum(n for op, n in counts.items() if op.split(".")[0] in ("LDL", "STL"))

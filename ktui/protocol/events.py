@@ -1,0 +1,198 @@
+"""The loop's typed events and their JSON form.
+
+Everything ktui shows — the CLI's lines, the dashboard's panes, the history store — is built
+from this one stream. Each event is a dataclass; ``to_json`` gives a flat dict with a ``type``
+field, and ``event_from_json`` turns such a dict back into the dataclass, so the stream can cross
+a process boundary (the worker) or a file (``--json``) and come back unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+# Rung statuses.
+OK = "ok"
+FAILED = "failed"
+SKIPPED = "skipped"
+SUSPICIOUS = "suspicious"
+CRASHED = "crashed"
+TIMED_OUT = "timed_out"
+CANCELLED = "cancelled"
+
+# Run verdicts.
+PASSED = "passed"
+ERROR = "error"  # ktui could not run the kernel at all (no reference, bad path)
+INTERRUPTED = "interrupted"  # left "running" by a ktui process that was killed (see ktui.history.store)
+
+
+@dataclass
+class SourceLocation:
+    """A place in a user's file, with the lines around it for display."""
+
+    file: str
+    line: int
+    col: int | None = None
+    excerpt: str = ""  # a few numbered source lines ending with a caret line where col is known
+    first_line: int | None = None  # line number of the excerpt's first line
+
+
+@dataclass
+class ErrorInfo:
+    """What went wrong inside a rung: enough to read the failure without re-running."""
+
+    type: str
+    message: str
+    traceback: str = ""
+    location: SourceLocation | None = None
+
+    @classmethod
+    def from_json(cls, data: dict | None) -> ErrorInfo | None:
+        if not data:
+            return None
+        loc = data.get("location")
+        return cls(
+            type=data["type"],
+            message=data["message"],
+            traceback=data.get("traceback", ""),
+            location=SourceLocation(**loc) if loc else None,
+        )
+
+
+@dataclass
+class Event:
+    type: ClassVar[str] = "event"
+    run_id: str
+    time: float = field(default_factory=time.time, kw_only=True)
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        return {"type": self.type, **data}
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), default=_json_default, allow_nan=False)
+
+
+@dataclass
+class RunStarted(Event):
+    """A version of a kernel begins its ladder."""
+
+    type: ClassVar[str] = "run_started"
+    kernel: str  # kernel id: its path relative to kernels/ without .py
+    path: str  # absolute path of the kernel file
+    version: int
+    content_hash: str
+    reference: str  # absolute path of the reference file ("" if none resolved)
+    reference_hash: str
+    tier: str  # "gpu" | "cpu"
+    device: str  # e.g. "NVIDIA H200" or "CPU (Triton interpreter)"
+    arch: str  # e.g. "sm_90a"
+    run_dir: str
+    strict: bool = False
+
+
+@dataclass
+class RungStarted(Event):
+    type: ClassVar[str] = "rung_started"
+    rung: str
+    timeout_s: float | None = None
+
+
+@dataclass
+class RungFinished(Event):
+    """A rung's result: its status, its figures, and the failure if there was one."""
+
+    type: ClassVar[str] = "rung_finished"
+    rung: str
+    status: str
+    figures: dict[str, Any] = field(default_factory=dict)
+    message: str = ""  # one line: why it failed / was skipped, or a short note
+    error: ErrorInfo | None = None
+    duration_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK
+
+
+@dataclass
+class ArtifactWritten(Event):
+    """A file the loop wrote for humans and agents to read (IR, PTX, SASS, reports)."""
+
+    type: ClassVar[str] = "artifact"
+    kind: str  # e.g. "ptx", "sass", "cubin", "ttir", "resources", "report"
+    path: str
+    function: str = ""  # the GPU kernel function it belongs to, if any
+    bytes: int = 0
+
+
+@dataclass
+class Output(Event):
+    """Text the user's code printed (stdout/stderr of the worker), forwarded line by line."""
+
+    type: ClassVar[str] = "output"
+    text: str
+    stream: str = "stderr"
+
+
+@dataclass
+class RunFinished(Event):
+    type: ClassVar[str] = "run_finished"
+    verdict: str
+    message: str = ""
+    summary: dict[str, Any] = field(default_factory=dict)
+    duration_s: float = 0.0
+
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.type: cls for cls in (RunStarted, RungStarted, RungFinished, ArtifactWritten, Output, RunFinished)
+}
+
+
+def event_from_json(data: dict[str, Any]) -> Event:
+    """Rebuild an event from its JSON dict (the inverse of ``Event.to_json``)."""
+    data = dict(data)
+    kind = data.pop("type")
+    cls = EVENT_TYPES.get(kind)
+    if cls is None:
+        raise ValueError(f"unknown event type {kind!r}")
+    if cls is RungFinished:
+        data["error"] = ErrorInfo.from_json(data.get("error"))
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def _json_default(value: Any) -> Any:
+    """Figures may hold numpy/torch scalars or non-finite floats; keep the JSON strict."""
+    if hasattr(value, "item"):
+        return value.item()
+    if isinstance(value, (set, tuple)):
+        return list(value)
+    return str(value)
+
+
+def clean_figures(figures: dict[str, Any]) -> dict[str, Any]:
+    """Make figures JSON-safe: non-finite floats become strings ("nan", "inf"), scalars plain."""
+
+    def clean(v: Any) -> Any:
+        if isinstance(v, float):
+            if v != v:
+                return "nan"
+            if v in (float("inf"), float("-inf")):
+                return "inf" if v > 0 else "-inf"
+            return v
+        if isinstance(v, dict):
+            return {str(k): clean(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [clean(x) for x in v]
+        if hasattr(v, "item") and not isinstance(v, (str, bytes)):
+            try:
+                return clean(v.item())
+            except Exception:
+                return str(v)
+        return v
+
+    return {str(k): clean(v) for k, v in figures.items()}

@@ -1,0 +1,118 @@
+"""What the process that shows results asks a worker to do: one version of one kernel."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+# The problem formats a Job may carry (``Job.format``): detected from text in the parent
+# (``ktui.workspace.formats``), loaded by their adapters in the worker (``ktui.loop.formats``).
+NATIVE = "native"
+GPUMODE = "gpumode"
+KERNELBENCH = "kernelbench"
+
+# Seconds each rung may take before the worker is killed and the run ends "timed_out".
+# Pre-checks include importing the user's module (CuTeDSL alone takes seconds to import);
+# compile includes tracing a real launch and ahead-of-time compilation of every kernel.
+DEFAULT_TIMEOUTS: dict[str, float] = {
+    "pre-checks": 90.0,
+    "compile": 180.0,
+    "dumps": 60.0,
+    "run": 60.0,
+    "correctness": 120.0,
+    "benchmark": 180.0,
+}
+
+
+def rung_family(rung: str) -> str:
+    """``correctness[rows=4]`` → ``correctness``: timeouts and options are set per family."""
+    return rung.split("[", 1)[0]
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    """How the benchmark rung times (see ``ktui.measure.timing`` and ``ktui.measure.stats``)."""
+
+    hot_cache: bool = False  # no L2 flush, one input set: time the kernel with its data in cache
+    cuda_graph: bool = False  # also time CUDA-graph replays (no launch overhead), as extra figures
+    time_s: float = 3.0  # cap on the sampling time per shape (kernel and reference together)
+    warmup_s: float = 0.2  # warm-up time per shape before sampling
+    rse_target: float = 0.005  # stop once each median's relative standard error is below this
+    min_samples: int = 20  # per callable, before any stop
+    max_samples: int = 20000  # per callable
+    input_sets: int = 3  # input sets rotated between samples (fresh seeds); 1 in hot-cache mode
+    flush: str = "read"  # "read" or "write": how the L2 is evicted between samples
+    roofline_done: float = 0.9  # fraction of roofline shown as "at roofline"
+    confidence: float = 0.95  # of the speedup interval
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.time_s > 0, f"the benchmark time cap must be positive, got {self.time_s}"),
+            (self.warmup_s >= 0, f"the warm-up time cannot be negative, got {self.warmup_s}"),
+            (0 < self.rse_target < 1, f"the RSE target must be in (0, 1), e.g. 0.005 for 0.5%, got {self.rse_target}"),
+            (self.min_samples >= 3, f"at least 3 samples are needed, got min_samples={self.min_samples}"),
+            (self.max_samples >= self.min_samples, f"max_samples ({self.max_samples}) is below min_samples ({self.min_samples})"),
+            (self.input_sets >= 1, f"at least one input set, got {self.input_sets}"),
+            (self.flush in ("read", "write"), f"the flush is 'read' or 'write', got {self.flush!r}"),
+            (0 < self.roofline_done <= 1.5, f"the roofline threshold must be in (0, 1.5], e.g. 0.9, got {self.roofline_done}"),
+            (0 < self.confidence < 1, f"the confidence must be in (0, 1), got {self.confidence}"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(message)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BenchSettings:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown benchmark setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        return cls(**data)
+
+
+@dataclass
+class Options:
+    """Knobs of one run, set from the CLI or the dashboard."""
+
+    arch: str | None = None  # target when there is no local GPU (default sm_90a)
+    force_cpu: bool = False  # run the CPU tier even where a GPU exists
+    benchmark: bool = True
+    strict: bool = False
+    seed: int | None = None  # base seed; None draws a fresh one for every run
+    timeouts: dict[str, float] = field(default_factory=dict)
+    bench: dict[str, Any] = field(default_factory=dict)  # BenchSettings fields that differ from the defaults
+
+    def bench_settings(self) -> BenchSettings:
+        return BenchSettings.from_dict(self.bench)
+
+    def timeout_for(self, rung: str) -> float:
+        family = rung_family(rung)
+        return float(self.timeouts.get(family, DEFAULT_TIMEOUTS.get(family, 120.0)))
+
+
+@dataclass
+class Job:
+    run_id: str
+    kernel_id: str
+    kernel_path: str
+    reference_path: str  # "" when unresolved; ``reference_error`` says why
+    reference_error: str
+    reference_hash: str
+    root: str
+    version: int
+    content_hash: str
+    source: str  # the exact text that was hashed: the worker runs this, not a later save
+    run_dir: str
+    options: Options = field(default_factory=Options)
+    format: str = "native"  # "native" | "gpumode" | "kernelbench" (see ktui.loop.formats)
+    problem: dict[str, Any] = field(default_factory=dict)  # format-specific, e.g. GPU MODE's task.yml shapes
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Job:
+        data = dict(data)
+        data["options"] = Options(**data.get("options", {}))
+        return cls(**data)

@@ -1,0 +1,178 @@
+"""What user code started: finding and ending it, so that nothing it started outlives its run.
+
+User code may start processes (``subprocess.Popen``), also in sessions of their own
+(``start_new_session``), where killing the worker's process group does not reach them. So:
+
+- the worker is a *child subreaper* (``PR_SET_CHILD_SUBREAPER``): whatever its descendants
+  orphan is reparented to it, not to init, and stays in its tree of descendants;
+- at the end of every job it kills its whole tree (``end_descendants``);
+- its parent, when it kills or replaces the worker, kills the worker's tree first, and after the
+  worker died, every process still carrying the worker's token in its environment (what the
+  dead worker orphaned went to init and left the tree; see ``tagged``);
+- a watchdog thread in the worker kills the worker and its tree when the parent dies (a
+  ``kill -9`` of the watcher), even while the main thread is stuck in a hung kernel.
+
+Standard library only: this module runs in both processes. Linux only; elsewhere each function
+does what it can and otherwise nothing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import threading
+import time
+
+PR_SET_CHILD_SUBREAPER = 36
+TOKEN_ENV = "KTUI_WORKER_TOKEN"  # set in the worker's environment, inherited by what user code starts
+PARENT_ENV = "KTUI_WORKER_PARENT"  # the pid of the process that started the worker
+WATCH_PARENT_S = 0.5
+
+
+def become_subreaper() -> bool:
+    """Make orphaned descendants of this process its children instead of init's."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, ctypes.c_ulong(1), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _parents() -> dict[int, int]:
+    """pid → parent pid, for every process in /proc."""
+    table: dict[int, int] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return table
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                table[int(name)] = int(f.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    return table
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (children, their children, …), nearest first."""
+    children: dict[int, list[int]] = {}
+    for child, parent in _parents().items():
+        children.setdefault(parent, []).append(child)
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(0), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def tagged(token: str, exclude: tuple[int, ...] = ()) -> list[int]:
+    """Processes whose environment carries ``token`` (those of this user: others' are unreadable)."""
+    needle = f"{TOKEN_ENV}={token}".encode()
+    found = []
+    for pid in _parents():
+        if pid in exclude or pid == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if needle in f.read().split(b"\0"):
+                    found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
+def kill_all(pids: list[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def end_descendants(rounds: int = 5) -> int:
+    """In the worker: kill everything below it and reap it; return how many were killed.
+
+    A few rounds, because a process may fork between the listing and the kill."""
+    killed = 0
+    for _ in range(rounds):
+        tree = [pid for pid in descendants(os.getpid()) if not _is_zombie(pid)]
+        if not tree:
+            break
+        kill_all(tree)
+        killed += len(tree)
+        time.sleep(0.01)
+        reap()
+    reap()
+    return killed
+
+
+def reap() -> None:
+    """Collect this process's dead children (as a subreaper it inherits user code's orphans)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def watch_parent(parent: int, interval_s: float = WATCH_PARENT_S) -> threading.Thread | None:
+    """In the worker: end it and its tree as soon as ``parent`` is no longer its parent.
+
+    A thread, not ``PR_SET_PDEATHSIG``: that signal fires when the parent's *thread* that
+    started the worker exits, and ktui starts workers from whichever thread needs one first."""
+    if parent <= 0:
+        return None
+
+    def loop() -> None:
+        while os.getppid() == parent:
+            time.sleep(interval_s)
+        kill_all(descendants(os.getpid()))
+        try:
+            os.killpg(os.getpgrp(), signal.SIGKILL)
+        finally:
+            os._exit(1)
+
+    thread = threading.Thread(target=loop, name="ktui-parent-watch", daemon=True)
+    thread.start()
+    return thread
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except (OSError, IndexError):
+        return True
+
+
+def start_ticks(pid: int) -> int | None:
+    """When ``pid`` started (clock ticks since boot), or None if it is gone or a zombie: with the
+    pid it names one process, even after the pid is reused."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return None
+    if fields[0] in (b"Z", b"X"):
+        return None
+    return int(fields[19])
+
+
+def describe_exit(code: int | None) -> str:
+    """A child's exit status in words: ``exit code 1``, ``killed by SIGKILL``."""
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"

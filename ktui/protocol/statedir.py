@@ -1,0 +1,48 @@
+"""The ``.ktui/`` folder of a workspace: the one place that spells its layout.
+
+Everything ktui shows is also a file here, for agents to read::
+
+    .ktui/history.db                    every run of every version (SQLite)
+    .ktui/latest/<kernel>.json          the newest finished report of a kernel
+    .ktui/runs/<kernel>/<version>/      one version's dumps, report.json, profiles, sanitizer logs
+    .ktui/calibration.json              the device's measured ceilings
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+STATE_DIR = ".ktui"
+HISTORY_DB = "history.db"
+CALIBRATION = "calibration.json"
+
+
+def state_dir(root: Path) -> Path:
+    """``<root>/.ktui``, created on first use with a .gitignore so it never gets committed."""
+    state = Path(root) / STATE_DIR
+    state.mkdir(parents=True, exist_ok=True)
+    ignore = state / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text("*\n")
+    return state
+
+
+def history_db(state: Path) -> Path:
+    return Path(state) / HISTORY_DB
+
+
+def runs_of(state: Path, kernel: str) -> Path:
+    """The folder holding every stored version of ``kernel``."""
+    return Path(state) / "runs" / kernel
+
+
+def run_dir(state: Path, kernel: str, version: int) -> Path:
+    return runs_of(state, kernel) / str(version)
+
+
+def latest_report(state: Path, kernel: str) -> Path:
+    return Path(state) / "latest" / f"{kernel}.json"
+
+
+def calibration_file(root: Path) -> Path:
+    return Path(root) / STATE_DIR / CALIBRATION

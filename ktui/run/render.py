@@ -1,0 +1,181 @@
+"""How rungs and runs read as text: the CLI's lines, and the figures the dashboard shows.
+
+One place decides which figures matter for each rung and how each number is written, so that
+``ktui run`` and the dashboard say the same thing the same way.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+from ktui.protocol.job import rung_family
+
+# The figures worth a glance, per rung family, in display order.
+KEY_FIGURES: dict[str, tuple[str, ...]] = {
+    "pre-checks": (),
+    "compile": ("compile_s",),
+    "dumps": (),
+    "run": ("wall_s",),
+    "correctness": ("max_abs", "max_rel", "rmse", "psnr", "cossim", "mismatched", "nonfinite"),
+    "check": (),
+    "benchmark": ("kernel_us", "ref_us", "speedup", "speedup_ci", "graph_us", "gbps", "tflops", "roofline",
+                  "at_roofline", "impossible", "throttled", "stop", "label"),
+}
+
+
+def fmt(key: str, value: Any) -> str:
+    """One figure as text: ``psnr`` with one decimal, ``cossim`` with six, errors in 2 significant digits."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        if key == "cossim":
+            return f"{value:.6f}"
+        if key == "psnr":
+            return f"{value:.1f}"
+        if key in ("speedup",):
+            return f"{value:.2f}x"
+        if key == "roofline":
+            return f"{value * 100:.0f}%"
+        if key.endswith("_s"):
+            return f"{value:.2f}"
+        if key.endswith("_gb"):
+            return f"{value:.1f}" if value >= 1 else f"{value:.3g}"
+        if key.endswith("_us") or key in ("gbps", "tflops"):
+            return f"{value:.2f}" if value < 10 else f"{value:.1f}" if value < 1000 else f"{value:.0f}"
+        if key.endswith("_rse"):
+            return f"{value:.2%}"
+        return f"{value:.2g}" if value != 0 else "0"
+    if isinstance(value, (list, tuple)):
+        if key in ("speedup_ci", "graph_speedup_ci", "vs_ci") and len(value) == 2:
+            return f"[{value[0]:.2f},{value[1]:.2f}]"
+        return "[" + ",".join(fmt(key, v) for v in value) + "]"
+    return str(value)
+
+
+# Counters shown only when they are not zero, flags only when they are raised.
+QUIET_WHEN_ZERO = {"mismatched", "nonfinite"}
+QUIET_WHEN_FALSE = {"at_roofline", "impossible", "throttled"}
+
+
+def key_figures(rung: str, figures: dict[str, Any]) -> list[tuple[str, str]]:
+    keys = KEY_FIGURES.get(rung_family(rung), ())
+    return [
+        (k, label_text(figures) if k == "label" else fmt(k, figures[k]))
+        for k in keys
+        if k in figures and figures[k] is not None
+        and not (k in QUIET_WHEN_ZERO and figures[k] == 0)
+        and not (k in QUIET_WHEN_FALSE and figures[k] is not True)
+    ]
+
+
+def label_text(figures: dict[str, Any]) -> str:
+    """A version comparison in words: ``faster than v3 (1.12x)``, ``within noise of v3 (0.99x)``."""
+    label = figures.get("label")
+    version = figures.get("vs_version", figures.get("version"))
+    ratio = figures.get("vs_ratio", figures.get("ratio"))
+    if version is None:
+        return str(label)
+    word = "of" if label == "within noise" else "than"
+    ratio_text = f" ({ratio:.2f}x)" if isinstance(ratio, (int, float)) else ""
+    return f"{label} {word} v{version}{ratio_text}"
+
+
+def rung_line(event: dict[str, Any]) -> str:
+    """``[correctness[rows=128,cols=1000]] ok max_abs=3.2e-08 psnr=141.2 cossim=1.000000``"""
+    figures = " ".join(f"{k}={v}" for k, v in key_figures(event["rung"], event.get("figures") or {}))
+    parts = [f"[{event['rung']}]", event["status"]]
+    if figures:
+        parts.append(figures)
+    message = (event.get("message") or "").strip()
+    if message and (event["status"] != "ok" or not figures):
+        first = message.splitlines()[0]
+        parts.append(first if event["status"] == "ok" else f"— {first}")
+    line = " ".join(parts)
+    error = event.get("error")
+    if event["status"] != "ok" and error and error.get("location"):
+        loc = error["location"]
+        line += f"\n    at {os.path.relpath(loc['file'])}:{loc['line']}"
+        if loc.get("col"):
+            line += f":{loc['col']}"
+        if loc.get("excerpt"):
+            line += "\n" + "\n".join("    " + text for text in loc["excerpt"].splitlines())
+    return line
+
+
+def best_text(best: dict[str, Any]) -> str:
+    """The comparison with the best earlier version: ``new best (1.05x over v2)``."""
+    version, ratio = best.get("version"), best.get("ratio", 1.0)
+    if best.get("label") == "faster":
+        return f"new best ({ratio:.2f}x over v{version})"
+    if best.get("label") == "slower":
+        return f"slower than the best, v{version} ({ratio:.2f}x)"
+    return f"as fast as the best, v{version}"
+
+
+def summary_line(kernel: str, version: int, verdict: str, summary: dict[str, Any], tier: str, arch: str,
+                 duration_s: float, message: str = "") -> str:
+    """``softmax_triton v3 passed · 4/4 correct · 2.31x · gpu sm_90a · 3.2 s``"""
+    parts = [f"{kernel} v{version} {verdict}"]
+    correct = summary.get("correct")
+    if correct:
+        parts.append(f"{correct[0]}/{correct[1]} correct")
+    elif summary.get("unchecked") and verdict == "passed":
+        parts.append(f"correctness not checked: {summary['unchecked']}")
+    if summary.get("checks"):  # runs recorded while the problem's check had rungs of its own
+        parts.append(f"{summary['checks'][0]}/{summary['checks'][1]} problem checks")
+    if "speedup" in summary:
+        ci = summary.get("speedup_ci")
+        ci_text = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if isinstance(ci, list) and len(ci) == 2 else ""
+        parts.append(f"{summary['speedup']:.2f}x{ci_text} vs reference")
+    if "roofline" in summary:
+        parts.append(f"{summary['roofline'] * 100:.0f}% of roofline")
+        if summary.get("at_roofline"):
+            parts.append("at roofline")
+    if summary.get("impossible"):
+        parts.append(f"IMPOSSIBLE: faster than the hardware allows on {', '.join(summary['impossible'])}")
+    previous, best = summary.get("vs_previous"), summary.get("vs_best")
+    if previous:
+        parts.append(label_text(previous))
+    if best and (not previous or best.get("version") != previous.get("version")):
+        parts.append(best_text(best))
+    if summary.get("throttled"):
+        parts.append("GPU throttled")
+    memory = memory_text(summary)
+    if memory:
+        parts.append(memory)
+    failure = summary.get("first_failure")
+    if verdict != "passed" and failure:
+        parts.append(f"{failure['rung']}: {failure['message'] or failure['status']}")
+    elif verdict != "passed" and message:
+        parts.append(message.splitlines()[0])
+    if tier not in ("", "-"):
+        parts.append(f"{tier} {arch}")
+    parts.append(f"{duration_s:.1f} s")
+    return " · ".join(parts)
+
+
+RATIO_FROM_GB = 1.0  # problems smaller than this show their peak beside their footprint, without a ratio
+
+
+def memory_text(summary: dict[str, Any]) -> str:
+    """``peak 19.4 GB (1.3× the problem's 14.6 GB)``; empty without a measured peak (CPU tier)."""
+    peak, footprint, ratio = summary.get("peak_mem_gb"), summary.get("footprint_gb"), summary.get("mem_ratio")
+    if not isinstance(peak, (int, float)):
+        return ""
+    if isinstance(footprint, (int, float)) and footprint < RATIO_FROM_GB:
+        # fixed costs (the CUDA context's allocations, the metrics' chunk, L2-rotation input sets)
+        # dominate a small problem: a ratio would only measure them
+        return f"peak {fmt('peak_mem_gb', peak)} GB (the problem's own {fmt('footprint_gb', footprint)} GB)"
+    if isinstance(footprint, (int, float)) and isinstance(ratio, (int, float)):
+        return f"peak {fmt('peak_mem_gb', peak)} GB ({ratio:.1f}× the problem's {fmt('footprint_gb', footprint)} GB)"
+    return f"peak {fmt('peak_mem_gb', peak)} GB"

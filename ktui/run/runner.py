@@ -1,0 +1,342 @@
+"""Running jobs in worker processes: the warm worker, timeouts, crashes and cancellation.
+
+The process that shows results never runs user code. A ``LocalRunner`` keeps one warm worker
+(``python -m ktui.loop.worker``) in its own process group, sends it a job and turns what comes back
+into events. When the worker dies mid-run (segfault, ``os._exit``, killed) the run ends
+``crashed`` with the signal and the last lines it printed; when a rung outlives its limit the whole
+process group is killed and the run ends ``timed_out``; ``cancel`` kills it and the run ends
+``cancelled``. A worker that ended any of these ways is replaced before the next job.
+
+A remote GPU will be another class with the same ``run``/``cancel``/``close``.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Iterator, Protocol
+
+from ktui.protocol import processes
+from ktui.protocol.events import (
+    CANCELLED,
+    CRASHED,
+    TIMED_OUT,
+    Event,
+    Output,
+    RunFinished,
+    RungFinished,
+    RungStarted,
+    RunStarted,
+    event_from_json,
+)
+from ktui.protocol.job import Job
+from ktui.protocol.processes import describe_exit
+from ktui.run.proc import child_env, end_tree
+
+READY_TIMEOUT_S = 240.0  # importing torch + triton on a cold machine
+BETWEEN_RUNGS_TIMEOUT_S = 120.0
+STDERR_TAIL = 40
+REPLACED = "cancelled: a newer version replaced this run"  # why the dashboard cancels a run
+
+
+class WorkerStartError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    arch: str | None = None
+    force_cpu: bool = False
+
+    def argv(self) -> list[str]:
+        args = [sys.executable, "-m", "ktui.loop.worker"]
+        if self.arch:
+            args += ["--arch", self.arch]
+        if self.force_cpu:
+            args.append("--cpu")
+        return args
+
+
+class WorkerProcess:
+    """One ``python -m ktui.loop.worker`` child with reader threads for its two output streams."""
+
+    def __init__(self, config: WorkerConfig):
+        self.config = config
+        self.messages: queue.Queue[tuple[str, Any]] = queue.Queue()
+        self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
+        self.token = uuid.uuid4().hex
+        env = child_env(_tree_env(self.token))
+        self.proc = subprocess.Popen(
+            config.argv(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+            errors="replace",
+            bufsize=1,
+            env=env,
+            start_new_session=True,  # its own process group: killing it kills what user code spawned
+        )
+        self.info: dict[str, Any] = {}
+        threading.Thread(target=self._read_stdout, daemon=True).start()
+        self._stderr_reader = threading.Thread(target=self._read_stderr, daemon=True)
+        self._stderr_reader.start()
+
+    def _read_stdout(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            try:
+                self.messages.put(("msg", json.loads(line)))
+            except json.JSONDecodeError:
+                self._output(line)
+        self.messages.put(("eof", None))
+
+    def _read_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:  # the last line is read even without its newline
+            self._output(line)
+
+    def _output(self, line: str) -> None:
+        """A line the worker printed: forwarded, and kept for the message if the worker dies."""
+        line = line.rstrip("\n")
+        self.stderr_tail.append(line)
+        self.messages.put(("stderr", line))
+
+    def last_output(self, lines: int = 12) -> list[str]:
+        """What the worker printed last in this job, once its stderr is read to the end: a dying
+        process's last words (``realloc(): invalid pointer``) can reach us after its stdout closed."""
+        self._stderr_reader.join(timeout=2.0)
+        return [line for line in list(self.stderr_tail)[-lines:] if line.strip()]
+
+    def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self.kill()
+                raise WorkerStartError(f"the worker did not start within {timeout:.0f} s")
+            try:
+                kind, payload = self.messages.get(timeout=remaining)
+            except queue.Empty:
+                continue
+            if kind == "msg" and payload.get("type") == "ready":
+                self.info = payload
+                return payload
+            if kind == "eof":
+                self.proc.wait()
+                tail = "\n".join(self.stderr_tail)
+                raise WorkerStartError(f"the worker exited during start-up ({describe_exit(self.proc.returncode)}):\n{tail}")
+
+    def send(self, job: Job) -> None:
+        assert self.proc.stdin is not None
+        self.stderr_tail.clear()  # a crash names what this job printed, not the previous kernel
+        self.proc.stdin.write(json.dumps(job.to_json()) + "\n")
+        self.proc.stdin.flush()
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        """Kill the worker and everything user code started (also in sessions of its own, and
+        what was reparented away from it); safe to call on a worker that is already dead."""
+        end_tree(self.proc)
+        _kill_orphans(self.token)
+
+    def close(self) -> None:
+        if self.proc.poll() is None and self.proc.stdin is not None:
+            try:
+                self.proc.stdin.close()
+                self.proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+
+
+def _tree_env(token: str) -> dict[str, str]:
+    """What the worker needs to know to keep its descendants in check (``ktui.protocol.processes``):
+    a token its descendants inherit, and the parent to outlive no longer than."""
+    return {processes.TOKEN_ENV: token, processes.PARENT_ENV: str(os.getpid())}
+
+
+def _kill_orphans(token: str) -> None:
+    """After a worker died, what it started was reparented out of its tree: find it by the token."""
+    processes.kill_all(processes.tagged(token))
+
+
+class Runner(Protocol):
+    """Anything that turns a Job into the loop's events."""
+
+    def describe(self) -> dict[str, Any]: ...
+
+    def run(self, job: Job) -> Iterator[Event]: ...
+
+    def cancel(self, reason: str = ...) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class LocalRunner:
+    """Runs jobs in a warm local worker; ``fresh_each_run`` gives every run a new process (strict)."""
+
+    def __init__(self, config: WorkerConfig | None = None, fresh_each_run: bool = False, prestart: bool = False):
+        self.config = config or WorkerConfig()
+        self.fresh_each_run = fresh_each_run
+        self._worker: WorkerProcess | None = None
+        self._lock = threading.Lock()
+        self._cancelled = threading.Event()
+        self._cancel_reason = REPLACED
+        if prestart:
+            self._ensure_worker()
+
+    def describe(self) -> dict[str, Any]:
+        return dict(self._ensure_worker().info)
+
+    def _ensure_worker(self) -> WorkerProcess:
+        with self._lock:
+            if self._worker is None or not self._worker.alive():
+                if self._worker is not None:
+                    self._worker.kill()  # died between jobs: end what it left behind before replacing it
+                worker = WorkerProcess(self.config)
+                worker.wait_ready()
+                self._worker = worker
+            return self._worker
+
+    def _discard_worker(self) -> None:
+        with self._lock:
+            if self._worker is not None:
+                self._worker.kill()
+                self._worker = None
+
+    def cancel(self, reason: str = REPLACED) -> None:
+        """Stop the run in flight (from any thread): its worker's process group is killed; the run
+        ends ``cancelled`` with the message ``reason``."""
+        self._cancel_reason = reason
+        self._cancelled.set()
+        with self._lock:
+            worker = self._worker
+        if worker is not None:
+            worker.kill()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._worker is not None:
+                self._worker.close()
+                self._worker = None
+
+    def run(self, job: Job) -> Iterator[Event]:
+        self._cancelled.clear()
+        self._cancel_reason = REPLACED
+        fresh = self.fresh_each_run or job.options.strict
+        if fresh:  # strict: nothing a previous version left in the process survives
+            self._discard_worker()
+        worker = self._ensure_worker()
+        info = worker.info
+        yield RunStarted(
+            job.run_id,
+            kernel=job.kernel_id,
+            path=job.kernel_path,
+            version=job.version,
+            content_hash=job.content_hash,
+            reference=job.reference_path,
+            reference_hash=job.reference_hash,
+            tier=info.get("tier", "?"),
+            device=info.get("device", "?"),
+            arch=info.get("arch", "?"),
+            run_dir=job.run_dir,
+            strict=job.options.strict,
+        )
+        started = time.monotonic()
+        worker.send(job)
+        try:
+            yield from self._follow(worker, job, started)
+        except GeneratorExit:
+            # Nobody reads this run any more (``ktui run | head -1``): the worker would climb on
+            # for no one, and its late events would reach the next job.
+            self._discard_worker()
+            raise
+        if fresh:
+            self._discard_worker()
+
+    def _follow(self, worker: WorkerProcess, job: Job, started: float) -> Iterator[Event]:
+        rung: str | None = None
+        deadline = time.monotonic() + BETWEEN_RUNGS_TIMEOUT_S
+        limit = BETWEEN_RUNGS_TIMEOUT_S
+        while True:
+            try:
+                kind, payload = worker.messages.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                worker.kill()
+                self._drop(worker)
+                where = rung or "between rungs"
+                message = f"{where} exceeded its {limit:g} s limit; the worker was killed"
+                if rung:
+                    yield RungFinished(job.run_id, rung=rung, status=TIMED_OUT, message=message, duration_s=limit)
+                yield RunFinished(job.run_id, verdict=TIMED_OUT, message=message, duration_s=_since(started),
+                                  summary={"first_failure": {"rung": rung or "", "status": TIMED_OUT, "message": message}})
+                return
+            if kind == "stderr":
+                yield Output(job.run_id, text=payload)
+                continue
+            if kind == "eof":
+                worker.proc.wait()
+                worker.kill()  # dead already: what it started is still to be ended
+                self._drop(worker)
+                if self._cancelled.is_set():
+                    message = self._cancel_reason
+                    verdict = CANCELLED
+                else:
+                    message = crash_message(rung, worker.proc.returncode, worker.last_output())
+                    verdict = CRASHED
+                if rung:
+                    yield RungFinished(job.run_id, rung=rung, status=verdict, message=message)
+                yield RunFinished(job.run_id, verdict=verdict, message=message, duration_s=_since(started),
+                                  summary={"first_failure": {"rung": rung or "", "status": verdict,
+                                                             "message": message.splitlines()[0]}})
+                return
+            kind = payload.get("type")
+            if kind == "job_done":
+                if not payload.get("healthy", True):
+                    worker.kill()
+                    self._drop(worker)
+                return
+            event = event_from_json(payload)
+            if isinstance(event, RungStarted):
+                rung = event.rung
+                limit = event.timeout_s or job.options.timeout_for(event.rung)
+                deadline = time.monotonic() + limit
+            elif isinstance(event, RungFinished):
+                rung = None
+                limit = BETWEEN_RUNGS_TIMEOUT_S
+                deadline = time.monotonic() + limit
+            yield event
+
+    def _drop(self, worker: WorkerProcess) -> None:
+        with self._lock:
+            if self._worker is worker:
+                self._worker = None
+
+
+def crash_message(rung: str | None, returncode: int | None, last: list[str]) -> str:
+    """How a dead worker is reported. The first line is what one-line views show (the CLI's rung
+    line, the summary, ``ktui history``), so it carries the last thing the worker printed; the
+    lines before it follow."""
+    message = f"the worker died in {rung or 'the ladder'} ({describe_exit(returncode)})"
+    if not last:
+        return message
+    message += f"; its last output: {last[-1].strip()}"
+    if len(last) > 1:
+        message += "\n" + "\n".join(last)
+    return message
+
+
+def _since(started: float) -> float:
+    return round(time.monotonic() - started, 3)

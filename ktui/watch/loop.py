@@ -1,0 +1,165 @@
+"""The watch loop: saves → affected kernels → scheduled runs → one stream for whoever listens.
+
+``ktui watch`` has two faces, the dashboard and ``--headless`` (JSON lines); both are this loop
+with a different listener. The listener receives the loop's events (``ktui.protocol.events``) and the
+loop's notices (``watch_*``: saves, queue, watcher state, device, problems), from background
+threads — a UI must hand them to its own thread.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, ClassVar
+
+from watchdog.observers import Observer
+
+from ktui.history.store import Store
+from ktui.protocol.job import Options
+from ktui.run.runner import LocalRunner, Runner, WorkerConfig
+from ktui.run.session import Session
+from ktui.watch.scheduler import Listener, Notice, Scheduler, Task
+from ktui.watch.watcher import DEFAULT_DEBOUNCE_S, Save, Watcher, WatcherState
+from ktui.workspace.folder import KernelIndex, Workspace
+from ktui.workspace.kernels import Kernel, content_hash, reference_hash
+
+
+@dataclass(frozen=True)
+class Saved(Notice):
+    """A file was saved with new content (or removed) and these kernels are affected."""
+
+    type: ClassVar[str] = "watch_save"
+    path: str
+    kernels: tuple[str, ...]
+    content_hash: str | None  # None: the file was removed
+    dependency: bool = False  # a reference or another file the kernels depend on, not a kernel itself
+
+
+@dataclass(frozen=True)
+class WatchStateChanged(Notice):
+    type: ClassVar[str] = "watch_state"
+    mode: str  # "inotify" | "polling" | "stopped"
+    reason: str = ""
+    folders: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, state: WatcherState) -> WatchStateChanged:
+        return cls(state.mode, state.reason, state.folders)
+
+
+@dataclass(frozen=True)
+class WorkspaceNote(Notice):
+    """Why there is nothing (or not everything) to run: no kernels/, no kernel files, no references/."""
+
+    type: ClassVar[str] = "watch_workspace"
+    message: str
+
+
+@dataclass
+class WatchSettings:
+    debounce_s: float = DEFAULT_DEBOUNCE_S
+    force_polling: bool = False
+    catch_up: bool = True  # run kernels whose stored result is not for what is on disk
+
+
+class WatchLoop:
+    def __init__(
+        self,
+        workspace: Workspace,
+        options: Options,
+        listener: Listener,
+        settings: WatchSettings | None = None,
+        runner: Runner | None = None,
+        tasks: dict[str, Callable[[WatchLoop], Task]] | None = None,
+        observer_factory=Observer,
+    ):
+        self.workspace = workspace
+        self.options = options
+        self.listener = listener
+        self.settings = settings or WatchSettings()
+        runner = runner or LocalRunner(WorkerConfig(arch=options.arch, force_cpu=options.force_cpu))
+        self.session = Session(workspace.root, runner=runner)
+        self.scheduler = Scheduler(
+            self.session, options, listener, resolve=workspace.kernel,
+            tasks={name: make(self) for name, make in (tasks or {}).items()},
+        )
+        self.index = KernelIndex(workspace)  # touched only from the watcher's thread after start
+        self.watcher = Watcher(
+            workspace.watch_folders(), self._on_saves, debounce_s=self.settings.debounce_s,
+            force_polling=self.settings.force_polling, observer_factory=observer_factory,
+            on_state=lambda state: listener(WatchStateChanged.of(state)),
+        )
+
+    @property
+    def store(self) -> Store:
+        return self.session.store
+
+    def start(self) -> None:
+        problem = self.workspace.problem()
+        if problem:
+            self.listener(WorkspaceNote(problem))
+        kernels = self.index.kernels()  # read before the watcher's thread owns the index
+        self.scheduler.start()
+        self.watcher.start()
+        if self.settings.catch_up:
+            for kernel in kernels:
+                if not is_current(self.store, kernel):
+                    self.scheduler.submit(kernel, restart=False)
+
+    def close(self, reason: str = "cancelled: the watch stopped") -> None:
+        self.watcher.stop()
+        self.scheduler.close(reason)
+
+    # -- from the UI / a script ----------------------------------------------------------------
+    def set_options(self, options: Options) -> None:
+        """The options for runs that start from now on (the running one keeps its own)."""
+        self.options = options
+        self.scheduler.set_options(options)
+
+    def rerun(self, path: Path) -> bool:
+        kernel = self.workspace.kernel(Path(path))
+        if kernel is None:
+            return False
+        self.scheduler.submit(kernel, restart=True)
+        return True
+
+    def rerun_all(self) -> int:
+        kernels = self.workspace.kernels()
+        for kernel in kernels:
+            self.scheduler.submit(kernel, restart=False)
+        return len(kernels)
+
+    def run_task(self, name: str, path: Path) -> bool:
+        kernel = self.workspace.kernel(Path(path))
+        if kernel is None:
+            return False
+        self.scheduler.submit_task(name, kernel)
+        return True
+
+    # -- from the watcher thread ---------------------------------------------------------------
+    def _on_saves(self, saves: list[Save]) -> None:
+        for save in saves:
+            if save.removed and not self.workspace.is_reference_file(save.path) and save.path.suffix == ".py":
+                # A kernel file (or a module beside one) is gone: listeners drop it by its path.
+                self.scheduler.forget(save.path)
+                self.index.affected_by(save.path)  # drops it from the index
+                self.listener(Saved(str(save.path), (), None, dependency=False))
+                continue
+            affected = self.index.affected_by(save.path)
+            dependency = all(k.path != save.path for k in affected)
+            self.listener(Saved(str(save.path), tuple(k.id for k in affected), save.content_hash, dependency))
+            for kernel in affected:
+                self.scheduler.submit(kernel, restart=True)
+
+
+def is_current(store: Store, kernel: Kernel) -> bool:
+    """Whether the stored result of ``kernel`` is a finished run of exactly what is on disk."""
+    run = store.latest_run(kernel.id)
+    if run is None or run.verdict in ("running", "cancelled", "interrupted"):
+        return False
+    try:
+        if run.content_hash != content_hash(kernel.path.read_bytes()):
+            return False
+        return run.reference_hash == reference_hash(kernel)
+    except OSError:
+        return False

@@ -1,0 +1,342 @@
+"""``ktui mcp``: the real server over stdio, driven by the MCP SDK's own client, on the CPU tier."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+import time
+import uuid
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import pytest
+from conftest import REPO, ktui, make_workspace
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.shared.exceptions import MCPError
+
+TOOLS = {"run", "latest", "history", "diff", "profile", "sanitize", "context_search", "dump"}
+
+
+@asynccontextmanager
+async def connect(workspace: Path, tag: str = "", command: list[str] | None = None, env: dict | None = None):
+    """A session with ``python -m ktui mcp WORKSPACE``; ``tag`` marks its processes (and the worker's)."""
+    argv = command or [sys.executable, "-m", "ktui", "mcp", str(workspace), "--cpu"]
+    env = {"PYTHONPATH": str(REPO), "KTUI_MCP_TEST_TAG": tag or uuid.uuid4().hex, **(env or {})}
+    params = StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=str(workspace))
+    with open(os.devnull, "w") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            yield session
+
+
+async def call(session: ClientSession, tool: str, **arguments) -> dict:
+    result = await session.call_tool(tool, arguments)
+    assert not result.is_error, result.content[0].text
+    return result.structured_content
+
+
+async def error_of(session: ClientSession, tool: str, **arguments) -> str:
+    result = await session.call_tool(tool, arguments)
+    assert result.is_error, result.structured_content
+    return result.content[0].text
+
+
+def tagged_processes(tag: str) -> list[int]:
+    """Live processes whose environment carries ``tag``: the server, its worker, what user code spawned."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if f"KTUI_MCP_TEST_TAG={tag}".encode() in environ.split(b"\0") and state != "Z":
+            pids.append(int(entry.name))
+    return pids
+
+
+def test_server_lists_the_loops_tools_and_refuses_arguments_they_do_not_take(tmp_path):
+    ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
+
+    async def main():
+        async with connect(ws) as session:
+            tools = {t.name: t for t in (await session.list_tools()).tools}
+            assert set(tools) == TOOLS  # no audit tool: ktui has no audit yet
+            assert tools["run"].input_schema["required"] == ["paths"]
+            assert "remote" not in tools["run"].input_schema["properties"]
+            assert all(t.input_schema.get("additionalProperties") is False for t in tools.values())
+            assert set(tools["dump"].input_schema["properties"]["kind"]["enum"]) >= {"ptx", "sass", "ttir"}
+
+    anyio.run(main)
+
+
+def test_an_agent_runs_the_whole_loop_on_the_cpu_tier(tmp_path):
+    """run → latest → history → dump, then an edit, run again and diff the two versions."""
+    ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
+    kernel = ws / "kernels" / "add_triton.py"
+
+    async def main():
+        async with connect(ws) as session:
+            progress: list[str] = []
+
+            async def on_progress(done, total, message):
+                progress.append(message)
+
+            result = await session.call_tool("run", {"paths": ["kernels/add_triton.py"], "seed": 1},
+                                             progress_callback=on_progress)
+            assert not result.is_error, result.content[0].text
+            first = result.structured_content["kernels"][0]
+            assert result.structured_content["all_passed"] is True
+            assert (first["kernel"], first["version"], first["verdict"], first["tier"]) == ("add_triton", 1, "passed", "cpu")
+            assert first["first_failure"] is None and first["summary"]["correct"] == [5, 5]
+            assert Path(first["run_dir"]) == ws / ".ktui" / "runs" / "add_triton" / "1"
+            assert any("[correctness[size=1000]] ok" in m for m in progress) and progress[-1] == "finished: passed"
+
+            latest = await call(session, "latest", kernel="add_triton")
+            assert latest["verdict"] == "passed" and latest["stale"] is False
+            assert {"rung": "integrity", "status": "ok", "message": latest["rungs"][-5]["message"]} in latest["rungs"]
+
+            page = await call(session, "dump", kernel="kernels/add_triton.py", kind="ptx", max_chars=300)
+            assert page["function"] == "add_kernel" and len(page["text"]) == 300 and page["next_offset"] == 300
+            rest = await call(session, "dump", kernel="add_triton", kind="ptx", offset=page["next_offset"],
+                              max_chars=100_000)
+            ptx = (ws / ".ktui" / "runs" / "add_triton" / "1" / "add_kernel.ptx").read_text()
+            assert page["text"] + rest["text"] == ptx and rest["next_offset"] is None
+
+            kernel.write_text(kernel.read_text().replace("num_warps=4", "num_warps=8"))
+            assert (await call(session, "latest", kernel="add_triton"))["stale"] is True
+            second = (await call(session, "run", paths=["kernels/"], no_bench=True))["kernels"][0]
+            assert (second["version"], second["verdict"]) == (2, "passed")
+
+            history = await call(session, "history", kernel="add_triton", limit=5)
+            assert [r["version"] for r in history["runs"]] == [2, 1]
+            diff = await call(session, "diff", kernel="add_triton")
+            assert (diff["base_version"], diff["new_version"]) == (1, 2) and diff["functions"]
+
+    anyio.run(main)
+
+
+def test_a_failing_kernel_answers_with_its_first_failure_at_the_line(tmp_path):
+    ws = make_workspace(tmp_path / "ws", fixtures=["raises", "wrong_values"])
+
+    async def main():
+        async with connect(ws) as session:
+            out = await call(session, "run", paths=["kernels/raises.py", "kernels/wrong_values.py"], no_bench=True)
+            raises, wrong = out["kernels"]
+            assert out["all_passed"] is False
+            assert raises["verdict"] == "failed"
+            failure = raises["first_failure"]
+            assert (failure["rung"], failure["error_type"], failure["line"]) == ("run", "KeyError", 19)
+            assert failure["where"] == f"{ws / 'kernels' / 'raises.py'}:19"
+            assert '>19 |     scale = {"x": 1.0}["y"]' in failure["excerpt"]
+            assert wrong["verdict"] == "failed"
+            assert wrong["first_failure"]["rung"] == "correctness[size=1]"
+            assert "beyond atol" in wrong["first_failure"]["message"]
+
+    anyio.run(main)
+
+
+def test_cancelling_a_hanging_run_kills_the_worker_and_leaves_no_process(tmp_path):
+    ws = make_workspace(tmp_path / "ws", fixtures=["hang"])
+    tag = uuid.uuid4().hex
+
+    async def main():
+        async with connect(ws, tag=tag) as session:
+            started = anyio.Event()
+
+            async def on_progress(done, total, message):
+                if "started" in message:
+                    started.set()
+
+            async with anyio.create_task_group() as tg:
+                async def run_it():
+                    await session.call_tool("run", {"paths": ["kernels/hang.py"]}, progress_callback=on_progress)
+
+                tg.start_soon(run_it)
+                with anyio.fail_after(120):
+                    await started.wait()
+                await anyio.sleep(1.0)  # the worker is now spinning inside custom_kernel
+                assert len(tagged_processes(tag)) >= 2  # the server and its worker
+                tg.cancel_scope.cancel()  # the client sends notifications/cancelled
+            # The client stops waiting at once; the server kills the worker, then records the run.
+            reports = ws / ".ktui" / "runs" / "hang" / "1" / "report.json"
+            deadline = time.monotonic() + 30
+            while (len(tagged_processes(tag)) > 1 or not reports.is_file()) and time.monotonic() < deadline:
+                await anyio.sleep(0.2)
+            assert len(tagged_processes(tag)) == 1  # only the server is left, and it still answers
+            assert {t.name for t in (await session.list_tools()).tools} == TOOLS
+            report = json.loads(reports.read_text())
+            assert report["verdict"] == "cancelled" and report["message"].startswith("cancelled by the client")
+        deadline = time.monotonic() + 15
+        while tagged_processes(tag) and time.monotonic() < deadline:
+            await anyio.sleep(0.2)
+        assert tagged_processes(tag) == []
+
+    anyio.run(main)
+
+
+def test_a_bad_call_is_a_clear_error_result_and_the_server_keeps_serving(tmp_path):
+    ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
+    (tmp_path / "outside.py").write_text("REFERENCE = 'add'\n")
+
+    async def main():
+        async with connect(ws) as session:
+            assert "remote" in await error_of(session, "run", paths=["kernels/add_triton.py"], remote=True)
+            assert "outside the workspace" in await error_of(session, "run", paths=[str(tmp_path / "outside.py")])
+            assert "outside the workspace" in await error_of(session, "latest", kernel="../outside.py")
+            assert "no such file" in await error_of(session, "history", kernel="kernels/nope.py")
+            assert "paths" in await error_of(session, "run", paths=[])
+            assert "no runs recorded yet" in await error_of(session, "latest", kernel="add_triton")
+            assert "no stored versions" in await error_of(session, "dump", kernel="add_triton", kind="ptx")
+            assert "kind" in await error_of(session, "dump", kernel="add_triton", kind="exe")
+            assert "context" in await error_of(session, "context_search", query="make_layout")
+            assert "limit" in await error_of(session, "history", kernel="add_triton", limit=0)
+            assert {t.name for t in (await session.list_tools()).tools} == TOOLS
+
+    anyio.run(main)
+
+
+def test_init_writes_client_configurations_that_start_this_server(tmp_path):
+    assert ktui("init", "ws", cwd=tmp_path).returncode == 0
+    ws = tmp_path / "ws"
+    claude = json.loads((ws / ".mcp.json").read_text())["mcpServers"]["ktui"]
+    cursor = json.loads((ws / ".cursor" / "mcp.json").read_text())["mcpServers"]["ktui"]
+    codex = (ws / ".codex" / "config.toml").read_text()
+    assert (claude["command"], claude["args"]) == ("ktui", ["mcp", "."]) and cursor["args"][0] == "mcp"
+    assert "[mcp_servers.ktui]" in codex and 'args = ["mcp", "."]' in codex
+    skill = (ws / ".claude" / "skills" / "ktui-loop" / "SKILL.md").read_text()
+    for needed in ("name: ktui-loop", "`run`", "first failure", "`diff`", "`profile`", "roofline",
+                   "Never edit `references/`"):
+        assert needed in skill, needed
+
+    async def main():  # the configured command, with this interpreter standing in for `ktui`
+        async with connect(ws, command=[sys.executable, "-m", "ktui", *claude["args"]]) as session:
+            assert {t.name for t in (await session.list_tools()).tools} == TOOLS
+
+    anyio.run(main)
+
+
+SYSTEM_TOOLS = [Path("/usr/local/cuda/bin/ncu"), Path("/usr/local/cuda/bin/compute-sanitizer"),
+                *Path("/opt/nvidia").glob("nsight-compute/*/ncu")]
+# A kernel whose loading never ends: it waits on a stand-in for ncu, a script that sleeps. On the
+# CPU tier the pre-flight refuses before ncu starts, so the hang is staged where the pre-flight loads
+# the kernel: like ncu and its target, that process runs in a session of its own under `ktui profile`.
+STUCK_KERNEL = """import subprocess
+
+REFERENCE = "add"
+subprocess.run(["ktui-standin-tool"])
+
+
+def custom_kernel(x, y):
+    return x + y
+"""
+
+
+def _script(folder: Path, name: str, body: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return path
+
+
+def _path_with(bin_dir: Path) -> dict:
+    """PATH with ``bin_dir``, the Python in use and the system folders: no ncu, no compute-sanitizer."""
+    return {"PATH": os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent), "/usr/bin", "/bin"]),
+            "CUDA_HOME": "", "CUDA_PATH": ""}
+
+
+def _stuck_workspace(tmp_path: Path) -> tuple[Path, dict, Path]:
+    ws = make_workspace(tmp_path / "ws")
+    (ws / "kernels" / "stuck_triton.py").write_text(STUCK_KERNEL)
+    started = tmp_path / "standin-started"
+    _script(tmp_path / "bin", "ktui-standin-tool", f"touch {started}\nsleep 600\n")
+    _script(tmp_path / "bin", "ncu", "sleep 600\n")
+    return ws, _path_with(tmp_path / "bin"), started
+
+
+async def _wait_for(condition, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition() and time.monotonic() < deadline:
+        await anyio.sleep(0.2)
+
+
+def test_cancelling_a_hanging_profile_kills_its_process_groups_and_the_server_keeps_serving(tmp_path):
+    ws, env, started = _stuck_workspace(tmp_path)
+    tag = uuid.uuid4().hex
+
+    async def main():
+        async with connect(ws, tag=tag, env=env) as session:
+            progress: list[str] = []
+
+            async def on_progress(done, total, message):
+                progress.append(message)
+
+            async with anyio.create_task_group() as tg:
+                async def profile_it():
+                    await session.call_tool("profile", {"kernel": "stuck_triton"}, progress_callback=on_progress)
+
+                tg.start_soon(profile_it)
+                with anyio.fail_after(120):
+                    while not started.exists():
+                        await anyio.sleep(0.2)
+                # the server, ktui profile, the pre-flight's target, the stand-in's sh and its sleep
+                assert len(tagged_processes(tag)) >= 5
+                tg.cancel_scope.cancel()  # the client sends notifications/cancelled
+            await _wait_for(lambda: len(tagged_processes(tag)) <= 1, 30)
+            assert len(tagged_processes(tag)) == 1  # only the server is left, and it still answers
+            assert progress[:2] == ["starting ktui profile", "loading stuck_triton v1"]
+            assert {t.name for t in (await session.list_tools()).tools} == TOOLS
+        await _wait_for(lambda: not tagged_processes(tag), 15)
+        assert tagged_processes(tag) == []
+
+    anyio.run(main)
+
+
+def test_a_profile_in_flight_when_the_client_goes_away_leaves_no_process(tmp_path):
+    ws, env, started = _stuck_workspace(tmp_path)
+    tag = uuid.uuid4().hex
+
+    async def main():
+        async with anyio.create_task_group() as tg, connect(ws, tag=tag, env=env) as session:
+            async def profile_it():
+                with pytest.raises(MCPError, match="Connection closed"):
+                    await session.call_tool("profile", {"kernel": "stuck_triton"})
+
+            tg.start_soon(profile_it)
+            with anyio.fail_after(120):
+                while not started.exists():
+                    await anyio.sleep(0.2)
+            assert len(tagged_processes(tag)) >= 5
+        await _wait_for(lambda: not tagged_processes(tag), 30)
+        assert tagged_processes(tag) == []
+
+    anyio.run(main)
+
+
+def test_profile_and_sanitize_on_the_cpu_tier_are_clear_error_results(tmp_path):
+    if any(p.exists() for p in SYSTEM_TOOLS):
+        pytest.skip("this machine has NVIDIA's tools installed")
+    ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
+    marker = tmp_path / "ncu-was-started"
+    ncu = _script(tmp_path / "tools", "ncu", f"touch {marker}\nexit 0\n")
+
+    async def main():
+        async with connect(ws, env=_path_with(tmp_path / "bin")) as session:
+            assert "ncu (Nsight Compute) is not installed or not found" in await error_of(session, "profile",
+                                                                                            kernel="add_triton")
+            assert "compute-sanitizer is not installed or not found" in await error_of(session, "sanitize",
+                                                                                      kernel="add_triton")
+        async with connect(ws, env={**_path_with(tmp_path / "bin"), "KTUI_NCU": str(ncu)}) as session:
+            message = await error_of(session, "profile", kernel="kernels/add_triton.py")
+            assert "profile: no GPU: ncu profiling needs a CUDA GPU" in message, message
+            assert "it loads here: add_kernel" in message
+            assert {t.name for t in (await session.list_tools()).tools} == TOOLS
+        assert not marker.exists()  # the pre-flight answered; ncu never ran
+
+    anyio.run(main)

@@ -1,0 +1,101 @@
+"""What users and their kernels get wrong, told as what it is: a crashed worker's last words, a
+reference's generator that returns no tensor, a REFERENCE outside the workspace, a folder named
+like a kernel. Each through the real ``ktui run`` (CPU tier), in a workspace made here."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from conftest import FIXTURES, REPO, by_kernel, finished, ktui, make_workspace, parse_events, rungs
+
+PRINTS = '''
+print("the previous kernel was here")
+'''
+ABORTS = '''
+import os
+
+
+def custom_kernel(x, y):
+    print("realloc(): invalid pointer", end="")  # half a line, then the process dies
+    os.abort()
+'''
+GENERATORS = {"gennone": "None", "gennumber": "7", "genstrings": '("a", "b")'}
+REFERENCE = '''
+import torch
+
+TESTS = [{{"size": 16}}]
+
+
+def generate_input(seed: int, size: int):
+    return {value}
+
+
+def ref_kernel(x):
+    return x * 2
+'''
+
+
+@pytest.fixture(scope="module")
+def worker_run(tmp_path_factory):
+    """A kernel that prints, then one that aborts mid-line in the same warm worker; and kernels
+    judged by references whose generate_input returns None, a number, strings."""
+    ws = make_workspace(tmp_path_factory.mktemp("bad") / "ws")
+    add = (REPO / "kernels" / "add_triton.py").read_text()
+    (ws / "kernels" / "crash_0_prints.py").write_text(add + PRINTS)
+    (ws / "kernels" / "crash_1_aborts.py").write_text(add.replace("def custom_kernel", "def _unused") + ABORTS)
+    for op, value in GENERATORS.items():
+        (ws / "references" / f"{op}.py").write_text(REFERENCE.format(value=value))
+        shutil.copy(FIXTURES / "kernels" / "badgen_triton.py", ws / "kernels" / f"{op}_triton.py")
+    proc = ktui("run", "--json", "--seed", "5", "kernels", cwd=ws, timeout=600)
+    return ws, proc, by_kernel(parse_events(proc.stdout))
+
+
+def test_a_crash_message_carries_the_workers_last_line_even_without_a_newline(worker_run):
+    _, proc, kernels = worker_run
+    end = finished(kernels["crash_1_aborts"])
+    assert end["verdict"] == "crashed", proc.stderr
+    first_line = end["message"].splitlines()[0]
+    assert "SIGABRT" in first_line and "its last output: realloc(): invalid pointer" in first_line
+    assert "realloc(): invalid pointer" in end["summary"]["first_failure"]["message"]
+
+
+def test_a_crash_message_does_not_show_what_the_previous_kernel_printed(worker_run):
+    _, _, kernels = worker_run
+    assert finished(kernels["crash_0_prints"])["verdict"] == "passed"
+    assert "the previous kernel was here" not in finished(kernels["crash_1_aborts"])["message"]
+
+
+def test_history_and_the_summary_line_show_the_crash_s_last_line(worker_run):
+    ws, _, _ = worker_run
+    proc = ktui("history", "kernels/crash_1_aborts.py", cwd=ws)
+    assert proc.returncode == 0, proc.stderr
+    assert "crashed" in proc.stdout and "realloc(): invalid pointer" in proc.stdout
+
+
+@pytest.mark.parametrize("op, said", [("gennone", "returned None"), ("gennumber", "returned 7 (int)"),
+                                      ("genstrings", "returned ('a', 'b') (tuple of str)")])
+def test_a_generator_that_returns_no_tensor_is_blamed_not_the_kernel(worker_run, op, said):
+    _, _, kernels = worker_run
+    failed = [r for r in rungs(kernels[f"{op}_triton"]).values() if r["status"] == "failed"]
+    assert failed, kernels[f"{op}_triton"]
+    first = failed[0]
+    assert first["message"].startswith("generate_input(") and said in first["message"]
+    assert "tensor" in first["message"]
+    location = (first.get("error") or {}).get("location")
+    assert not location or not location["file"].endswith(f"{op}_triton.py")  # never the kernel's line
+
+
+def test_a_reference_outside_the_workspace_fails_its_kernel_and_the_others_still_run(tmp_path):
+    ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
+    (ws / "kernels" / "far_missing.py").write_text('REFERENCE = "/nonexistent/ktui/ref.py"\n')
+    (ws / "kernels" / "far_passwd.py").write_text('REFERENCE = "/etc/passwd"\n')
+    (ws / "kernels" / "dirk.py").mkdir()  # a folder named like a kernel hides nothing
+    proc = ktui("run", "--json", "--no-bench", "kernels", cwd=ws, timeout=600)
+    kernels = by_kernel(parse_events(proc.stdout))
+    assert finished(kernels["add_triton"])["verdict"] == "passed", proc.stderr
+    for name in ("far_missing", "far_passwd"):
+        end = finished(kernels[name])
+        assert end["verdict"] == "error" and "outside the workspace" in end["message"]
+        assert kernels[name][0]["tier"] == "-"  # never handed to a worker: /etc/passwd is not imported
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr

@@ -1,0 +1,162 @@
+"""``ktui run`` on the shipped kernels (CPU tier), its lines, its JSON, its files and exit codes."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from conftest import REPO, by_kernel, finished, ktui, make_workspace, parse_events, rungs
+
+
+@pytest.fixture(scope="module")
+def softmax_run(tmp_path_factory):
+    root = make_workspace(tmp_path_factory.mktemp("ws"), kernels=["softmax_triton", "add_triton"])
+    proc = ktui("run", "--json", "--seed", "11", "kernels/softmax_triton.py", "kernels/add_triton.py", cwd=root)
+    return root, proc, by_kernel(parse_events(proc.stdout))
+
+
+def test_shipped_triton_kernels_pass_every_rung_that_runs_on_cpu(softmax_run):
+    _, proc, kernels = softmax_run
+    assert proc.returncode == 0, proc.stderr
+    for name in ("softmax_triton", "add_triton"):
+        r = rungs(kernels[name])
+        assert finished(kernels[name])["verdict"] == "passed"
+        assert {"pre-checks", "compile", "dumps", "run"} <= {k for k, v in r.items() if v["status"] == "ok"}
+        checks = [v for k, v in r.items() if k.startswith("correctness[")]
+        assert checks and all(v["status"] == "ok" for v in checks)
+        benches = [v for k, v in r.items() if k.startswith("benchmark[")]
+        assert benches and all(v["status"] == "skipped" and "no GPU" in v["message"] for v in benches)
+
+
+def test_the_json_stream_is_ordered_and_typed(softmax_run):
+    events = softmax_run[2]["softmax_triton"]
+    assert events[0]["type"] == "run_started" and events[-1]["type"] == "run_finished"
+    assert events[0]["tier"] == "cpu" and events[0]["arch"] == "sm_90a"
+    open_rung = None
+    for e in events[1:-1]:
+        if e["type"] == "rung_started":
+            assert open_rung is None
+            open_rung = e["rung"]
+        elif e["type"] == "rung_finished" and e["status"] != "skipped":
+            assert e["rung"] == open_rung
+            open_rung = None
+
+
+def test_correctness_reports_every_metric_with_the_seed(softmax_run):
+    r = rungs(softmax_run[2]["softmax_triton"])
+    figures = r["correctness[rows=128,cols=1000]"]["figures"]
+    for key in ("max_abs", "max_rel", "mse", "rmse", "psnr", "cossim", "worst_index", "seed"):
+        assert key in figures
+    assert figures["cossim"] > 0.99999
+    bf16 = r["correctness[rows=64,cols=2048,dtype=bfloat16]"]["figures"]
+    assert bf16["dtype"] == "bfloat16" and bf16["psnr"] > 45
+
+
+def test_dumps_hold_every_triton_stage_and_real_sm90a_sass(softmax_run):
+    root, _, kernels = softmax_run
+    start = kernels["softmax_triton"][0]
+    run_dir = Path(start["run_dir"])
+    assert run_dir == root / ".ktui" / "runs" / "softmax_triton" / "1"
+    for ext in ("ttir", "ttgir", "llir", "ptx", "cubin", "sass"):
+        assert (run_dir / f"softmax_kernel.{ext}").stat().st_size > 0, ext
+    assert ".target sm_90a" in (run_dir / "softmax_kernel.ptx").read_text()
+    assert (run_dir / "softmax_kernel.cubin").read_bytes()[:4] == b"\x7fELF"
+    sass = (run_dir / "softmax_kernel.sass").read_text()
+    assert re.search(r"\bEXIT\b", sass) and "MUFU.EX2" in sass
+    resources = json.loads((run_dir / "resources.json").read_text())
+    assert resources["softmax_kernel"]["registers"] > 0
+    assert (run_dir / "source.py").read_text() == (root / "kernels" / "softmax_triton.py").read_text()
+    artifacts = {e["kind"] for e in kernels["softmax_triton"] if e["type"] == "artifact"}
+    assert {"ttir", "ttgir", "llir", "ptx", "cubin", "sass", "resources"} <= artifacts
+
+
+def test_reports_land_where_an_agent_can_cat_them(softmax_run):
+    root, _, kernels = softmax_run
+    latest = json.loads((root / ".ktui" / "latest" / "softmax_triton.json").read_text())
+    assert latest["verdict"] == "passed" and latest["version"] == 1
+    assert any(r["rung"] == "dumps" for r in latest["rungs"])
+    report = Path(kernels["softmax_triton"][0]["run_dir"]) / "report.json"
+    assert json.loads(report.read_text())["run_id"] == latest["run_id"]
+
+
+def test_plain_lines_name_each_rung_with_its_figures(tmp_path):
+    root = make_workspace(tmp_path / "ws", kernels=["softmax_triton"])
+    proc = ktui("run", "kernels/softmax_triton.py", cwd=root)
+    assert proc.returncode == 0
+    lines = proc.stdout.splitlines()
+    line = next(x for x in lines if x.startswith("[correctness[rows=128,cols=1000]]"))
+    assert re.fullmatch(r"\[correctness\[rows=128,cols=1000\]\] ok max_abs=\S+ max_rel=\S+ rmse=\S+ psnr=[\d.]+ cossim=1\.000000", line)
+    assert re.match(r"softmax_triton v1 passed · 6/6 correct · cpu sm_90a · [\d.]+ s", lines[-1])
+
+
+def test_an_edit_makes_a_new_version_and_the_history_lists_both(tmp_path):
+    root = make_workspace(tmp_path / "ws", kernels=["add_triton"])
+    assert ktui("run", "kernels/add_triton.py", "--seed", "1", cwd=root).returncode == 0
+    path = root / "kernels" / "add_triton.py"
+    path.write_text(path.read_text().replace("block = 1024", "block = 512"))
+    assert ktui("run", "kernels/add_triton.py", "--seed", "2", cwd=root).returncode == 0
+    hist = ktui("history", "kernels/add_triton.py", "--json", cwd=root)
+    versions = [json.loads(x)["version"] for x in hist.stdout.splitlines()]
+    assert versions == [2, 1]
+    plain = ktui("history", "kernels/add_triton.py", cwd=root).stdout
+    assert "add_triton v2 passed" in plain and "add_triton v1 passed" in plain
+
+
+@pytest.mark.parametrize(
+    "args, code, words",
+    [
+        (["run", "no/such/path.py"], 2, "no such file"),
+        (["run", "kernels/missing_reference.py"], 2, "nosuchop"),
+        (["run", "kernels/wrong_values.py", "--no-bench"], 1, "failed"),
+        (["run", "kernels/add_triton.py", "--timeout", "compile"], 2, "RUNG=SECONDS"),
+    ],
+)
+def test_exit_codes_separate_failure_from_could_not_run(tmp_path, args, code, words):
+    root = make_workspace(tmp_path / "ws", kernels=["add_triton"], fixtures=["missing_reference", "wrong_values"])
+    proc = ktui(*args, cwd=root)
+    assert proc.returncode == code
+    assert words in proc.stdout + proc.stderr
+
+
+def ktui_into_a_closed_pipe(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The CLI writing into a pipe whose reader is already gone, as under ``| head -1``."""
+    read, write = os.pipe()
+    os.close(read)
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    try:
+        return subprocess.run([sys.executable, "-m", "ktui", *args], cwd=cwd, stdout=write, stderr=subprocess.PIPE,
+                              text=True, timeout=600, env={**os.environ, "PYTHONPATH": path, **(env or {})})
+    finally:
+        os.close(write)
+
+
+def processes_with(marker: str) -> list[int]:
+    """The processes whose environment holds ``marker``: what one ``ktui run`` started."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and marker.encode() in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_a_piped_history_whose_reader_closed_early_exits_quietly(tmp_path):
+    ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
+    proc = ktui_into_a_closed_pipe("history", "kernels/add_triton.py", cwd=ws)
+    assert proc.stderr == "" and proc.returncode == 1
+
+
+def test_a_piped_run_whose_reader_closed_early_exits_quietly_and_stops_its_worker(tmp_path):
+    ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
+    marker = f"KTUI_PIPE_TEST={uuid.uuid4().hex}"
+    name, _, value = marker.partition("=")
+    proc = ktui_into_a_closed_pipe("run", "--json", "kernels/add_triton.py", cwd=ws, env={name: value})
+    assert "Traceback" not in proc.stderr and "BrokenPipeError" not in proc.stderr, proc.stderr
+    assert proc.returncode == 1
+    assert processes_with(marker) == []

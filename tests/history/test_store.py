@@ -1,0 +1,136 @@
+"""The history store: versions by content, and safety with two writers or a killed one."""
+
+import multiprocessing
+import os
+import signal
+
+from ktui.history.store import Store
+from ktui.protocol.events import RunFinished, RungFinished, RunStarted
+
+
+def _start(run_id: str, kernel: str = "k", version: int = 1) -> RunStarted:
+    return RunStarted(run_id, kernel=kernel, path="/w/kernels/k.py", version=version, content_hash="h", reference="/w/r.py",
+                      reference_hash="rh", tier="cpu", device="CPU", arch="sm_90a", run_dir="/w/.ktui/runs/k/1")
+
+
+def test_same_content_is_the_same_version_and_new_content_the_next(tmp_path):
+    store = Store(tmp_path / "history.db")
+    assert store.version_for("k", "aaa", "/k.py") == 1
+    assert store.version_for("k", "bbb", "/k.py") == 2
+    assert store.version_for("k", "aaa", "/k.py") == 1
+    assert store.version_for("other", "aaa", "/o.py") == 1
+
+
+def test_a_run_is_recorded_with_its_rungs_in_order(tmp_path):
+    store = Store(tmp_path / "history.db")
+    store.record(_start("r1"))
+    store.record(RungFinished("r1", rung="pre-checks", status="ok"))
+    store.record(RungFinished("r1", rung="correctness[n=1]", status="failed", figures={"psnr": 3.0}, message="bad"))
+    store.record(RunFinished("r1", verdict="failed", summary={"correct": [0, 1]}, duration_s=1.0))
+    run = store.latest_run("k")
+    assert run.verdict == "failed" and run.summary == {"correct": [0, 1]}
+    assert [r["rung"] for r in store.rungs("r1")] == ["pre-checks", "correctness[n=1]"]
+    assert store.rungs("r1")[1]["figures"] == {"psnr": 3.0}
+
+
+def _writer(path: str, prefix: str, n: int) -> None:
+    store = Store(path)
+    for i in range(n):
+        version = store.version_for("shared", f"{prefix}-{i}", "/k.py")
+        run_id = f"{prefix}-{i}"
+        store.record(_start(run_id, "shared", version))
+        store.record(RungFinished(run_id, rung="pre-checks", status="ok"))
+        store.record(RunFinished(run_id, verdict="passed"))
+
+
+def test_two_processes_writing_at_once_lose_nothing_and_never_share_a_version(tmp_path):
+    path = str(tmp_path / "history.db")
+    Store(path)
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(path, p, 40)) for p in ("a", "b")]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    store = Store(path)
+    runs = store.runs("shared")
+    assert len(runs) == 80 and all(r.verdict == "passed" for r in runs)
+    versions = sorted(v for v, _ in store.iter_versions("shared"))
+    assert versions == list(range(1, 81))
+
+
+def _killed_writer(path: str) -> None:
+    store = Store(path)
+    store.record(_start("doomed"))
+    store.record(RungFinished("doomed", rung="pre-checks", status="ok"))
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_run_left_running_by_a_killed_process_is_marked_interrupted_at_the_next_open(tmp_path):
+    path = str(tmp_path / "history.db")
+    proc = multiprocessing.get_context("spawn").Process(target=_killed_writer, args=(path,))
+    proc.start()
+    proc.join(60)
+    assert proc.exitcode == -signal.SIGKILL
+    run = Store(path).latest_run("k")
+    assert run.run_id == "doomed" and run.verdict == "interrupted"
+    assert f"pid {proc.pid}" in run.message and run.finished is not None
+
+
+def _live_writer(path: str, started, stop) -> None:
+    store = Store(path)
+    store.record(_start("live"))
+    started.set()
+    stop.wait(60)
+
+
+def test_a_live_run_of_another_process_is_not_marked_interrupted(tmp_path):
+    path = str(tmp_path / "history.db")
+    ctx = multiprocessing.get_context("spawn")
+    started, stop = ctx.Event(), ctx.Event()
+    proc = ctx.Process(target=_live_writer, args=(path, started, stop))
+    proc.start()
+    try:
+        assert started.wait(60)
+        assert Store(path).latest_run("k").verdict == "running"  # another ktui's run in flight
+    finally:
+        stop.set()
+        proc.join(60)
+    # Its process ended without finishing the run: now it is interrupted.
+    assert Store(path).latest_run("k").verdict == "interrupted"
+
+
+def test_a_history_from_before_runs_named_their_process_opens_and_keeps_its_running_rows(tmp_path):
+    import sqlite3
+
+    from ktui.history.store import SCHEMA
+
+    path = tmp_path / "history.db"
+    old = sqlite3.connect(path)
+    old.executescript(SCHEMA)
+    old.execute("INSERT INTO runs (run_id, kernel, version, path, content_hash, reference, tier, device, arch, run_dir,"
+                " started) VALUES ('old', 'k', 1, 'k.py', 'h', 'r.py', 'cpu', 'CPU', 'sm_90a', 'd', 1.0)")
+    old.commit()
+    old.close()
+    store = Store(path)
+    assert store.latest_run("k").verdict == "running"  # whose it was is unknown: not guessed
+    store.record(_start("new"))
+    assert {r.run_id for r in store.runs("k")} == {"old", "new"}
+
+
+def test_a_writer_killed_mid_run_leaves_a_readable_history(tmp_path):
+    path = str(tmp_path / "history.db")
+    store = Store(path)
+    store.record(_start("earlier"))
+    store.record(RunFinished("earlier", verdict="passed"))
+    proc = multiprocessing.get_context("spawn").Process(target=_killed_writer, args=(path,))
+    proc.start()
+    proc.join(60)
+    assert proc.exitcode == -signal.SIGKILL
+    again = Store(path)
+    runs = {r.run_id: r for r in again.runs("k")}
+    assert runs["earlier"].verdict == "passed"
+    assert len(again.rungs("doomed")) == 1
+    again.record(_start("after"))  # and it still takes writes
+    assert {r.run_id for r in again.runs("k")} == {"after", "doomed", "earlier"}

@@ -1,0 +1,48 @@
+"""The GPU-only reward hacks: work that escapes the timer, a kernel that cuts corners once it is
+being timed, a patched timer; and the honest kernels stay clean under the same checks."""
+
+import pytest
+from conftest import by_kernel, finished, ktui, make_workspace, parse_events, rungs
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def stream(tmp_path_factory):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    root = make_workspace(tmp_path_factory.mktemp("gpuhacks"), kernels=["add_triton"],
+                          hacks=["side_stream", "lazy_after_warmup", "patches_timer", "cache_by_pointer"])
+    proc = ktui("run", "--json", "--seed", "9", "--bench-time", "1", "kernels/", cwd=root, timeout=900)
+    return proc, by_kernel(parse_events(proc.stdout))
+
+
+def _suspicious(events):
+    return [r for r in rungs(events).values() if r["status"] == "suspicious"]
+
+
+def test_work_on_a_side_stream_is_caught(stream):
+    events = stream[1]["hack_side_stream"]
+    assert finished(events)["verdict"] == "suspicious"
+    reasons = " ".join(r["message"] for r in _suspicious(events))
+    assert "escapes the timer" in reasons or "impossible" in reasons or "faster than" in reasons
+
+
+def test_a_kernel_that_cuts_corners_when_timed_is_caught(stream):
+    events = stream[1]["hack_lazy_after_warmup"]
+    assert finished(events)["verdict"] == "suspicious"
+    assert any("wrong when timed" in r["message"] or "impossible" in r["message"] for r in _suspicious(events))
+
+
+@pytest.mark.parametrize("hack", ["patches_timer", "cache_by_pointer"])
+def test_cpu_visible_hacks_are_caught_on_the_gpu_too(stream, hack):
+    assert finished(stream[1][f"hack_{hack}"])["verdict"] == "suspicious"
+
+
+def test_the_honest_kernel_passes_every_check_on_the_gpu(stream):
+    events = stream[1]["add_triton"]
+    assert finished(events)["verdict"] == "passed", [(r["rung"], r["message"]) for r in _suspicious(events)]
+    for name, r in rungs(events).items():
+        if name.startswith("benchmark["):
+            assert r["figures"]["rechecked"] > 0 and r["figures"]["wall_us"] > 0

@@ -1,0 +1,119 @@
+"""The real ``ktui watch`` in a real terminal (tmux), while vim and an agent-style rename edit files.
+
+tmux gives the app a real pty and keys as a terminal sends them (send-keys) and shows what a
+person would see (capture-pane). CI installs tmux (see .ci/run); without it the test says so.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from conftest import REPO, make_workspace
+
+TMUX = shutil.which("tmux")
+VIM = shutil.which("vim")
+pytestmark = pytest.mark.skipif(TMUX is None, reason="tmux is not installed (apt-get install -y tmux; .ci/run does)")
+
+ADD = (REPO / "kernels" / "add_triton.py").read_text()
+
+
+class Tmux:
+    """One private tmux server (its own socket) so no other session is touched."""
+
+    def __init__(self, socket: str):
+        self.socket = socket
+
+    def __call__(self, *args: str, check: bool = True) -> str:
+        proc = subprocess.run([TMUX, "-L", self.socket, *args], capture_output=True, text=True, timeout=30)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"tmux {' '.join(args)}: {proc.stderr}")
+        return proc.stdout
+
+    def screen(self, target: str = "app") -> str:
+        return self("capture-pane", "-p", "-t", target)
+
+    def wait_for(self, predicate, timeout: float = 120.0, target: str = "app", what: str = "") -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            text = self.screen(target)
+            if predicate(text):
+                return text
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {what}; the screen shows:\n{text}")
+            time.sleep(0.2)
+
+
+def _finished_runs(db: Path) -> int:
+    import sqlite3
+
+    with sqlite3.connect(db, timeout=30) as conn:
+        return conn.execute("SELECT COUNT(*) FROM runs WHERE verdict NOT IN ('running', 'cancelled')").fetchone()[0]
+
+
+def line_of(screen: str, kernel: str) -> str:
+    return next((l for l in screen.splitlines() if f" {kernel} " in l), "")
+
+
+def test_the_real_app_in_tmux_follows_edits_by_vim_and_by_rename_and_quits_on_q(tmp_path):
+    ws = make_workspace(tmp_path / "ws", kernels=["add_triton"], fixtures=["compile_error"])
+    tmux = Tmux(f"ktui-test-{uuid.uuid4().hex[:8]}")
+    done = tmp_path / "exited"
+    command = (f"cd {shlex.quote(str(ws))} && PYTHONPATH={shlex.quote(str(REPO))} {shlex.quote(sys.executable)} "
+               f"-m ktui watch . --seed 0 --debounce-ms 100; echo $? > {shlex.quote(str(done))}")
+    tmux("new-session", "-d", "-s", "app", "-x", "100", "-y", "30", command)
+    try:
+        screen = tmux.wait_for(lambda s: "✗ failed" in line_of(s, "compile_error") and "✓ passed" in line_of(s, "add_triton"),
+                               what="the first runs")
+        assert "CPU · Triton interpreter · sm_90a" in screen and "watch: inotify" in screen
+
+        # vim, the real editor, fixes the kernel: 4913 probe, backup, write, rename — one save.
+        kernel = ws / "kernels" / "compile_error.py"
+        if VIM:
+            tmux("new-window", "-d", "-n", "vim",
+                 f"{VIM} -u NONE -N -n -c 'set backup writebackup backupcopy=no' "
+                 f"-c '%s/tl.arange(0, 1000)/tl.arange(0, BLOCK)/' -c 'wq' {shlex.quote(str(kernel))}")
+        else:  # the same steps vim takes, by hand
+            (kernel.parent / "4913").write_text("")
+            (kernel.parent / "4913").unlink()
+            os.rename(kernel, kernel.with_name(kernel.name + "~"))
+            kernel.write_text(kernel.with_name(kernel.name + "~").read_text().replace("tl.arange(0, 1000)", "tl.arange(0, BLOCK)"))
+        screen = tmux.wait_for(lambda s: "✓ passed" in line_of(s, "compile_error") and "v2" in line_of(s, "compile_error"),
+                               what="the fixed kernel's run")
+        assert "compiled cleanly for sm_90a" in screen  # follow mode selected it; the compile tab shows it
+
+        # an agent's save: temp file + os.replace
+        tmp = ws / "kernels" / ".add_triton.py.tmp"
+        tmp.write_text(ADD.replace("block = 1024", "block = 256"))
+        os.replace(tmp, ws / "kernels" / "add_triton.py")
+        tmux.wait_for(lambda s: "v2" in line_of(s, "add_triton") and "✓ passed" in line_of(s, "add_triton"),
+                      what="the agent's save")
+
+        # keys as a terminal sends them: R (shift+r) re-runs both kernels
+        db = ws / ".ktui" / "history.db"
+        before = _finished_runs(db)
+        tmux("send-keys", "-t", "app", "R")
+        deadline = time.monotonic() + 120
+        while _finished_runs(db) < before + 2 and time.monotonic() < deadline:
+            time.sleep(0.3)
+        assert _finished_runs(db) == before + 2
+        tmux("send-keys", "-t", "app", "2")
+        tmux.wait_for(lambda s: "figures / message" in s, timeout=10, what="the rungs tab")
+        tmux("send-keys", "-t", "app", "?")
+        tmux.wait_for(lambda s: "ktui watch — keys" in s, timeout=10, what="the help")
+        tmux("send-keys", "-t", "app", "Escape")
+        tmux.wait_for(lambda s: "ktui watch — keys" not in s, timeout=10, what="the help to close")
+        tmux("send-keys", "-t", "app", "q")
+        deadline = time.monotonic() + 30
+        while not done.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert done.exists() and done.read_text().strip() == "0"
+    finally:
+        tmux("kill-server", check=False)

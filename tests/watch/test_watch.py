@@ -1,0 +1,177 @@
+"""The watcher: editors' and agents' ways of saving become exactly one save of the real file."""
+
+from __future__ import annotations
+
+import errno
+import os
+import queue
+import time
+from pathlib import Path
+
+import pytest
+from watchdog.observers.inotify import InotifyObserver
+
+from ktui.watch.watcher import Save, Watcher, is_watched_file
+
+QUIET = 0.6  # long enough for the debounce (50 ms here) and inotify delivery on a busy machine
+
+
+class Saves:
+    """Collects saves from the watcher thread; ``wait`` returns those of one burst."""
+
+    def __init__(self):
+        self.q: queue.Queue[Save] = queue.Queue()
+
+    def __call__(self, saves: list[Save]) -> None:
+        for s in saves:
+            self.q.put(s)
+
+    def wait(self, timeout: float = 5.0, quiet: float = QUIET) -> list[Save]:
+        got = [self.q.get(timeout=timeout)]
+        while True:
+            try:
+                got.append(self.q.get(timeout=quiet))
+            except queue.Empty:
+                return got
+
+    def none(self, within: float = 1.0) -> bool:
+        try:
+            self.q.get(timeout=within)
+        except queue.Empty:
+            return True
+        return False
+
+
+@pytest.fixture
+def folder(tmp_path):
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "k.py").write_text("v = 1\n")
+    return tmp_path / "kernels"
+
+
+@pytest.fixture
+def watched(folder):
+    saves = Saves()
+    watcher = Watcher([folder], saves, debounce_s=0.05)
+    watcher.start()
+    yield folder, saves, watcher
+    watcher.stop()
+
+
+def test_an_agents_temp_file_and_rename_is_one_save_of_the_real_file(watched):
+    folder, saves, _ = watched
+    tmp = folder / "k.py.tmp"
+    tmp.write_text("v = 2\n")
+    os.replace(tmp, folder / "k.py")
+    got = saves.wait()
+    assert [s.path.name for s in got] == ["k.py"]
+    assert got[0].content_hash is not None
+
+
+def test_vims_probe_file_backup_rename_and_rewrite_is_one_save(watched):
+    folder, saves, _ = watched
+    probe = folder / "4913"
+    probe.write_text("")
+    probe.unlink()
+    os.rename(folder / "k.py", folder / "k.py~")
+    (folder / "k.py").write_text("v = 3\n")
+    (folder / "k.py~").unlink()
+    got = saves.wait()
+    assert [(s.path.name, s.removed) for s in got] == [("k.py", False)]
+
+
+def test_jetbrains_safe_write_is_one_save(watched):
+    folder, saves, _ = watched
+    tmp = folder / "k.py___jb_tmp___"
+    tmp.write_text("v = 4\n")
+    os.rename(folder / "k.py", folder / "k.py___jb_old___")
+    os.rename(tmp, folder / "k.py")
+    (folder / "k.py___jb_old___").unlink()
+    got = saves.wait()
+    assert [s.path.name for s in got] == ["k.py"]
+
+
+def test_writing_the_same_bytes_again_is_not_a_save(watched):
+    folder, saves, _ = watched
+    (folder / "k.py").write_text("v = 1\n")  # unchanged content
+    assert saves.none(within=QUIET * 2)
+
+
+def test_a_burst_of_writes_settles_into_one_save_of_the_final_content(watched):
+    folder, saves, watcher = watched
+    for i in range(30):
+        (folder / "k.py").write_text(f"v = {i + 10}\n")
+        time.sleep(0.005)
+    got = saves.wait()
+    assert len(got) == 1
+    assert got[0].content_hash == watcher.known_hash(folder / "k.py")
+    from ktui.workspace.kernels import content_hash
+
+    assert got[0].content_hash == content_hash(b"v = 39\n")
+
+
+def test_swap_backup_and_hidden_files_and_ktui_output_are_ignored(watched, tmp_path):
+    folder, saves, _ = watched
+    (folder / ".k.py.swp").write_text("x")
+    (folder / "k.py~").write_text("x")
+    (folder / "#k.py#").write_text("x")
+    (folder / "notes.txt").write_text("x")
+    (folder / ".ktui").mkdir()
+    (folder / ".ktui" / "latest.py").write_text("x")
+    (folder / "__pycache__").mkdir()
+    (folder / "__pycache__" / "k.py").write_text("x")
+    assert saves.none(within=QUIET * 2)
+
+
+def test_a_new_kernel_in_a_new_subfolder_is_a_save_and_a_removed_one_is_a_removal(watched):
+    folder, saves, _ = watched
+    (folder / "softmax").mkdir()
+    (folder / "softmax" / "softmax_v2.py").write_text("x = 1\n")
+    got = saves.wait()
+    assert [s.path.relative_to(folder).as_posix() for s in got] == ["softmax/softmax_v2.py"]
+    (folder / "softmax" / "softmax_v2.py").unlink()
+    got = saves.wait()
+    assert got[0].removed
+
+
+def test_a_missing_folder_is_watched_once_it_appears(tmp_path):
+    saves = Saves()
+    watcher = Watcher([tmp_path / "kernels"], saves, debounce_s=0.05)
+    watcher.start()
+    try:
+        (tmp_path / "kernels").mkdir()
+        time.sleep(0.3)
+        (tmp_path / "kernels" / "add_new.py").write_text("x = 1\n")
+        got = saves.wait()
+        assert [s.path.name for s in got] == ["add_new.py"]
+    finally:
+        watcher.stop()
+
+
+class _OutOfWatches(InotifyObserver):
+    """A real inotify observer that reports what the kernel says when max_user_watches is spent."""
+
+    def schedule(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "inotify watch limit reached")
+
+
+def test_out_of_inotify_watches_falls_back_to_polling_and_says_so(folder):
+    saves = Saves()
+    watcher = Watcher([folder], saves, debounce_s=0.05, observer_factory=_OutOfWatches)
+    state = watcher.start()
+    try:
+        assert state.mode == "polling"
+        assert "max_user_watches" in state.reason
+        time.sleep(1.2)  # the poller's first snapshot
+        (folder / "k.py").write_text("v = 7\n")
+        got = saves.wait(timeout=8)
+        assert [s.path.name for s in got] == ["k.py"]
+    finally:
+        watcher.stop()
+
+
+def test_is_watched_file_names():
+    assert is_watched_file(Path("kernels/softmax_triton.py"))
+    for name in ("4913", "k.py~", ".k.py.swp", "k.py___jb_tmp___", "k.py.tmp", "#k.py#", ".#k.py", "k.pyc"):
+        assert not is_watched_file(Path("kernels") / name), name
+    assert not is_watched_file(Path("ws/.ktui/runs/k.py"))

@@ -1,0 +1,249 @@
+"""The watch loop end to end with real files and real worker processes (no UI)."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+from conftest import FIXTURES, REPO, make_workspace
+
+from ktui.protocol.events import RunFinished, RungStarted, RunStarted
+from ktui.protocol.job import Options
+from ktui.watch.loop import Saved, WatchLoop, WatchSettings
+from ktui.watch.scheduler import QueueChanged
+from ktui.workspace.folder import Workspace
+from ktui.workspace.kernels import content_hash
+
+ADD = (REPO / "kernels" / "add_triton.py").read_text()
+HANG = (FIXTURES / "kernels" / "hang.py").read_text()
+
+
+def save_atomically(path: Path, text: str) -> None:
+    """How agents save: write a temp file next to it, then os.replace."""
+    tmp = path.with_name(path.name + f".{uuid.uuid4().hex[:6]}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+class Collector:
+    def __init__(self):
+        self.items: list = []
+        self.cond = threading.Condition()
+
+    def __call__(self, item) -> None:
+        with self.cond:
+            self.items.append(item)
+            self.cond.notify_all()
+
+    def wait_for(self, predicate, timeout: float = 120.0):
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while True:
+                for item in self.items:
+                    if predicate(item):
+                        return item
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    kinds = [type(i).__name__ for i in self.items[-20:]]
+                    raise AssertionError(f"timed out; last items: {kinds}")
+                self.cond.wait(left)
+
+    def of(self, cls):
+        with self.cond:
+            return [i for i in self.items if isinstance(i, cls)]
+
+
+def test_a_save_during_a_run_cancels_it_and_the_newest_content_runs(tmp_path):
+    ws = make_workspace(tmp_path / "ws")
+    kernel = ws / "kernels" / "add_edit.py"
+    kernel.write_text(HANG)
+    got = Collector()
+    loop = WatchLoop(Workspace.at(ws), Options(seed=0, timeouts={"compile": 120}), got,
+                     WatchSettings(debounce_s=0.05))
+    loop.start()
+    try:
+        stale = got.wait_for(lambda e: isinstance(e, RungStarted) and e.rung == "compile")
+        save_atomically(kernel, ADD)
+        cancelled = got.wait_for(lambda e: isinstance(e, RunFinished) and e.run_id == stale.run_id)
+        assert cancelled.verdict == "cancelled"
+        fresh = got.wait_for(lambda e: isinstance(e, RunStarted) and e.run_id != stale.run_id)
+        assert fresh.content_hash == content_hash(ADD.encode())
+        done = got.wait_for(lambda e: isinstance(e, RunFinished) and e.run_id == fresh.run_id)
+        assert done.verdict == "passed"
+        # Never two runs at once: every run_started follows the previous run's run_finished.
+        open_runs = 0
+        for item in got.items:
+            if isinstance(item, RunStarted):
+                open_runs += 1
+                assert open_runs == 1
+            elif isinstance(item, RunFinished):
+                open_runs -= 1
+        assert any(q.cancelling for q in got.of(QueueChanged))
+    finally:
+        loop.close()
+    latest = json.loads((ws / ".ktui" / "latest" / "add_edit.json").read_text())
+    assert latest["content_hash"] == content_hash(ADD.encode()) and latest["verdict"] == "passed"
+
+
+def test_a_reference_save_reruns_every_kernel_that_uses_it(tmp_path):
+    ws = make_workspace(tmp_path / "ws", kernels=["add_triton", "softmax_triton"])
+    (ws / "kernels" / "add_copy.py").write_text(ADD)
+    got = Collector()
+    loop = WatchLoop(Workspace.at(ws), Options(seed=0), got, WatchSettings(debounce_s=0.05, catch_up=False))
+    loop.start()
+    try:
+        ref = ws / "references" / "add.py"
+        save_atomically(ref, ref.read_text() + "\n# a comment changes the reference's hash\n")
+        saved = got.wait_for(lambda e: isinstance(e, Saved))
+        assert saved.dependency and sorted(saved.kernels) == ["add_copy", "add_triton"]
+        for name in ("add_copy", "add_triton"):
+            got.wait_for(lambda e, n=name: isinstance(e, RunStarted) and e.kernel == n)
+        got.wait_for(lambda e: isinstance(e, QueueChanged) and e.running is None and not e.queued
+                     and len(got.of(RunFinished)) == 2)
+        assert not [e for e in got.of(RunStarted) if e.kernel == "softmax_triton"]
+    finally:
+        loop.close()
+
+
+def _workers_tagged(tag: str) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if f"KTUI_TEST_TAG={tag}".encode() in (entry / "environ").read_bytes():
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
+
+
+def test_headless_prints_json_lines_writes_latest_and_leaves_no_process(tmp_path):
+    ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
+    tag = uuid.uuid4().hex
+    env = {**os.environ, "PYTHONPATH": str(REPO), "KTUI_TEST_TAG": tag}
+    proc = subprocess.Popen([sys.executable, "-m", "ktui", "watch", str(ws), "--headless", "--seed", "0",
+                             "--debounce-ms", "50"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    lines: queue.Queue[dict] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(json.loads(l)) for l in proc.stdout], daemon=True).start()
+
+    def until(pred, timeout=120):
+        deadline = time.monotonic() + timeout
+        while True:
+            item = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            if pred(item):
+                return item
+
+    try:
+        until(lambda e: e["type"] == "watch_state" and e["mode"] == "inotify")
+        first = until(lambda e: e["type"] == "run_finished")  # the catch-up run: no result stored yet
+        assert first["verdict"] == "passed"
+        edited = ADD.replace("block = 1024", "block = 512")
+        save_atomically(ws / "kernels" / "add_triton.py", edited)
+        save = until(lambda e: e["type"] == "watch_save")
+        assert save["kernels"] == ["add_triton"] and save["content_hash"] == content_hash(edited.encode())
+        started = until(lambda e: e["type"] == "run_started")
+        assert started["version"] == 2 and started["content_hash"] == save["content_hash"]
+        end = until(lambda e: e["type"] == "run_finished")
+        assert end["verdict"] == "passed"
+        latest = json.loads((ws / ".ktui" / "latest" / "add_triton.json").read_text())
+        assert latest["version"] == 2 and latest["content_hash"] == save["content_hash"]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=30)
+    assert code == 0, proc.stderr.read()
+    time.sleep(0.5)
+    assert _workers_tagged(tag) == []
+
+
+def test_headless_on_a_missing_kernels_folder_says_what_to_create_and_stops_on_sigterm(tmp_path):
+    ws = tmp_path / "ws"
+    (ws / "references").mkdir(parents=True)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "ktui", "watch", str(ws), "--headless"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        first = json.loads(proc.stdout.readline())
+        assert first["type"] == "watch_workspace" and "no kernels/ folder" in first["message"]
+        assert proc.poll() is None
+    finally:
+        for _ in range(5):  # signals at any moment, repeated: never a hang
+            proc.send_signal(signal.SIGTERM)
+            time.sleep(0.05)
+        assert proc.wait(timeout=30) == 0
+
+
+def test_headless_stops_when_its_reader_goes_away(tmp_path):
+    ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "ktui", "watch", str(ws), "--headless", "--lazy"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    try:
+        assert json.loads(proc.stdout.readline())["type"] == "watch_state"
+        proc.stdout.close()  # the agent reading the stream quits
+        save_atomically(ws / "kernels" / "add_triton.py", ADD + "\n# the next line written finds no reader\n")
+        assert proc.wait(timeout=120) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_watch_on_a_path_that_does_not_exist_is_a_clear_error(tmp_path):
+    from conftest import ktui
+
+    proc = ktui("watch", str(tmp_path / "nowhere"), "--headless", cwd=tmp_path, timeout=60)
+    assert proc.returncode == 2
+    assert "no such folder" in proc.stderr
+
+
+def test_a_cancelled_run_leaves_the_latest_file_with_the_last_real_verdict(tmp_path):
+    from ktui.history.reports import ReportWriter, latest_path
+    from ktui.protocol.events import RunFinished, RunStarted
+
+    state = tmp_path / ".ktui"
+    writer = ReportWriter(state)
+
+    def run(run_id: str, version: int, verdict: str) -> None:
+        run_dir = state / "runs" / "k" / str(version)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        writer(RunStarted(run_id, kernel="k", path="k.py", version=version, content_hash=f"h{version}", reference="r.py",
+                          reference_hash="r", tier="cpu", device="CPU", arch="sm_90a", run_dir=str(run_dir)))
+        writer(RunFinished(run_id, verdict=verdict))
+
+    run("a", 1, "passed")
+    run("b", 2, "cancelled")
+    latest = json.loads(latest_path(state, "k").read_text())
+    assert (latest["version"], latest["verdict"]) == (1, "passed")
+    assert json.loads((state / "runs" / "k" / "2" / "report.json").read_text())["verdict"] == "cancelled"
+    run("c", 3, "failed")
+    assert json.loads(latest_path(state, "k").read_text())["verdict"] == "failed"
+
+
+def test_sigterm_of_headless_cancels_the_run_saying_the_watcher_stopped(tmp_path):
+    ws = make_workspace(tmp_path / "ws")
+    (ws / "kernels" / "add_slow.py").write_text(HANG)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "ktui", "watch", str(ws), "--headless", "--timeout", "compile=300"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        for line in proc.stdout:
+            if json.loads(line).get("rung") == "compile":
+                break
+        proc.send_signal(signal.SIGTERM)
+        rest = [json.loads(line) for line in proc.stdout]
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    end = next(e for e in rest if e["type"] == "run_finished")
+    assert end["verdict"] == "cancelled"
+    assert end["message"] == "cancelled: stopped by SIGTERM: the watcher is stopping"

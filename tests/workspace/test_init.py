@@ -1,0 +1,61 @@
+"""``ktui init``: a workspace an agent can use from AGENTS.md alone, never clobbering files."""
+
+from __future__ import annotations
+
+from conftest import REPO, finished, ktui, parse_events
+
+from ktui.workspace.scaffold import FILES, template
+
+
+def test_init_makes_a_workspace_whose_example_passes_the_loop(tmp_path):
+    proc = ktui("init", "ws", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    ws = tmp_path / "ws"
+    for rel in ("AGENTS.md", "CLAUDE.md", "references/add.py", "kernels/add_triton.py", "context/README.md"):
+        assert (ws / rel).is_file(), rel
+    assert ".ktui/" in (ws / ".gitignore").read_text().splitlines()
+    assert "AGENTS.md" in (ws / "CLAUDE.md").read_text()
+    run = ktui("run", "--json", "kernels/", cwd=ws)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert finished(parse_events(run.stdout))["verdict"] == "passed"
+    # what AGENTS.md promises is where it is
+    agents = (ws / "AGENTS.md").read_text()
+    assert (ws / ".ktui" / "latest" / "add_triton.json").is_file() and ".ktui/latest/<kernel>.json" in agents
+    assert (ws / ".ktui" / "runs" / "add_triton" / "1" / "add_kernel.sass").is_file() and ".ktui/runs/<kernel>/<version>/" in agents
+
+
+def test_agents_md_tells_the_loop_in_a_few_lines():
+    agents = template("AGENTS.md")
+    for needed in ("references/<op>.py", "kernels/", "custom_kernel", "generate_input", "ref_kernel", "TESTS",
+                   "ktui run", "--json", "ktui diff", "ktui profile", "ktui context search", "fast wrong kernel is worthless"):
+        assert needed in agents, needed
+    assert len(agents.splitlines()) < 60
+
+
+def test_init_refuses_to_overwrite_and_writes_nothing_unless_forced(tmp_path):
+    assert ktui("init", cwd=tmp_path).returncode == 0
+    (tmp_path / "AGENTS.md").write_text("my own notes\n")
+    (tmp_path / "kernels" / "add_triton.py").unlink()
+    proc = ktui("init", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "AGENTS.md" in proc.stderr and "--force" in proc.stderr
+    assert (tmp_path / "AGENTS.md").read_text() == "my own notes\n"
+    assert not (tmp_path / "kernels" / "add_triton.py").exists()  # nothing at all was written
+    assert ktui("init", "--force", cwd=tmp_path).returncode == 0
+    assert (tmp_path / "AGENTS.md").read_text() == template("AGENTS.md")
+
+
+def test_an_existing_gitignore_keeps_its_lines_and_gets_ktui_once(tmp_path):
+    (tmp_path / ".gitignore").write_text("*.pyc\nbuild/")
+    assert ktui("init", cwd=tmp_path).returncode == 0
+    assert (tmp_path / ".gitignore").read_text() == "*.pyc\nbuild/\n.ktui/\n"
+    assert ktui("init", "--force", cwd=tmp_path).returncode == 0
+    assert (tmp_path / ".gitignore").read_text().count(".ktui/") == 1
+
+
+def test_the_worked_example_is_the_shipped_one():
+    """The templates are copies (they must install with the package); they may not drift."""
+    shipped = {"references/add.py": "references/add.py", "kernels/add_triton.py": "kernels/add_triton.py",
+               "context/README.md": "context/README.md"}
+    for rel, repo_path in shipped.items():
+        assert template(FILES[rel]) == (REPO / repo_path).read_text(), rel
