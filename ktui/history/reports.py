@@ -13,7 +13,9 @@ from typing import Any
 
 from ktui.protocol.events import CANCELLED, Event, Output, RunFinished, RunStarted
 from ktui.protocol.files import write_atomic
-from ktui.protocol.statedir import latest_report
+from ktui.protocol.statedir import OUTPUT_FILE, latest_report
+
+OUTPUT_LINES = 5000  # of a run's printed output kept in its output.txt
 
 
 class ReportWriter:
@@ -23,10 +25,17 @@ class ReportWriter:
         self.state_dir = Path(state_dir)
         self._runs: dict[str, list[dict[str, Any]]] = {}
         self._started: dict[str, RunStarted] = {}
+        self._printed: dict[str, list[str]] = {}
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, Output):
-            return  # printed text stays in the stream, not in reports
+            # printed text is not part of the report: it goes to the run's output.txt
+            lines = self._printed.setdefault(event.run_id, [])
+            if len(lines) < OUTPUT_LINES:
+                lines.append(event.text)
+            elif len(lines) == OUTPUT_LINES:
+                lines.append(f"… (more output not kept: the first {OUTPUT_LINES} lines are)")
+            return
         if isinstance(event, RunStarted):
             self._runs[event.run_id] = []
             self._started[event.run_id] = event
@@ -40,6 +49,9 @@ class ReportWriter:
             report = build_report(start, event, events)
             text = json.dumps(report, indent=2, default=str)
             write_atomic(Path(start.run_dir) / "report.json", text)
+            printed = self._printed.pop(event.run_id, None)
+            if printed:
+                write_atomic(Path(start.run_dir) / OUTPUT_FILE, "\n".join(printed) + "\n")
             if event.verdict != CANCELLED:
                 # A cancelled run says nothing about the kernel (a newer save replaced it): the
                 # latest file keeps the newest real verdict until the replacement finishes.

@@ -14,6 +14,7 @@ Protocol lines (worker → parent), besides the loop's events:
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import io
 import json
 import os
@@ -47,6 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     # process) outlives the parent (see ktui.protocol.processes).
     processes.become_subreaper()
     processes.watch_parent(int(os.environ.get(processes.PARENT_ENV) or 0))
+    # A kernel past its time limit: the parent asks for every thread's Python stack before the
+    # kill (see ktui.run.stacks), written on the stderr pipe whatever user code does to sys.stderr.
+    faulthandler.register(processes.STACK_SIGNAL, file=os.fdopen(os.dup(2), "w"), all_threads=True)
 
     def send(obj: dict) -> None:
         channel.write(json.dumps(obj, allow_nan=False, default=str) + "\n")
@@ -101,6 +105,7 @@ def run_job(job, tier, emit, guard=None) -> bool:
         results = Ladder(ctx).climb()
     figures = memory.summary_figures(ctx, memory.peak_bytes(tier))
     final = verdict(results)
+    _end_job_output()
     emit(
         RunFinished(
             job.run_id,
@@ -110,6 +115,17 @@ def run_job(job, tier, emit, guard=None) -> bool:
         )
     )
     return _device_healthy(tier)
+
+
+def _end_job_output() -> None:
+    """Mark the end of what this job printed on the parent's stderr pipe (``OUTPUT_END``), after
+    whatever Python still buffers: a last line without its newline reaches the parent now."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # user code closed or replaced it
+            pass
+    os.write(2, f"{processes.OUTPUT_END}\n".encode())
 
 
 def _roofline_done(job) -> float:

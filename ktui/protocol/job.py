@@ -12,16 +12,19 @@ NATIVE = "native"
 GPUMODE = "gpumode"
 KERNELBENCH = "kernelbench"
 
-# Seconds each rung may take before the worker is killed and the run ends "timed_out".
-# Pre-checks include importing the user's module (CuTeDSL alone takes seconds to import);
-# compile includes tracing a real launch and ahead-of-time compilation of every kernel.
+# Seconds each rung may take before the worker is killed and the run ends "timed_out": short
+# enough that a hung kernel is stopped while the user still waits for it, long enough for the
+# slow honest cases (importing CuTeDSL takes seconds; compile traces a real launch and compiles
+# every kernel ahead of time). ``--timeout RUNG=SECONDS`` raises any of them.
 DEFAULT_TIMEOUTS: dict[str, float] = {
-    "pre-checks": 90.0,
-    "compile": 180.0,
-    "dumps": 60.0,
-    "run": 60.0,
-    "correctness": 120.0,
-    "benchmark": 180.0,
+    "pre-checks": 60.0,
+    "compile": 120.0,
+    "dumps": 30.0,
+    "run": 30.0,
+    "correctness": 45.0,
+    "integrity": 45.0,
+    "dependence": 45.0,
+    "benchmark": 120.0,
 }
 
 
@@ -88,7 +91,7 @@ class Options:
 
     def timeout_for(self, rung: str) -> float:
         family = rung_family(rung)
-        return float(self.timeouts.get(family, DEFAULT_TIMEOUTS.get(family, 120.0)))
+        return float(self.timeouts.get(family, DEFAULT_TIMEOUTS.get(family, 60.0)))
 
 
 @dataclass

@@ -4,8 +4,10 @@ Everything ktui shows is also a file here, for agents to read::
 
     .ktui/history.db                    every run of every version (SQLite)
     .ktui/latest/<kernel>.json          the newest finished report of a kernel
-    .ktui/runs/<kernel>/<version>/      one version's dumps, report.json, profiles, sanitizer logs
+    .ktui/runs/<kernel>/<version>/      one version's dumps, report.json, output.txt (what the
+                                        kernel printed), profiles, sanitizer logs
     .ktui/calibration.json              the device's measured ceilings
+    .ktui/audits/<reference hash>.json  ``ktui audit``'s verdict on one version of a reference
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 STATE_DIR = ".ktui"
 HISTORY_DB = "history.db"
 CALIBRATION = "calibration.json"
+OUTPUT_FILE = "output.txt"  # in a run folder: what the kernel printed in its newest run
 
 
 def state_dir(root: Path) -> Path:
@@ -42,6 +45,11 @@ def run_dir(state: Path, kernel: str, version: int) -> Path:
 
 def latest_report(state: Path, kernel: str) -> Path:
     return Path(state) / "latest" / f"{kernel}.json"
+
+
+def audit_file(state: Path, reference_hash: str) -> Path:
+    """The cached audit of one version of a reference: the same hash a run of its kernels records."""
+    return Path(state) / "audits" / f"{reference_hash}.json"
 
 
 def calibration_file(root: Path) -> Path:

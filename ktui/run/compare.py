@@ -80,8 +80,13 @@ def compare(current: dict[str, dict[str, Any]], baseline: Baseline) -> Compariso
 
 
 def best_of(baselines: list[Baseline]) -> Baseline | None:
-    """The best earlier version among those comparable with this run (``history.best``)."""
-    return best_version(baselines)
+    """The best earlier version (``ktui.history.best``) among those comparable with this run:
+    the ones that timed the most shapes, so a version timed on fewer cannot win by omission."""
+    def timed(b: Baseline) -> int:
+        return sum(isinstance(f.get("kernel_us"), (int, float)) for f in b.figures.values())
+
+    most = max((timed(b) for b in baselines), default=0)
+    return best_version([b for b in baselines if most and timed(b) == most])
 
 
 class VersionComparer:

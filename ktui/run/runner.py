@@ -29,6 +29,7 @@ from ktui.protocol.events import (
     CANCELLED,
     CRASHED,
     TIMED_OUT,
+    ErrorInfo,
     Event,
     Output,
     RunFinished,
@@ -37,13 +38,15 @@ from ktui.protocol.events import (
     RunStarted,
     event_from_json,
 )
-from ktui.protocol.job import Job
+from ktui.protocol.job import Job, rung_family
 from ktui.protocol.processes import describe_exit
+from ktui.run import stacks
 from ktui.run.proc import child_env, end_tree
 
 READY_TIMEOUT_S = 240.0  # importing torch + triton on a cold machine
+OUTPUT_END_GRACE_S = 2.0  # after job_done, how long the end of the job's printed output may lag
 BETWEEN_RUNGS_TIMEOUT_S = 120.0
-STDERR_TAIL = 40
+STDERR_TAIL = 400  # lines: a crash message uses the last few, a stack dump up to all
 REPLACED = "cancelled: a newer version replaced this run"  # why the dashboard cancels a run
 
 
@@ -72,6 +75,7 @@ class WorkerProcess:
         self.config = config
         self.messages: queue.Queue[tuple[str, Any]] = queue.Queue()
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
+        self.lines_seen = 0  # every stderr line so far (the tail keeps the last STDERR_TAIL)
         self.token = uuid.uuid4().hex
         env = child_env(_tree_env(self.token))
         self.proc = subprocess.Popen(
@@ -106,9 +110,19 @@ class WorkerProcess:
             self._output(line)
 
     def _output(self, line: str) -> None:
-        """A line the worker printed: forwarded, and kept for the message if the worker dies."""
+        """A line the worker printed: forwarded, and kept for the message if the worker dies.
+        ``OUTPUT_END`` ends a job's output; text before it on its line is that job's last line."""
         line = line.rstrip("\n")
+        if line.endswith(processes.OUTPUT_END):
+            line = line[: -len(processes.OUTPUT_END)]
+            if line:
+                self.stderr_tail.append(line)
+                self.lines_seen += 1
+                self.messages.put(("stderr", line))
+            self.messages.put(("output_end", None))
+            return
         self.stderr_tail.append(line)
+        self.lines_seen += 1
         self.messages.put(("stderr", line))
 
     def last_output(self, lines: int = 12) -> list[str]:
@@ -270,21 +284,45 @@ class LocalRunner:
         rung: str | None = None
         deadline = time.monotonic() + BETWEEN_RUNGS_TIMEOUT_S
         limit = BETWEEN_RUNGS_TIMEOUT_S
+        # The job ends when the worker says so on stdout (``job_done``) and its printed output has
+        # ended on stderr (``output_end``): the run_finished waits for both, so the job's last
+        # printed line (even without its newline) comes before it, never in the next job.
+        finish: RunFinished | None = None
+        done: dict | None = None
+        output_ended = False
         while True:
+            if done is not None and output_ended:
+                yield from self._job_done(worker, finish, done)
+                return
             try:
                 kind, payload = worker.messages.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
+                if done is not None:  # the end-of-output mark never came (user code closed fd 2)
+                    yield from self._job_done(worker, finish, done)
+                    return
+                dump = stacks.ask_for_stack(worker)
                 worker.kill()
                 self._drop(worker)
                 where = rung or "between rungs"
                 message = f"{where} exceeded its {limit:g} s limit; the worker was killed"
                 if rung:
-                    yield RungFinished(job.run_id, rung=rung, status=TIMED_OUT, message=message, duration_s=limit)
+                    message += f" (--timeout {rung_family(rung)}=SECONDS raises it)"
+                frame = stacks.user_frame(dump, job.root)
+                error = None
+                if frame is not None:
+                    message += f"; it was at {os.path.relpath(frame.file, job.root)}:{frame.line} in {frame.function}"
+                    error = ErrorInfo("TimeoutError", message, "\n".join(dump), stacks.location(frame))
+                if rung:
+                    yield RungFinished(job.run_id, rung=rung, status=TIMED_OUT, message=message, duration_s=limit,
+                                       error=error)
                 yield RunFinished(job.run_id, verdict=TIMED_OUT, message=message, duration_s=_since(started),
                                   summary={"first_failure": {"rung": rung or "", "status": TIMED_OUT, "message": message}})
                 return
             if kind == "stderr":
                 yield Output(job.run_id, text=payload)
+                continue
+            if kind == "output_end":
+                output_ended = True
                 continue
             if kind == "eof":
                 worker.proc.wait()
@@ -304,10 +342,9 @@ class LocalRunner:
                 return
             kind = payload.get("type")
             if kind == "job_done":
-                if not payload.get("healthy", True):
-                    worker.kill()
-                    self._drop(worker)
-                return
+                done = payload
+                deadline = time.monotonic() + OUTPUT_END_GRACE_S
+                continue
             event = event_from_json(payload)
             if isinstance(event, RungStarted):
                 rung = event.rung
@@ -317,7 +354,17 @@ class LocalRunner:
                 rung = None
                 limit = BETWEEN_RUNGS_TIMEOUT_S
                 deadline = time.monotonic() + limit
+            elif isinstance(event, RunFinished):
+                finish = event
+                continue
             yield event
+
+    def _job_done(self, worker: WorkerProcess, finish: RunFinished | None, done: dict) -> Iterator[Event]:
+        if finish is not None:
+            yield finish
+        if not done.get("healthy", True):
+            worker.kill()
+            self._drop(worker)
 
     def _drop(self, worker: WorkerProcess) -> None:
         with self._lock:

@@ -8,43 +8,45 @@ one tabbed area under the kernel list; from ``WIDE`` columns on they sit side by
 
 from __future__ import annotations
 
-import dataclasses
+import threading
 import time
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable
 
 from textual import on
-from textual.app import App, ComposeResult, SystemCommand
+from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Container, Horizontal, Vertical
 from textual.message import Message
 from textual.reactive import reactive
-from textual.screen import Screen
-from textual.widget import Widget
-from textual.widgets import Footer, TabbedContent, TabPane
+from textual.widgets import TabbedContent
 
 from ktui.history.store import Store
 from ktui.protocol.events import Event, Output, RunFinished
 from ktui.protocol.job import Options
-from ktui.tui.help import HelpScreen
+from ktui.tui.actions import DashboardActions
+from ktui.tui.dashboard import PANES, WIDE, Dashboard
+from ktui.tui.key_bar import KeyBar
 from ktui.tui.panes.compile_errors import CompilePane
 from ktui.tui.panes.history import HistoryPane
 from ktui.tui.panes.kernel_list import KernelList
 from ktui.tui.panes.ncu import NcuPane
+from ktui.tui.panes.output import OutputPane
 from ktui.tui.panes.rungs import RungsPane
 from ktui.tui.panes.sass_diff import SassPane
 from ktui.tui.panes.status_bar import StatusBar, StatusInfo
-from ktui.tui.state import DashboardState, ProfileStatus, version_history
+from ktui.tui.state import DashboardState, version_history
 from ktui.watch.loop import Saved, WatchLoop, WatchSettings
 from ktui.watch.scheduler import Notice
 from ktui.workspace.folder import Workspace
 from ktui.workspace.kernels import state_dir
 
-WIDE = 120  # columns from which the panes sit side by side
-PANES = ((1, "compile"), (2, "rungs"), (3, "history"), (4, "sass"), (5, "ncu"))
 DIFF_BASES = ("previous", "best", "pinned")
 AGE_REFRESH_S = 5.0
 PANE_REFRESH_S = 0.05
+
+
+class PrintedLines(Message):
+    """Printed lines are waiting in the app's queue (see ``KtuiApp._from_loop``)."""
 
 
 class LoopItem(Message):
@@ -55,46 +57,7 @@ class LoopItem(Message):
         self.item = item
 
 
-class Dashboard(Container):
-    """The kernel list and the five panes, laid out for the terminal's width."""
-
-    def __init__(self, root: Path, wide: bool, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.root = root
-        self.wide = wide
-
-    def compose(self) -> ComposeResult:
-        panes = self._panes()
-        if self.wide:
-            self.add_class("-wide")
-            with Horizontal(id="columns"):
-                with Vertical(id="left"):
-                    yield KernelList(id="kernel-list")
-                    yield panes[1]
-                    yield panes[3]
-                with Vertical(id="right"):
-                    yield panes[2]
-                    yield panes[4]
-                    yield panes[5]
-        else:
-            self.remove_class("-wide")
-            yield KernelList(id="kernel-list")
-            with TabbedContent(id="tabs"):
-                for number, name in PANES:
-                    with TabPane(f"{number} {name}", id=f"tab-{number}"):
-                        yield panes[number]
-
-    def _panes(self) -> dict[int, Widget]:
-        return {
-            1: CompilePane(self.root, id="pane-1", classes="pane"),
-            2: RungsPane(id="pane-2", classes="pane"),
-            3: HistoryPane(id="pane-3", classes="pane"),
-            4: SassPane(id="pane-4", classes="pane"),
-            5: NcuPane(id="pane-5", classes="pane"),
-        }
-
-
-class KtuiApp(App[int]):
+class KtuiApp(DashboardActions, App[int]):
     CSS_PATH = Path(__file__).parent / "app.tcss"  # absolute: subclasses elsewhere keep the styles
     TITLE = "ktui"
     BINDINGS = [
@@ -108,9 +71,11 @@ class KtuiApp(App[int]):
                 tooltip="strict mode: a fresh process per run, 3 seeds per shape, every timed output re-checked"),
         Binding("j", "move(1)", "down", show=False, tooltip="next kernel (or the down arrow)"),
         Binding("k", "move(-1)", "up", show=False, tooltip="previous kernel (or the up arrow)"),
-        Binding("1", "pane(1)", "panes", key_display="1-5",
-                tooltip="jump to a pane: 1 compile, 2 rungs, 3 history, 4 sass, 5 ncu"),
+        Binding("1", "pane(1)", "panes", key_display="1-6",
+                tooltip="jump to a pane: 1 compile, 2 rungs, 3 history, 4 sass, 5 ncu, 6 output"),
         *(Binding(str(n), f"pane({n})", name, show=False) for n, name in PANES[1:]),
+        Binding("e", "edit", "edit", show=False, tooltip="open the failing file:line in $VISUAL/$EDITOR (a tmux split in tmux)"),
+        Binding("y", "copy", "copy", show=False, tooltip="copy the selected rung's message, or the run folder's path"),
         Binding("escape", "focus_list", "list", show=False, tooltip="back to the kernel list"),
         Binding("question_mark", "help", "help", key_display="?", tooltip="this help"),
         Binding("q", "quit", "quit", tooltip="quit (cancels the run in flight)"),
@@ -139,13 +104,16 @@ class KtuiApp(App[int]):
         self.selected: str | None = None
         self._wide: bool | None = None
         self._pane_timer = None
+        self._printed: list[tuple[str, str]] = []
+        self._printed_lock = threading.Lock()
+        self._printed_posted = False
 
     # -- building ------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         self._wide = self.size.width >= WIDE
         yield Dashboard(self.workspace.root, self._wide, id="dashboard")
         yield StatusBar(id="status")
-        yield Footer(compact=True)
+        yield KeyBar(self.BINDINGS, id="keys")
 
     def on_mount(self) -> None:
         self.state.load(self.store, self.workspace.kernels())
@@ -184,8 +152,28 @@ class KtuiApp(App[int]):
     # -- the loop's thread → this thread --------------------------------------------------------
     def _from_loop(self, item: Event | Notice) -> None:
         if isinstance(item, Output):
-            return  # printed text is for ``ktui run -v``; drawing it per line would only cost CPU
+            # printed lines come in bursts: they queue here and reach the UI thread one batch
+            # per message, so a kernel printing thousands of lines costs one redraw, not thousands
+            with self._printed_lock:
+                self._printed.append((item.run_id, item.text))
+                if self._printed_posted:
+                    return
+                self._printed_posted = True
+            self.post_message(PrintedLines())
+            return
         self.post_message(LoopItem(item))
+
+    def on_printed_lines(self, _message: PrintedLines) -> None:
+        with self._printed_lock:
+            batch, self._printed, self._printed_posted = self._printed, [], False
+        if not self._panes_alive():
+            return
+        by_run: dict[str, list[str]] = {}
+        for run_id, text in batch:
+            by_run.setdefault(run_id, []).append(text)
+        changed = set().union(*(self.state.add_output(run_id, lines) for run_id, lines in by_run.items()))
+        if self.selected in changed:
+            self._panes_later()
 
     def on_loop_item(self, message: LoopItem) -> None:
         if not self._panes_alive():
@@ -202,10 +190,22 @@ class KtuiApp(App[int]):
                 klist.update_view(view, now)
         if self.selected in changed and isinstance(item, RunFinished):
             self._panes_now()  # the verdict is what the user waits for: no coalescing delay
+            self._bring_failure_forward(self.state.kernels.get(self.selected))
         elif self.selected in changed:
             self._panes_later()
         if changed:
             self._fill_status()
+
+    def _bring_failure_forward(self, view) -> None:
+        """At 80 columns one pane shows at a time: after a failure past compile, the rungs pane
+        (where the failing rung is, under the cursor) replaces a compile pane that would say
+        "compiled cleanly"."""
+        if self._wide or view is None or view.verdict in ("passed", "cancelled", "") or not self.query(TabbedContent):
+            return
+        tabs = self.query_one(TabbedContent)
+        compile_failed = any(r["rung"] == "compile" and r["status"] != "ok" for r in view.rungs)
+        if tabs.active == "tab-1" and not compile_failed:
+            tabs.active = "tab-2"
 
     def _panes_later(self) -> None:
         """Redraw the selected kernel's panes once per burst of events, not once per event:
@@ -270,9 +270,12 @@ class KtuiApp(App[int]):
         self.query_one(CompilePane).view = view
         self.query_one(RungsPane).view = view
         if history:
-            self.query_one(HistoryPane).points = version_history(self.store, self.selected) if self.selected else []
+            history = self.query_one(HistoryPane)
+            history.current = view.version if view is not None else None
+            history.points = version_history(self.store, self.selected) if self.selected else []
             self._fill_sass(view)
         self._fill_ncu(view)
+        self.query_one(OutputPane).show(view)
 
     def _fill_sass(self, view) -> None:
         self.query_one(SassPane).show(self.workspace.root, self.store, view, self.diff_base)
@@ -319,104 +322,6 @@ class KtuiApp(App[int]):
             self.selected = message.kernel_id
             self._fill_panes(history=True)
             self._fill_status()
-
-    # -- keys ----------------------------------------------------------------------------------
-    def action_rerun(self) -> None:
-        if not self._can_run() or not self.selected:
-            return
-        if not self.loop.rerun(Path(self.state.kernels[self.selected].path)):
-            self.notify(f"{self.selected}: the file is gone", severity="warning")
-
-    def action_rerun_all(self) -> None:
-        if self._can_run():
-            count = self.loop.rerun_all()
-            self.notify(f"queued {count} kernel(s)")
-
-    def action_profile(self) -> None:
-        if not self._can_run() or not self.selected:
-            return
-        self.state.profiles[self.selected] = ProfileStatus("queued behind the runs ahead of it", running=True)
-        self.loop.run_task("profile", Path(self.state.kernels[self.selected].path))
-        self._fill_ncu(self.state.kernels.get(self.selected))
-        self.action_pane(5)
-
-    def action_pin(self) -> None:
-        view = self.state.kernels.get(self.selected) if self.selected else None
-        if view is None or view.version is None:
-            self.notify("no version to pin yet", severity="warning")
-            return
-        self.store.pin(view.id, view.version)
-        self.diff_base = "pinned"
-        self.notify(f"{view.id}: v{view.version} pinned as the diff baseline")
-
-    def action_cycle_base(self) -> None:
-        self.diff_base = DIFF_BASES[(DIFF_BASES.index(self.diff_base) + 1) % len(DIFF_BASES)]
-
-    def watch_diff_base(self, base: str) -> None:
-        if self.is_mounted and self.query(SassPane):
-            self._fill_sass(self.state.kernels.get(self.selected) if self.selected else None)
-
-    def action_toggle_follow(self) -> None:
-        self.follow = not self.follow
-
-    def action_toggle_strict(self) -> None:
-        """Strict applies to the runs that start from now on: the scheduler is handed new options
-        (never the same object changed under it while its thread reads them)."""
-        self.options = dataclasses.replace(self.options, strict=not self.options.strict)
-        if self.loop is not None:
-            self.loop.set_options(self.options)
-        if self.is_mounted and self.query(StatusBar):
-            self._fill_status()
-
-    def watch_follow(self, follow: bool) -> None:
-        if self.is_mounted and self.query(StatusBar):
-            self._fill_status()
-
-    def action_move(self, step: int) -> None:
-        klist = self.query_one(KernelList)
-        if klist.row_count:
-            klist.move_cursor(row=max(0, min(klist.row_count - 1, klist.cursor_row + step)))
-
-    def action_pane(self, number: int) -> None:
-        if not self._wide:
-            self.query_one(TabbedContent).active = f"tab-{number}"
-        pane = self.query_one(f"#pane-{number}")
-        target = pane if pane.can_focus else next((w for w in pane.query("*") if w.can_focus), pane)
-        target.focus()
-
-    def action_focus_list(self) -> None:
-        self.query_one(KernelList).focus()
-
-    def action_help(self) -> None:
-        self.push_screen(HelpScreen(self._key_help()))
-
-    def _can_run(self) -> bool:
-        if self.loop is None:
-            self.notify("not watching: this dashboard only shows stored results", severity="warning")
-            return False
-        return True
-
-    def _key_help(self) -> list[tuple[str, str]]:
-        """The live key map, for the help screen."""
-        rows = []
-        for binding in self.BINDINGS:
-            if isinstance(binding, Binding) and binding.tooltip:
-                rows.append((binding.key_display or binding.key, binding.tooltip))
-        rows.append(("enter", "rungs pane: show/hide the traceback of the selected rung"))
-        rows.append(("ctrl+p", "command palette"))
-        return rows
-
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
-        yield SystemCommand("Re-run kernel", "Run the selected kernel again (r)", self.action_rerun)
-        yield SystemCommand("Re-run all", "Queue every kernel (R)", self.action_rerun_all)
-        yield SystemCommand("Profile with ncu", "Nsight Compute profile of the selected kernel (p)", self.action_profile)
-        yield SystemCommand("Pin diff baseline", "Pin the current version as the SASS diff base (b)", self.action_pin)
-        yield SystemCommand("Cycle diff base", "previous / best / pinned (d)", self.action_cycle_base)
-        yield SystemCommand("Toggle follow", "Select the kernel saved last (f)", self.action_toggle_follow)
-        yield SystemCommand("Toggle strict", "Fresh process, more seeds, every timed output re-checked (s)",
-                            self.action_toggle_strict)
-        yield SystemCommand("Key help", "All keys (?)", self.action_help)
 
 
 def run_dashboard(workspace: Workspace, options: Options, settings: WatchSettings) -> int:

@@ -36,6 +36,8 @@ RUNNING = "running"
 PROBLEM = "error"
 
 
+OUTPUT_KEPT = 2000  # printed lines a view keeps while its run goes on (output.txt has them all)
+
 @dataclass
 class KernelView:
     """One kernel as the panes show it: the run on screen (live or last) and its standing."""
@@ -63,6 +65,7 @@ class KernelView:
     summary: dict[str, Any] = field(default_factory=dict)
     rungs: list[dict[str, Any]] = field(default_factory=list)
     shapes: tuple[int, int] = (0, 0)  # (test shapes, benchmark shapes) from the pre-checks
+    output: list[str] = field(default_factory=list)  # what the run in this view printed, as it came
     best_speedup: float | None = None
     best_version: int | None = None
     problem: str = ""  # a job that could not run at all
@@ -195,7 +198,7 @@ class DashboardState:
         view.version, view.run_id, view.run_dir = item.version, item.run_id, item.run_dir
         view.content_hash, view.reference_hash = item.content_hash, item.reference_hash
         view.started, view.finished, view.message, view.summary = item.time, None, "", {}
-        view.rungs, view.shapes, view.problem = [], (0, 0), ""
+        view.rungs, view.shapes, view.problem, view.output = [], (0, 0), "", []
         if item.tier not in ("", "-"):
             view.tier, view.device, view.arch = item.tier, item.device, item.arch
             self.tier, self.device, self.arch = item.tier, item.device, item.arch
@@ -230,6 +233,15 @@ class DashboardState:
         speedup = view.last_speedup
         if item.verdict == PASSED and speedup is not None and (view.best_speedup is None or speedup > view.best_speedup):
             view.best_speedup, view.best_version = speedup, view.version
+        return {view.id}
+
+    def add_output(self, run_id: str, lines: list[str]) -> set[str]:
+        """Lines a run printed (batched by the app: one message per burst, not per line)."""
+        view = self._by_run(run_id)
+        if view is None:
+            return set()
+        view.output.extend(lines)
+        del view.output[:-OUTPUT_KEPT]
         return {view.id}
 
     def _queue_changed(self, item: QueueChanged) -> set[str]:

@@ -17,6 +17,7 @@ file (``run``, ``profile``, ``sanitize``, ``diff``, ``history``, ``pin``, the da
 from __future__ import annotations
 
 import ast
+import difflib
 import hashlib
 import re
 from dataclasses import dataclass, field
@@ -145,7 +146,10 @@ def resolve_reference(path: Path, root: Path, source: str | None = None) -> tupl
     candidate = root / "references" / f"{op}.py"
     if candidate.is_file():
         return candidate.resolve(), ""
-    return None, f"no reference for {path.name}: {how} names {candidate.relative_to(root)}, which does not exist"
+    why = f"no reference for {path.name}: {how} names {candidate.relative_to(root)}, which does not exist"
+    known = sorted(p.stem for p in (root / "references").glob("*.py")) if (root / "references").is_dir() else []
+    close = difflib.get_close_matches(op, known, n=1, cutoff=0.6)
+    return None, why + (f"; did you mean {close[0]}?" if close else "")
 
 
 def _declared_file(root: Path, declared: str) -> tuple[Path | None, str]:

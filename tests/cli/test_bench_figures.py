@@ -4,7 +4,8 @@ import random
 
 import pytest
 
-from ktui.cli.main import bench_settings, build_parser
+from ktui.cli.main import build_parser
+from ktui.cli.options import bench_settings
 from ktui.loop.ladder import summarize
 from ktui.loop.rungs.bench import message, timing_figures
 from ktui.measure.clocks import ClockLog, ClockReading, parse_smi_line, reason_names

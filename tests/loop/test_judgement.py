@@ -25,6 +25,14 @@ def test_without_a_problem_check_ktui_metrics_decide():
     assert "check" not in verdict.figures
 
 
+def test_a_mismatch_says_which_value_is_the_kernels_and_which_the_references():
+    ref = torch.zeros(8)
+    out = ref.clone()
+    out[3] = 2.5
+    verdict = judge(context(), (), out, pairs_of(out, ref))
+    assert "(worst at [3]: kernel 2.5, reference 0)" in verdict.reason
+
+
 def test_a_problem_check_that_accepts_what_ktui_thresholds_reject_decides_and_says_so():
     ref = torch.linspace(1, 2, 100)
     out = ref * (1 + 1e-3)  # beyond float32's rtol=1e-4, inside a looser problem tolerance

@@ -28,7 +28,9 @@ def record(store, run_id, version, times, verdict="passed", **kw):
     store.record(start(run_id, version, **kw))
     for rung, us in zip(SHAPES, times):
         store.record(bench(run_id, rung, us))
-    store.record(RunFinished(run_id, verdict=verdict))
+    # the run's speedup over the reference (what "best" is judged by, ktui.history.best): here
+    # the reference takes 1 ms in every run, so the fastest version has the highest speedup
+    store.record(RunFinished(run_id, verdict=verdict, summary={"speedup": 1000.0 / sum(times)}))
 
 
 def new_run(store, run_id, version, times, rse=0.003, cache="cold", **kw):
@@ -109,8 +111,8 @@ def test_failed_runs_and_cpu_runs_are_no_baseline(tmp_path):
 def test_the_best_must_have_timed_every_shape():
     from ktui.history.store import Baseline
 
-    partial = Baseline(5, "x", 0.0, {SHAPES[0]: {"kernel_us": 1.0}})
-    full = Baseline(4, "y", 0.0, {SHAPES[0]: {"kernel_us": 5.0}, SHAPES[1]: {"kernel_us": 50.0}})
+    partial = Baseline(5, "x", 0.0, {SHAPES[0]: {"kernel_us": 1.0}}, speedup=10.0)
+    full = Baseline(4, "y", 0.0, {SHAPES[0]: {"kernel_us": 5.0}, SHAPES[1]: {"kernel_us": 50.0}}, speedup=2.0)
     assert best_of([partial, full]).version == 4
 
 

@@ -33,6 +33,13 @@ def test_a_hanging_kernel_times_out_with_its_limit_and_the_worker_group_is_kille
     assert "compile exceeded its 4 s limit" in end["message"]
     assert rungs(events)["compile"]["status"] == "timed_out"
     assert proc.returncode == 1
+    # where it was: the worker's Python stack, asked for before the kill
+    timed_out = rungs(events)["compile"]
+    line = timed_out["error"]["location"]["line"]
+    assert line in (19, 20)  # the `while True: pass` loop, wherever the signal found it
+    assert f"it was at kernels/hang.py:{line} in custom_kernel" in timed_out["message"]
+    assert timed_out["error"]["location"]["file"].endswith("kernels/hang.py")
+    assert "--timeout compile=SECONDS raises it" in timed_out["message"]
 
 
 def test_the_warm_worker_is_reused_and_replaced_after_a_crash(ws):

@@ -308,7 +308,7 @@ def test_a_result_older_than_the_file_on_disk_is_marked_stale(tmp_path):
 def test_resizing_between_tabs_and_side_by_side_keeps_the_selection(tmp_path):
     from dashboard_fixture import replay_cpu_history
 
-    from ktui.tui.app import Dashboard
+    from ktui.tui.dashboard import Dashboard
 
     ws, now = replay_cpu_history(tmp_path / "ws")
 

@@ -117,3 +117,25 @@ def test_the_real_app_in_tmux_follows_edits_by_vim_and_by_rename_and_quits_on_q(
         assert done.exists() and done.read_text().strip() == "0"
     finally:
         tmux("kill-server", check=False)
+
+
+def test_e_opens_the_failing_line_in_the_editor_in_a_tmux_split(tmp_path):
+    ws = make_workspace(tmp_path / "ws", fixtures=["compile_error"])
+    opened = tmp_path / "opened"
+    editor = tmp_path / "editor.sh"
+    editor.write_text(f'#!/bin/sh\necho "$@" > {shlex.quote(str(opened))}\n')
+    editor.chmod(0o755)
+    tmux = Tmux(f"ktui-test-{uuid.uuid4().hex[:8]}")
+    command = (f"cd {shlex.quote(str(ws))} && EDITOR={shlex.quote(str(editor))} PYTHONPATH={shlex.quote(str(REPO))} "
+               f"{shlex.quote(sys.executable)} -m ktui watch . --seed 0")
+    tmux("new-session", "-d", "-s", "app", "-x", "100", "-y", "30", command)
+    try:
+        tmux.wait_for(lambda s: "✗ failed" in line_of(s, "compile_error"), what="the failing run")
+        tmux("send-keys", "-t", "app", "e")
+        deadline = time.monotonic() + 20
+        while not opened.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert opened.read_text().split() == ["+11", str(ws / "kernels" / "compile_error.py")]
+        assert "✗ failed" in line_of(tmux.screen("app:0.0"), "compile_error")  # the dashboard is still there
+    finally:
+        tmux("kill-server", check=False)

@@ -8,7 +8,7 @@ import pytest
 from conftest import FIXTURES, REPO, ktui, make_workspace
 
 from ktui.workspace.folder import KernelIndex, Workspace
-from ktui.workspace.kernels import MAX_FOLDERS, ProblemError, discover
+from ktui.workspace.kernels import MAX_FOLDERS, ProblemError, discover, kernel_at
 
 
 def ids(kernels) -> list[str]:
@@ -163,3 +163,11 @@ def test_discovery_stops_at_its_folder_limit_and_says_what_to_name(tmp_path):
         (big / f"d{i}").mkdir(parents=True)
     with pytest.raises(ProblemError, match=f"more than {MAX_FOLDERS} folders.*name its root"):
         discover([big])
+
+
+def test_a_misspelled_reference_name_gets_the_closest_one_suggested(tmp_path):
+    ws = make_workspace(tmp_path / "ws", kernels=["softmax_triton"])
+    (ws / "kernels" / "typo.py").write_text('REFERENCE = "sofmtax"\n')
+    kernel = kernel_at(ws / "kernels" / "typo.py")
+    assert kernel.reference is None
+    assert 'REFERENCE = "sofmtax" names references/sofmtax.py, which does not exist; did you mean softmax?' in kernel.reference_error

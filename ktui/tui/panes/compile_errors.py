@@ -77,7 +77,7 @@ def _clean(view: KernelView, comp: dict[str, Any]) -> RenderableType:
         parts = [f"{res.get('registers', '?')} regs", f"{res.get('shared', 0)} B smem",
                  f"{res.get('spill_instructions', 0)} spill instr"]
         if res.get("instructions"):
-            parts.append(f"{res['instructions']} instr")
+            parts.append(f"{res['instructions']} instr with the NOP padding")
         line = Text("  ")
         line.append(_short(name), style="bold")
         line.append(": " + ", ".join(parts))
@@ -109,9 +109,15 @@ def _failure(rung: str, record: dict[str, Any], view: KernelView, root: Path) ->
                                 highlight_lines={line}, word_wrap=False))
         elif loc.get("excerpt"):
             parts.append(Text(loc["excerpt"]))
-    elif record.get("message") and error.get("message") != record.get("message"):
+    elif record.get("message") and not _says_the_same(record["message"], message):
         parts.append(Text(record["message"]))
     return Group(*parts)
+
+
+def _says_the_same(a: str, b: str) -> bool:
+    """One message inside the other (``ReferenceError: X`` and ``X``): shown once, not twice."""
+    a, b = a.strip(), b.strip()
+    return bool(a) and bool(b) and (a in b or b in a)
 
 
 def _source(file: str, view: KernelView) -> str | None:

@@ -21,6 +21,7 @@ from ktui.tui.text import STATUS_LABELS
 class HistoryPane(Vertical):
     BORDER_TITLE = "3 history"
     points: reactive[list[VersionPoint]] = reactive(list, always_update=True)
+    current: int | None = None  # the selected kernel's version: always listed (set before points)
 
     def compose(self):
         yield Static(id="history-head")
@@ -30,14 +31,18 @@ class HistoryPane(Vertical):
         head = self.query_one("#history-head", Static)
         plot = self.query_one("#history-plot", PlotextPlot)
         timed = [p for p in points if p.speedup is not None]
-        head.update(_head(points, timed))
+        head.update(_head(points, timed, self.current))
         plot.display = bool(timed)
         if timed:
             _draw(plot, points)
             plot.refresh()
 
 
-def _head(points: list[VersionPoint], timed: list[VersionPoint]) -> Text:
+LISTED = 12  # versions listed by verdict under the chart: the newest, and always the current one
+NBSP = "\u00a0"  # inside one item, so a line breaks between versions, never inside one
+
+
+def _head(points: list[VersionPoint], timed: list[VersionPoint], current: int | None = None) -> Text:
     if not points:
         return Text("no finished runs yet", style="dim")
     text = Text()
@@ -58,10 +63,15 @@ def _head(points: list[VersionPoint], timed: list[VersionPoint]) -> Text:
             text.append(f"   ── roofline ceiling {ceiling:.2f}x")
         text.append("\n")
     # The verdict of every version, newest last, so a CPU history still tells a story.
-    for p in points[-12:]:
+    listed = points[-LISTED:]
+    if current is not None and all(p.version != current for p in listed):
+        listed = [p for p in points if p.version == current] + points[-(LISTED - 1):]
+    for p in listed:
         glyph, word = STATUS_LABELS.get(p.verdict, ("?", p.verdict))
         speed = f" {p.speedup:.2f}x" if p.speedup is not None else ""
-        text.append(f"v{p.version} {glyph} {word}{speed}   ")
+        item = f"v{p.version} {glyph} {word}{speed}".replace(" ", NBSP)
+        text.append(item, style="bold" if p.version == current else "")
+        text.append("   ")
     return text
 
 
@@ -88,4 +98,7 @@ def _draw(plot: PlotextPlot, points: list[VersionPoint]) -> None:
     plt.xticks(shown, [f"v{v}" for v in shown])
     plt.ylabel("speedup ×")
     top = max([p.speedup for p in passed] + [ceiling or 0.0, 1.0])
-    plt.ylim(0, top * 1.15)
+    # 0 is on the axis only when failed versions are drawn there: in a short pane a range from 0
+    # would put the 1.00x line on the bottom row with the failures
+    low = 0.0 if failed else min([p.speedup for p in passed] + [1.0]) * 0.8
+    plt.ylim(low, top * 1.15)

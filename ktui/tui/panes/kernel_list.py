@@ -93,6 +93,9 @@ class KernelList(DataTable):
         tone = "muted" if word == "compiled" else _tone(view.state)  # unchecked: not the colour of a pass
         state = Text(f"{glyph} {word}", style=self._style(tone), no_wrap=True, overflow="ellipsis")
         version = Text(f"v{view.version}" if view.version is not None else "")
+        if view.state in ("queued", "running") and view.stale:
+            # what waits or starts is the content on disk, not the version shown so far
+            version = Text("new", style=self._style("queued"))
         last = Text(speedup_text(view.last_speedup) if view.verdict == "passed" else "")
         best = Text(speedup_text(view.best_speedup))
         roof = Text(f"{view.roofline * 100:.0f}%" if view.roofline is not None and view.verdict == "passed" else "")

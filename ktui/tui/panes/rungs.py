@@ -8,6 +8,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.reactive import reactive
 from textual.widgets import DataTable, Static
 
+from ktui.protocol.job import rung_family
 from ktui.run.render import key_figures, summary_line
 from ktui.tui.state import KernelView
 from ktui.tui.text import STATUS_LABELS
@@ -20,6 +21,7 @@ class RungsPane(Vertical):
 
     view: reactive[KernelView | None] = reactive(None, always_update=True)
     expanded: reactive[bool] = reactive(False)
+    _shown: tuple | None = None  # the (kernel, run, verdict) drawn last: a new one puts the cursor on its failure
 
     def compose(self):
         yield Static(id="rungs-head")
@@ -32,19 +34,30 @@ class RungsPane(Vertical):
         table = self.query_one("#rungs-table", DataTable)
         cursor = table.cursor_row
         rows = _rows(view)
-        # Columns sized to the pane: rung names can be long (shapes), figures get the rest.
+        # Columns sized to the pane: the rung names and the status words whole, the figures get
+        # the rest and wrap onto more lines rather than lose their tail (psnr, cossim).
         table.clear(columns=True)
         width = max(40, self.content_size.width or 80) - 2
+        status_w = max((len(self._status_text(r["status"])) for r in rows), default=6)
         rung_w = min(max((len(r["rung"]) for r in rows), default=8), max(14, width * 2 // 5))
+        figures_w = max(10, width - rung_w - status_w - 6)
         table.add_column("rung", key="rung", width=rung_w)
-        table.add_column("status", key="status", width=11)
-        table.add_column("figures / message", key="figures", width=max(10, width - rung_w - 11 - 6))
+        table.add_column("status", key="status", width=status_w)
+        table.add_column("figures / message", key="figures", width=figures_w)
         # Rows are found by position (see _selected), never by name: a history recorded before rung
         # names were unique (a shape listed twice) must still draw.
         for record in rows:
-            table.add_row(*self._cells(record))
+            rung, status, figures = self._cells(record)
+            lines = len(figures.wrap(self.app.console, figures_w)) or 1
+            # a failure is shown whole; a passing rung's note gets two lines at most
+            lines = lines if record["status"] not in QUIET else min(lines, 2)
+            table.add_row(rung, status, figures, height=max(lines, len(rung.wrap(self.app.console, rung_w))))
         if table.row_count:
-            table.move_cursor(row=min(max(cursor, 0), table.row_count - 1))
+            shown = (view.id, view.run_id, view.verdict) if view else None
+            failing = _first_failure(rows) if shown != self._shown else None
+            row = failing if failing is not None else min(max(cursor, 0), table.row_count - 1)
+            table.move_cursor(row=row)
+            self._shown = shown
         self._show_detail()
 
     def watch_expanded(self, expanded: bool) -> None:
@@ -65,6 +78,10 @@ class RungsPane(Vertical):
         if self.view is not None:
             self.view = self.view
 
+    def selected_record(self) -> dict | None:
+        """The rung under the cursor (``y`` copies its message)."""
+        return self._selected()
+
     def _selected(self) -> dict | None:
         table = self.query_one("#rungs-table", DataTable)
         rows = _rows(self.view)
@@ -79,9 +96,13 @@ class RungsPane(Vertical):
         detail.update(text)
         self.query_one("#rung-detail-scroll").display = bool(text.plain)
 
+    @staticmethod
+    def _status_text(status: str) -> str:
+        glyph, word = STATUS_LABELS.get(status, ("?", status))
+        return f"{glyph} {word}"
+
     def _cells(self, record: dict) -> tuple[Text, Text, Text]:
         status = record["status"]
-        glyph, word = STATUS_LABELS.get(status, ("?", status))
         tone = {"ok": "ok", "skipped": "muted", "running": "running"}.get(status, "failed")
         style = self.get_component_rich_style(f"rungs-pane--{tone}", partial=True)
         figures = " ".join(f"{k}={v}" for k, v in key_figures(record["rung"], record.get("figures") or {}))
@@ -90,17 +111,46 @@ class RungsPane(Vertical):
             figures = (figures + " — " if figures else "") + message[0]
         elif not figures and message:
             figures = message[0]
-        return (Text(record["rung"], no_wrap=True, overflow="ellipsis"), Text(f"{glyph} {word}", style=style),
-                Text(figures, no_wrap=True, overflow="ellipsis"))
+        # a shape's name may be long: it wraps after its commas rather than lose its end
+        return (Text(record["rung"].replace(",", ", ")), Text(self._status_text(status), style=style), Text(figures))
+
+
+QUIET = ("ok", "skipped", "running")
+SKIPPED_RUN = 3  # this many skipped rungs in a row with one reason are one line
 
 
 def _rows(view: KernelView | None) -> list[dict]:
+    """The table's rows: the view's rungs, runs of skipped rungs with one reason folded into one
+    row (``7 rungs skipped — compile failed``), and the rung in flight."""
     if view is None:
         return []
-    rows = list(view.rungs)
+    rows: list[dict] = []
+    for record in view.rungs:
+        rows.append(record)
+        tail = rows[-SKIPPED_RUN:]
+        if (len(tail) == SKIPPED_RUN and all(r["status"] == "skipped" and r.get("message") == record.get("message")
+                                             and not r.get("folded") for r in tail)):
+            families = {rung_family(r["rung"]) for r in tail}
+            del rows[-SKIPPED_RUN:]
+            rows.append({**record, "rung": _folded(SKIPPED_RUN, families), "folded": SKIPPED_RUN,
+                         "families": families, "figures": {}})
+        elif (len(rows) >= 2 and rows[-2].get("folded") and record["status"] == "skipped"
+              and rows[-2].get("message") == record.get("message")):
+            rows.pop()
+            n, families = rows[-1]["folded"] + 1, rows[-1]["families"] | {rung_family(record["rung"])}
+            rows[-1] = {**rows[-1], "rung": _folded(n, families), "folded": n, "families": families}
     if view.state == "running" and view.rung:
         rows.append({"rung": view.rung, "status": "running", "figures": {}, "message": "", "error": None})
     return rows
+
+
+def _folded(n: int, families: set[str]) -> str:
+    """``benchmark ×3`` for three skipped benchmark shapes, ``7 rungs`` for a mix."""
+    return f"{next(iter(families))} ×{n}" if len(families) == 1 else f"{n} rungs"
+
+
+def _first_failure(rows: list[dict]) -> int | None:
+    return next((i for i, r in enumerate(rows) if r["status"] not in QUIET), None)
 
 
 def _head(view: KernelView | None) -> Text:

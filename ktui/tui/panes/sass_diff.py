@@ -65,11 +65,11 @@ def sass_renderables(root: Path, db: Path, kernel: str, version: int, base: str)
             base_version = resolve_base(store, kernel, version, base)
         except DiffError as exc:
             return (Text(f"base: {base} · d cycles previous/best/pinned, b pins v{version}", style="dim"),
-                    Text(_short_paths(str(exc), root)))
+                    Text(_short_paths(exc.in_dashboard(), root)))
         try:
             diff = diff_versions(state_dir(root), kernel, base_version, version)
         except DiffError as exc:
-            return Text(f"v{base_version} ({base}) → v{version}", style="bold"), Text(_short_paths(str(exc), root))
+            return Text(f"v{base_version} ({base}) → v{version}", style="bold"), Text(_short_paths(exc.in_dashboard(), root))
     finally:
         store.close()
     head = Text()

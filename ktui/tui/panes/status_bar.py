@@ -59,16 +59,37 @@ class StatusBar(Static):
         parts.append(queue)
         if info.activity:
             parts.append(Text(info.activity))
+        # The modes are what a glance at the line is for: they keep the right end at any width,
+        # and the rest gives way (cut with an ellipsis) when the line is too narrow for all.
+        modes: list[Text] = []
         if info.watcher == "polling":
-            parts.append(Text("watch: polling" + (f" ({info.watcher_reason})" if info.watcher_reason else ""), style=warn))
+            modes.append(Text("watch: polling" + (f" ({info.watcher_reason})" if info.watcher_reason else ""), style=warn))
         else:
-            parts.append(Text(f"watch: {info.watcher}", style=muted))
-        parts.append(Text("follow" if info.follow else "follow off", style=muted))
+            modes.append(Text(f"watch: {info.watcher}", style=muted))
+        modes.append(Text("follow" if info.follow else "follow off", style=muted))
         if info.strict:
-            parts.append(Text("strict", style=warn))
+            modes.append(Text("strict", style=warn))
+        left, right = _joined(parts, muted), _joined(modes, muted)
+        width = self.content_size.width or self.size.width or 80
+        room = width - right.cell_len - 3
+        if room < 8:  # too narrow for both: the modes alone
+            right.truncate(width, overflow="ellipsis")
+            return right
+        left.truncate(room, overflow="ellipsis")
         out = Text(no_wrap=True, overflow="ellipsis")
-        for i, part in enumerate(parts):
-            if i:
-                out.append(" │ ", style=muted)
-            out.append_text(part)
+        out.append_text(left)
+        out.append(" │ ", style=muted)
+        out.append_text(right)
         return out
+
+    def on_resize(self) -> None:
+        self.update(self._text(self.info))
+
+
+def _joined(parts: list[Text], muted) -> Text:
+    out = Text(no_wrap=True)
+    for i, part in enumerate(parts):
+        if i:
+            out.append(" │ ", style=muted)
+        out.append_text(part)
+    return out

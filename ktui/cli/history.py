@@ -1,0 +1,67 @@
+"""``ktui history``: the stored versions of a kernel; also how ``diff`` and ``pin`` find its history."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ktui.cli.exits import EXIT_CANNOT_RUN, EXIT_OK
+from ktui.cli.options import add_reference
+
+
+def add_parser(subparsers) -> None:
+    hist = subparsers.add_parser("history", help="list the stored versions of a kernel")
+    hist.add_argument("path", type=Path)
+    add_reference(hist)
+    hist.add_argument("--json", action="store_true")
+    hist.add_argument("--limit", type=int, default=50)
+    hist.set_defaults(handler=cmd_history)
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    # deferred for start-up speed
+    from ktui.history.store import Store
+    from ktui.run.render import summary_line
+    from ktui.workspace.kernels import state_dir
+
+    kernel = stored_kernel(args)
+    if kernel is None:
+        return EXIT_CANNOT_RUN
+    store = Store.of(state_dir(kernel.root))
+    runs = store.runs(kernel.id, limit=args.limit)
+    if args.json:
+        for run in runs:
+            record = run.to_json()
+            record["rungs"] = store.rungs(run.run_id)
+            print(json.dumps(record, default=str))
+        return EXIT_OK
+    if not runs:
+        print(f"{kernel.id}: no runs recorded yet ({run_hint(args)})")
+        return EXIT_OK
+    from datetime import datetime  # deferred for start-up speed
+
+    for run in runs:
+        when = datetime.fromtimestamp(run.started).strftime("%Y-%m-%d %H:%M:%S")
+        print(f"{when}  " + summary_line(run.kernel, run.version, run.verdict, run.summary, run.tier, run.arch,
+                                         run.duration_s or 0.0, run.message))
+    return EXIT_OK
+
+
+def stored_kernel(args: argparse.Namespace):
+    """The kernel at ``args.path`` (with ``--reference``) for the commands that read its history,
+    resolved as ``ktui run`` resolves it so they find the same ``.ktui/``; None after saying why."""
+    from ktui.workspace.kernels import ProblemError, kernel_for  # deferred for start-up speed
+
+    try:
+        return kernel_for(args.path, args.reference)
+    except ProblemError as exc:
+        print(f"ktui: {exc}", file=sys.stderr)
+        return None
+
+
+def run_hint(args: argparse.Namespace) -> str:
+    """The ``ktui run`` command that records what a history command found missing."""
+    reference = f" --reference {args.reference}" if args.reference is not None else ""
+    return f"ktui run {args.path}{reference}"

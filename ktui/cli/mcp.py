@@ -1,0 +1,37 @@
+"""``ktui mcp``: serve the loop to coding agents over MCP (stdio); needs the [mcp] extra."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ktui.cli.exits import EXIT_CANNOT_RUN
+from ktui.cli.options import add_target_flags, add_timeout_flag, parse_timeouts, worker_config
+
+
+def add_parser(subparsers) -> None:
+    mcp = subparsers.add_parser("mcp", help="serve the loop to coding agents over MCP (stdio); needs the [mcp] extra")
+    mcp.add_argument("dir", nargs="?", type=Path, default=Path("."), help="the workspace (default: here)")
+    add_target_flags(mcp)
+    add_timeout_flag(mcp)
+    mcp.set_defaults(handler=cmd_mcp)
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from ktui.workspace.kernels import ProblemError  # deferred for start-up speed
+
+    try:
+        from ktui.agents.server import serve
+    except ImportError as exc:
+        if exc.name is None or not exc.name.startswith("mcp"):
+            raise
+        print("ktui: `ktui mcp` needs the MCP SDK: python3 -m pip install -e '.[mcp]' (or pip install 'mcp>=2.3')",
+              file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    try:
+        timeouts = parse_timeouts(args.timeout)
+        return serve(args.dir, worker_config(args), timeouts)
+    except (ProblemError, argparse.ArgumentTypeError) as exc:
+        print(f"ktui: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_RUN

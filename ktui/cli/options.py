@@ -1,0 +1,100 @@
+"""The flags several commands share, defined once, and what they parse into (``Options``, the
+benchmark settings, the worker's config), so ``ktui run`` and ``ktui watch`` cannot drift apart."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+TIMEOUT_HELP = "per-rung time limit (repeatable)"
+
+# ``ktui run`` flag → BenchSettings field.
+BENCH_FLAGS = {
+    "hot_cache": "hot_cache", "cuda_graph": "cuda_graph", "bench_time": "time_s", "warmup": "warmup_s",
+    "rse_target": "rse_target", "min_samples": "min_samples", "input_sets": "input_sets", "flush": "flush",
+    "roofline_done": "roofline_done",
+}
+
+
+def add_reference(parser: argparse.ArgumentParser) -> None:
+    """``--reference``, one meaning for every command that takes a kernel path (see ``kernel_for``)."""
+    parser.add_argument("--reference", type=Path, default=None, metavar="PROBLEM.py",
+                        help="judge the kernel(s) named against this reference (a KernelBench problem file, "
+                             "a GPU MODE reference.py or a ktui reference), as `ktui run --reference` does")
+
+
+def add_target_flags(parser: argparse.ArgumentParser) -> None:
+    """``--arch`` and ``--cpu``: where the worker runs (read by ``worker_config``)."""
+    parser.add_argument("--arch", default=None, help="target architecture without a local GPU (default sm_90a)")
+    parser.add_argument("--cpu", action="store_true", help="use the CPU tier even where a GPU exists")
+
+
+def add_timeout_flag(parser: argparse.ArgumentParser, help_text: str = TIMEOUT_HELP) -> None:
+    """``--timeout RUNG=SECONDS``, repeatable (read by ``parse_timeouts``)."""
+    parser.add_argument("--timeout", action="append", metavar="RUNG=SECONDS", help=help_text)
+
+
+def add_loop_flags(parser: argparse.ArgumentParser, timeout_help: str = TIMEOUT_HELP) -> None:
+    """The flags of a run of the loop (read by ``loop_options``); each command adds its own ``--strict``."""
+    add_target_flags(parser)
+    parser.add_argument("--no-bench", action="store_true", help="skip the benchmark rungs")
+    parser.add_argument("--seed", type=int, default=None, help="base seed (default: fresh seeds every run)")
+    add_timeout_flag(parser, timeout_help)
+
+
+def add_bench_flags(parser: argparse.ArgumentParser) -> None:
+    """How the benchmark rung times, one flag per ``BENCH_FLAGS`` entry (read by ``bench_settings``)."""
+    bench = parser.add_argument_group("benchmark (GPU tier)")
+    bench.add_argument("--hot-cache", action="store_true",
+                       help="time with inputs in L2: no flush between samples, one input set")
+    bench.add_argument("--cuda-graph", action="store_true",
+                       help="also time CUDA-graph replays (no launch overhead), reported as graph_* figures")
+    bench.add_argument("--bench-time", type=float, metavar="S", help="cap on sampling time per shape (default 3)")
+    bench.add_argument("--warmup", type=float, metavar="S", help="warm-up time per shape (default 0.2)")
+    bench.add_argument("--rse-target", type=float, metavar="F",
+                       help="stop when each median's relative standard error is below F (default 0.005 = 0.5%%)")
+    bench.add_argument("--min-samples", type=int, metavar="N", help="samples per callable before any stop (default 20)")
+    bench.add_argument("--input-sets", type=int, metavar="N", help="input sets rotated between samples (default 3)")
+    bench.add_argument("--flush", choices=("read", "write"), help="how the L2 is evicted between samples (default read)")
+    bench.add_argument("--roofline-done", type=float, metavar="F",
+                       help="fraction of roofline shown as 'at roofline' (default 0.9)")
+
+
+def parse_timeouts(values: list[str] | None) -> dict[str, float]:
+    out = {}
+    for value in values or []:
+        name, _, seconds = value.partition("=")
+        try:
+            out[name.strip()] = float(seconds)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"--timeout expects RUNG=SECONDS, got {value!r}") from None
+    return out
+
+
+def bench_settings(args: argparse.Namespace) -> dict:
+    """The benchmark flags that were given, as ``Options.bench`` (none for a command without them);
+    validated here so a bad value stops ``ktui run`` before any worker starts (ValueError with the
+    flag's meaning)."""
+    from ktui.protocol.job import BenchSettings  # deferred for start-up speed
+
+    given = {field: getattr(args, flag, None) for flag, field in BENCH_FLAGS.items()
+             if getattr(args, flag, None) not in (None, False)}
+    BenchSettings.from_dict(given)
+    return given
+
+
+def loop_options(args: argparse.Namespace):
+    """The ``Options`` of a run from ``add_loop_flags``' flags, ``--strict`` and any ``add_bench_flags``;
+    a bad ``--timeout`` raises ArgumentTypeError, a bad benchmark flag ValueError."""
+    from ktui.protocol.job import Options  # deferred for start-up speed
+
+    timeouts = parse_timeouts(args.timeout)
+    return Options(arch=args.arch, force_cpu=args.cpu, benchmark=not args.no_bench, seed=args.seed,
+                   timeouts=timeouts, strict=args.strict, bench=bench_settings(args))
+
+
+def worker_config(args: argparse.Namespace):
+    """The worker's ``WorkerConfig`` from ``add_target_flags``' flags."""
+    from ktui.run.runner import WorkerConfig  # deferred for start-up speed
+
+    return WorkerConfig(arch=args.arch, force_cpu=args.cpu)

@@ -1,0 +1,75 @@
+"""``ktui profile``: a kernel on one benchmark shape under Nsight Compute, or its Proton sections timed."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ktui.cli.exits import EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK
+from ktui.cli.options import add_reference
+
+
+def add_parser(subparsers) -> None:
+    prof = subparsers.add_parser("profile", help="profile a kernel on one benchmark shape with Nsight Compute (GPU)")
+    prof.add_argument("path", type=Path)
+    add_reference(prof)
+    prof.add_argument("--json", action="store_true", help="progress and result as JSON lines")
+    prof.add_argument("--set", default="basic", help="basic (default: the summary's sections) or an ncu set, e.g. full")
+    prof.add_argument("--shape", type=int, default=0, help="index into the reference's BENCHMARKS (default 0)")
+    prof.add_argument("--clock-control", choices=("none", "base"), default="none",
+                      help="none (default): the clocks the benchmark sees; base: ncu locks base clocks")
+    prof.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS", help="limit for the profile (600)")
+    prof.add_argument("--warmup", type=int, default=2, help="unprofiled calls before the profiled one")
+    prof.add_argument("--sections", action="store_true",
+                      help="time the Proton scopes (triton.profiler.language) inside a Triton kernel instead")
+    prof.set_defaults(handler=cmd_profile)
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    """Profile, or time sections; ``--json`` prints the contract the dashboard's ``p`` reads."""
+    # deferred for start-up speed
+    from ktui.inspect.external import CannotRun, ToolFailed
+    from ktui.inspect.profile import ProfileOptions, profile, profile_sections
+
+    def emit(obj: dict) -> None:
+        sys.stdout.write(json.dumps(obj, default=str) + "\n")
+        sys.stdout.flush()
+
+    def progress(message: str) -> None:
+        if args.json:
+            emit({"type": "profile_progress", "message": message})
+        else:
+            print(f"… {message}", file=sys.stderr, flush=True)
+
+    def finish(ok: bool, message: str, summary: dict | None = None, **extra) -> None:
+        if args.json:
+            emit({"type": "profile_finished", "ok": ok, "message": message, "summary": summary, **extra})
+        elif not ok:
+            print(f"ktui: {message}", file=sys.stderr)
+
+    options = ProfileOptions(set=args.set, shape=args.shape, clock_control=args.clock_control,
+                             timeout_s=args.timeout, warmup=args.warmup)
+    try:
+        if args.sections:
+            report = profile_sections(args.path, options, progress, reference=args.reference)
+            finish(True, f"{len(report.sections)} section(s) timed", None, sections=report.to_json())
+            if not args.json:
+                print(report.text())
+        else:
+            summary = profile(args.path, options, progress, reference=args.reference)
+            finish(True, f"profiled {len(summary.kernels)} kernel(s), {summary.total_duration_us:.1f} µs in total",
+                   summary.to_json())
+            if not args.json:
+                print(summary.text())
+    except CannotRun as exc:
+        finish(False, str(exc))
+        return EXIT_CANNOT_RUN
+    except ToolFailed as exc:
+        finish(False, str(exc))
+        return EXIT_FAILED
+    except Exception as exc:
+        finish(False, f"ktui profile failed unexpectedly: {type(exc).__name__}: {exc}")
+        return EXIT_FAILED
+    return EXIT_OK

@@ -1,0 +1,93 @@
+"""``ktui run``: the loop once on kernel files or folders, one line per rung (or the events as JSON)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from ktui.cli.exits import EXIT_CANNOT_RUN, exit_code
+from ktui.cli.options import add_bench_flags, add_loop_flags, add_reference, loop_options, worker_config
+
+
+def add_parser(subparsers) -> None:
+    run = subparsers.add_parser("run", help="run the loop once on kernel files or folders")
+    run.add_argument("paths", nargs="+", type=Path)
+    add_reference(run)
+    run.add_argument("--json", action="store_true", help="print the loop's events as JSON lines")
+    add_loop_flags(run, timeout_help="per-rung time limit, e.g. --timeout correctness=30 (repeatable)")
+    run.add_argument("--cold", action="store_true", help="a fresh worker process for every kernel")
+    run.add_argument("--strict", action="store_true",
+                     help="the final word: a fresh process per run, more seeds per shape, every timed output re-checked")
+    run.add_argument("-v", "--verbose", action="store_true", help="also print what the kernel printed")
+    add_bench_flags(run)
+    run.set_defaults(handler=cmd_run)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    # deferred for start-up speed
+    from ktui.run.runner import LocalRunner, WorkerStartError
+    from ktui.run.session import Session
+    from ktui.workspace.kernels import ProblemError, discover
+
+    try:
+        kernels = discover(args.paths, reference=args.reference)
+        options = loop_options(args)
+    except (ProblemError, argparse.ArgumentTypeError, ValueError) as exc:
+        print(f"ktui: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    printer = JsonPrinter() if args.json else LinePrinter(verbose=args.verbose)
+    verdicts = []
+    runner = LocalRunner(worker_config(args), fresh_each_run=args.cold)
+    sessions: dict[Path, Session] = {}
+    try:
+        for kernel in kernels:
+            session = sessions.get(kernel.root)
+            if session is None:
+                session = sessions[kernel.root] = Session(kernel.root, runner=runner, consumers=[printer])
+            verdicts.append(session.run(kernel, options).verdict)
+    except WorkerStartError as exc:
+        print(f"ktui: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    finally:
+        for session in sessions.values():
+            session.close()
+    return exit_code(verdicts)
+
+
+class JsonPrinter:
+    """``--json``: every event as one JSON line, flushed, so an agent can follow it live."""
+
+    def __call__(self, event) -> None:
+        sys.stdout.write(event.dumps() + "\n")
+        sys.stdout.flush()
+
+
+class LinePrinter:
+    """Plain lines: a header per kernel, one line per rung, one summary line per kernel."""
+
+    def __init__(self, verbose: bool = False):
+        self.verbose = verbose
+        self._started = {}
+
+    def __call__(self, event) -> None:
+        # deferred for start-up speed
+        from ktui.protocol.events import Output, RunFinished, RungFinished, RunStarted
+        from ktui.run.render import rung_line, summary_line
+
+        if isinstance(event, RunStarted):
+            self._started[event.run_id] = event
+            where = f"{event.tier} · {event.device} · {event.arch}" if event.tier != "-" else "not run"
+            ref = os.path.relpath(event.reference) if event.reference else "no reference"
+            print(f"== {event.kernel} v{event.version} ({os.path.relpath(event.path)} → {ref}) · {where}", flush=True)
+        elif isinstance(event, RungFinished):
+            print(rung_line(event.to_json()), flush=True)
+        elif isinstance(event, Output) and self.verbose:
+            print(f"   | {event.text}", flush=True)
+        elif isinstance(event, RunFinished):
+            start = self._started.pop(event.run_id, None)
+            if start is None:
+                return
+            print(summary_line(start.kernel, start.version, event.verdict, event.summary, start.tier, start.arch,
+                               event.duration_s, event.message), flush=True)

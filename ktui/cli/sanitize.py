@@ -1,0 +1,47 @@
+"""``ktui sanitize``: a kernel's first test shape under compute-sanitizer."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ktui.cli.exits import EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK
+from ktui.cli.options import add_reference
+
+
+def add_parser(subparsers) -> None:
+    san = subparsers.add_parser("sanitize", help="run a kernel's first test shape under compute-sanitizer (GPU)")
+    san.add_argument("path", type=Path)
+    add_reference(san)
+    san.add_argument("--tool", choices=("memcheck", "racecheck", "initcheck", "synccheck"), default="memcheck")
+    san.add_argument("--json", action="store_true")
+    san.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS")
+    san.set_defaults(handler=cmd_sanitize)
+
+
+def cmd_sanitize(args: argparse.Namespace) -> int:
+    # deferred for start-up speed
+    from ktui.inspect.external import CannotRun, ToolFailed
+    from ktui.inspect.sanitize import sanitize
+
+    def progress(message: str) -> None:
+        if not args.json:
+            print(f"… {message}", file=sys.stderr, flush=True)
+
+    try:
+        report = sanitize(args.path, tool=args.tool, timeout_s=args.timeout, progress=progress,
+                          reference=args.reference)
+    except (CannotRun, ToolFailed) as exc:
+        if args.json:
+            print(json.dumps({"ok": False, "message": str(exc), "report": None}))
+        else:
+            print(f"ktui: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_RUN if isinstance(exc, CannotRun) else EXIT_FAILED
+    if args.json:
+        print(json.dumps({"ok": report.clean, "message": "no errors" if report.clean else
+                          f"{report.error_count} error(s)", "report": report.to_json()}))
+    else:
+        print(report.text())
+    return EXIT_OK if report.clean else EXIT_FAILED

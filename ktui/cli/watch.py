@@ -1,0 +1,53 @@
+"""``ktui watch``: re-run the loop on every save, in the dashboard or headless as JSON lines."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ktui.cli.exits import EXIT_CANNOT_RUN
+from ktui.cli.options import add_loop_flags, loop_options
+
+
+def add_parser(subparsers) -> None:
+    watch = subparsers.add_parser("watch", help="watch a workspace and re-run the loop on every save (the dashboard)")
+    watch.add_argument("dir", nargs="?", type=Path, default=Path("."),
+                       help="the workspace, its kernels/ folder, or a folder of kernels (default: .)")
+    watch.add_argument("--headless", action="store_true", help="no UI: print the loop's events as JSON lines")
+    add_loop_flags(watch)
+    watch.add_argument("--debounce-ms", type=float, default=150.0,
+                       help="quiet time after the last file event before a save counts (default 150)")
+    watch.add_argument("--poll", action="store_true", help="poll the file system instead of using inotify")
+    watch.add_argument("--lazy", action="store_true",
+                       help="do not run kernels at start whose stored results are stale; mark them stale")
+    watch.add_argument("--strict", action="store_true",
+                       help="start in strict mode (key s toggles it): fresh process, more seeds, every timed output re-checked")
+    watch.add_argument("-v", "--verbose", action="store_true", help="headless: also print what kernels printed")
+    watch.set_defaults(handler=cmd_watch)
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    # deferred for start-up speed (the watch loop brings watchdog)
+    from ktui.watch.loop import WatchLoop, WatchSettings
+    from ktui.workspace.folder import Workspace
+    from ktui.workspace.kernels import ProblemError
+
+    try:
+        workspace = Workspace.at(args.dir)
+        options = loop_options(args)
+    except (ProblemError, argparse.ArgumentTypeError) as exc:
+        print(f"ktui: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    if args.debounce_ms < 0:
+        print("ktui: --debounce-ms must be 0 or more", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    settings = WatchSettings(debounce_s=args.debounce_ms / 1000.0, force_polling=args.poll, catch_up=not args.lazy)
+    if args.headless:
+        from ktui.watch import headless  # deferred for start-up speed
+
+        printer = headless.JsonLines(with_output=args.verbose)
+        return headless.run(WatchLoop(workspace, options, printer, settings), printer)
+    from ktui.tui.app import run_dashboard  # deferred: Textual loads only for the dashboard
+
+    return run_dashboard(workspace, options, settings)

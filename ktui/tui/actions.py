@@ -1,0 +1,159 @@
+"""What the dashboard's keys do (``KtuiApp.BINDINGS`` names them): a mixin of actions.
+
+Keys call the watch loop (re-run, profile), change what is shown (follow, diff base, panes) or
+hand something to the user's tools (the editor, the clipboard).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from pathlib import Path
+
+from textual.app import SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import TabbedContent
+
+from ktui.tui.editor import EditorError, failing_place, open_in_editor
+from ktui.tui.help import HelpScreen
+from ktui.tui.panes.kernel_list import KernelList
+from ktui.tui.panes.rungs import RungsPane
+from ktui.tui.panes.sass_diff import SassPane
+from ktui.tui.panes.status_bar import StatusBar
+from ktui.tui.state import ProfileStatus
+
+DIFF_BASES = ("previous", "best", "pinned")
+
+
+class DashboardActions:
+    """Mixed into ``KtuiApp``: every ``action_*`` its bindings name, the help and the palette."""
+
+    def action_rerun(self) -> None:
+        if not self._can_run() or not self.selected:
+            return
+        if not self.loop.rerun(Path(self.state.kernels[self.selected].path)):
+            self.notify(f"{self.selected}: the file is gone", severity="warning")
+
+    def action_rerun_all(self) -> None:
+        if self._can_run():
+            count = self.loop.rerun_all()
+            self.notify(f"queued {count} kernel(s)")
+
+    def action_profile(self) -> None:
+        if not self._can_run() or not self.selected:
+            return
+        self.state.profiles[self.selected] = ProfileStatus("queued behind the runs ahead of it", running=True)
+        self.loop.run_task("profile", Path(self.state.kernels[self.selected].path))
+        self._fill_ncu(self.state.kernels.get(self.selected))
+        self.action_pane(5)
+
+    def action_pin(self) -> None:
+        view = self.state.kernels.get(self.selected) if self.selected else None
+        if view is None or view.version is None:
+            self.notify("no version to pin yet", severity="warning")
+            return
+        self.store.pin(view.id, view.version)
+        self.diff_base = "pinned"
+        self.notify(f"{view.id}: v{view.version} pinned as the diff baseline")
+
+    def action_cycle_base(self) -> None:
+        self.diff_base = DIFF_BASES[(DIFF_BASES.index(self.diff_base) + 1) % len(DIFF_BASES)]
+
+    def watch_diff_base(self, base: str) -> None:
+        if self.is_mounted and self.query(SassPane):
+            self._fill_sass(self.state.kernels.get(self.selected) if self.selected else None)
+
+    def action_toggle_follow(self) -> None:
+        self.follow = not self.follow
+
+    def action_toggle_strict(self) -> None:
+        """Strict applies to the runs that start from now on: the scheduler is handed new options
+        (never the same object changed under it while its thread reads them)."""
+        self.options = dataclasses.replace(self.options, strict=not self.options.strict)
+        if self.loop is not None:
+            self.loop.set_options(self.options)
+        if self.is_mounted and self.query(StatusBar):
+            self._fill_status()
+
+    def watch_follow(self, follow: bool) -> None:
+        if self.is_mounted and self.query(StatusBar):
+            self._fill_status()
+
+    def action_move(self, step: int) -> None:
+        klist = self.query_one(KernelList)
+        if klist.row_count:
+            klist.move_cursor(row=max(0, min(klist.row_count - 1, klist.cursor_row + step)))
+
+    def action_pane(self, number: int) -> None:
+        if not self._wide:
+            self.query_one(TabbedContent).active = f"tab-{number}"
+        pane = self.query_one(f"#pane-{number}")
+        target = pane if pane.can_focus else next((w for w in pane.query("*") if w.can_focus), None)
+        if target is None:  # nothing to focus there: focus must not stay in a hidden tab
+            self.screen.set_focus(None)
+        else:
+            target.focus()
+
+    def action_focus_list(self) -> None:
+        self.query_one(KernelList).focus()
+
+    def action_edit(self) -> None:
+        view = self.state.kernels.get(self.selected) if self.selected else None
+        if view is None:
+            return
+        file, line = failing_place(view)
+        try:
+            how = open_in_editor(self, file, line)
+        except EditorError as exc:
+            self.notify(str(exc), severity="warning")
+            return
+        self.notify(f"opened {file}:{line} {how}")
+
+    def action_copy(self) -> None:
+        view = self.state.kernels.get(self.selected) if self.selected else None
+        if view is None:
+            return
+        rung = self.query_one(RungsPane).selected_record() if self.query(RungsPane) else None
+        text, what = ((rung["message"], f"the message of {rung['rung']}") if rung and rung.get("message")
+                      else (view.run_dir, "the run folder") if view.run_dir else ("", ""))
+        if not text:
+            self.notify("nothing to copy yet", severity="warning")
+            return
+        self.copy_to_clipboard(text)
+        self.notify(f"copied {what}")
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(self._key_help()))
+
+    def _can_run(self) -> bool:
+        if self.loop is None:
+            self.notify("not watching: this dashboard only shows stored results", severity="warning")
+            return False
+        return True
+
+    def _key_help(self) -> list[tuple[str, str]]:
+        """The live key map, for the help screen."""
+        rows = []
+        for binding in self.BINDINGS:
+            if isinstance(binding, Binding) and binding.tooltip:
+                rows.append((binding.key_display or binding.key, binding.tooltip))
+        rows.append(("enter", "rungs pane: show/hide the traceback of the selected rung"))
+        rows.append(("ctrl+p", "command palette"))
+        return rows
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """ktui's commands only, and a jump to each kernel by name."""
+        for kernel_id in sorted(self.state.kernels):
+            yield SystemCommand(f"Go to {kernel_id}", "Select this kernel", lambda k=kernel_id: self._select(k))
+        yield SystemCommand("Open in editor", "The failing file:line, or the kernel (e)", self.action_edit)
+        yield SystemCommand("Copy", "The selected rung's message, or the run folder (y)", self.action_copy)
+        yield SystemCommand("Re-run kernel", "Run the selected kernel again (r)", self.action_rerun)
+        yield SystemCommand("Re-run all", "Queue every kernel (R)", self.action_rerun_all)
+        yield SystemCommand("Profile with ncu", "Nsight Compute profile of the selected kernel (p)", self.action_profile)
+        yield SystemCommand("Pin diff baseline", "Pin the current version as the SASS diff base (b)", self.action_pin)
+        yield SystemCommand("Cycle diff base", "previous / best / pinned (d)", self.action_cycle_base)
+        yield SystemCommand("Toggle follow", "Select the kernel saved last (f)", self.action_toggle_follow)
+        yield SystemCommand("Toggle strict", "Fresh process, more seeds, every timed output re-checked (s)",
+                            self.action_toggle_strict)
+        yield SystemCommand("Key help", "All keys (?)", self.action_help)

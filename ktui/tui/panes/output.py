@@ -1,0 +1,48 @@
+"""What the selected kernel printed in its newest run: live while it runs, from the run folder's
+output.txt afterwards (the same file an agent reads)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.text import Text
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from ktui.protocol.statedir import OUTPUT_FILE
+from ktui.tui.state import KernelView
+
+SHOWN_LINES = 2000  # the newest lines; the whole output is in output.txt
+
+
+class OutputPane(VerticalScroll):
+    BORDER_TITLE = "6 output"
+
+    def compose(self):
+        yield Static(id="output-head")
+        yield Static(id="output-body")
+
+    def show(self, view: KernelView | None) -> None:
+        head, lines = printed(view)
+        self.query_one("#output-head", Static).update(head)
+        self.query_one("#output-body", Static).update(Text("\n".join(lines[-SHOWN_LINES:])))
+        if view is not None and view.state == "running":
+            self.scroll_end(animate=False)
+
+
+def printed(view: KernelView | None) -> tuple[Text, list[str]]:
+    """The pane's head line and the lines to show."""
+    if view is None:
+        return Text("no kernel selected", style="dim"), []
+    if view.version is None:
+        return Text(f"{view.id}: not run yet", style="dim"), []
+    lines = list(view.output)
+    if not lines and view.state != "running" and view.run_dir:
+        try:
+            lines = (Path(view.run_dir) / OUTPUT_FILE).read_text(errors="replace").splitlines()
+        except OSError:
+            lines = []
+    where = f"{view.id} v{view.version}" + (" (running)" if view.state == "running" else "")
+    if not lines:
+        return Text(f"{where}: printed nothing", style="dim"), []
+    return Text(f"{where}: {len(lines)} line(s) printed", style="dim"), lines

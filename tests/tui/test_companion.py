@@ -1,0 +1,159 @@
+"""Living beside the dashboard all day: what a user sees at 160, 80, 60 and 40 columns, printed
+output, the history list, the footer, and the keys that hand things to the user's tools."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from dashboard_fixture import replay_cpu_history
+from textual.widgets import DataTable, TabbedContent
+
+from ktui.protocol.events import RunFinished
+from ktui.tui.app import KtuiApp, LoopItem
+from ktui.tui.key_bar import KeyBar
+from ktui.tui.panes.history import _head
+from ktui.tui.panes.output import printed
+from ktui.tui.panes.rungs import _rows
+from ktui.tui.panes.status_bar import StatusBar, StatusInfo
+from ktui.tui.state import KernelView, VersionPoint
+from ktui.workspace.folder import Workspace
+
+
+def viewer(tmp_path):
+    ws, now = replay_cpu_history(tmp_path / "ws")
+    return KtuiApp(Workspace.at(ws), live=False, clock=lambda: now)
+
+
+@pytest.mark.parametrize("size", [(160, 48), (80, 24)])
+def test_the_rungs_pane_shows_every_figure_and_whole_names_and_statuses(tmp_path, size):
+    async def scenario():
+        app = viewer(tmp_path)
+        async with app.run_test(size=size) as pilot:
+            await pilot.pause()
+            app._select("softmax_triton")
+            app.action_pane(2)
+            await pilot.pause()
+            table = app.query_one("#rungs-table", DataTable)
+            widths = {key.value: col.width for key, col in table.columns.items()}
+            rows = [table.get_row_at(i) for i in range(table.row_count)]
+            for rung, status, _ in rows:  # a long shape name wraps at its commas, never cut
+                assert all(len(line.plain) <= widths["rung"] for line in rung.wrap(app.console, widths["rung"]))
+                assert len(status.plain) <= widths["status"]
+            names = {r[0].plain.replace(", ", ",") for r in rows}
+            shown = {r["rung"] for r in app.state.kernels["softmax_triton"].rungs if r["status"] != "skipped"}
+            assert shown <= names
+            checks = [r for r in rows if r[0].plain.startswith("correctness[")]
+            assert checks
+            for _, _, figures in checks:  # wrapped onto more lines, never cut
+                assert "psnr=" in figures.plain and "cossim=" in figures.plain
+                lines = figures.wrap(app.console, widths["figures"])
+                assert all(len(line.plain) <= widths["figures"] for line in lines)
+
+    asyncio.run(scenario())
+
+
+def test_the_status_line_keeps_the_modes_at_80_columns_whatever_the_rest_says(tmp_path):
+    async def scenario():
+        app = viewer(tmp_path)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            bar = app.query_one(StatusBar)
+            bar.info = StatusInfo(tier="cpu", device="CPU (Triton interpreter)", arch="sm_90a", running="softmax_triton",
+                                  running_rung="correctness 3/6", queued=4, watcher="inotify", follow=True, strict=True,
+                                  note="a long note about the workspace that would take the whole line by itself")
+            await pilot.pause()
+            text = bar._text(bar.info).plain
+            assert len(text) <= bar.content_size.width
+            assert text.endswith("watch: inotify │ follow │ strict")
+            assert "…" in text  # the rest gave way
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("width", [160, 80, 60, 40])
+def test_the_footer_shows_whole_keys_and_always_help_and_quit(width):
+    from ktui.tui.app import KtuiApp as App
+
+    line = KeyBar(App.BINDINGS).line(width - 2).plain
+    assert len(line) <= width - 2
+    assert "? help" in line and "q quit" in line
+    words = line.split("  ")
+    labels = {f"{b.key_display or b.key} {b.description}" for b in KeyBar(App.BINDINGS).bindings}
+    assert all(w in labels for w in words), words  # no fragment like "s stri"
+
+
+def test_the_history_list_always_names_the_current_version_and_never_breaks_inside_one():
+    points = [VersionPoint(version=v, verdict="passed" if v % 3 else "failed", speedup=None, roofline=None,
+                           tier="cpu", finished=float(v)) for v in range(1, 21)]
+    text = _head(points, [], current=3).plain
+    assert "v3\u00a0" in text and "v20\u00a0" in text
+    assert "v12 " not in text  # inside one item the spaces do not break
+
+
+def test_the_output_pane_shows_what_the_run_printed_live_and_from_the_run_folder(tmp_path):
+    live = KernelView(id="k", path="k.py", reference="", version=2, state="running", run_id="r1")
+    live.output = ["step 1", "step 2"]
+    head, lines = printed(live)
+    assert lines == ["step 1", "step 2"] and "(running)" in head.plain
+    (tmp_path / "output.txt").write_text("done\n")
+    finished = KernelView(id="k", path="k.py", reference="", version=2, state="passed", run_dir=str(tmp_path))
+    assert printed(finished)[1] == ["done"]
+
+
+def test_runs_of_skipped_rungs_with_one_reason_are_one_row():
+    view = KernelView(id="k", path="k.py", reference="", version=1, state="failed")
+    view.rungs = [{"rung": "compile", "status": "failed", "message": "boom"}] + [
+        {"rung": f"correctness[n={n}]", "status": "skipped", "message": "compile failed"} for n in range(5)]
+    rows = _rows(view)
+    assert [r["rung"] for r in rows] == ["compile", "correctness ×5"]
+    assert rows[1]["status"] == "skipped" and rows[1]["message"] == "compile failed"
+
+
+def test_after_a_failure_past_compile_the_rungs_tab_comes_forward_with_the_failure_selected(tmp_path):
+    async def scenario():
+        app = viewer(tmp_path)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            app._select("add_triton")
+            app.action_pane(1)
+            await pilot.pause()
+            view = app.state.kernels["add_triton"]
+            # its run, failing past compile this time (a wrong answer on the second shape)
+            view.rungs = [{**r, "status": "failed", "message": "1/1 elements beyond atol"}
+                          if r["rung"] == view.rungs[6]["rung"] else r for r in view.rungs]
+            app.post_message(LoopItem(RunFinished(view.run_id, verdict="failed", message="wrong")))
+            await pilot.pause()
+            await pilot.pause()
+            assert app.query_one(TabbedContent).active == "tab-2"
+            table = app.query_one("#rungs-table", DataTable)
+            assert table.get_row_at(table.cursor_row)[1].plain.startswith("✗")
+
+    asyncio.run(scenario())
+
+
+def test_y_copies_the_selected_rungs_message(tmp_path):
+    async def scenario():
+        app = viewer(tmp_path)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            app._select("compile_error")
+            await pilot.press("2")
+            await pilot.pause()
+            await pilot.press("y")
+            await pilot.pause()
+            assert "arange's range must be a power of 2" in app.clipboard
+
+    asyncio.run(scenario())
+
+
+def test_the_palette_lists_ktuis_commands_and_every_kernel(tmp_path):
+    async def scenario():
+        app = viewer(tmp_path)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            titles = [c.title for c in app.get_system_commands(app.screen)]
+            assert "Go to softmax_triton" in titles and "Re-run kernel" in titles
+            assert not [t for t in titles if t in ("Theme", "Quit", "Keys", "Screenshot")]  # none of Textual's own
+
+    asyncio.run(scenario())
