@@ -16,6 +16,7 @@ from ktui.history.store import Store
 from ktui.protocol.events import ERROR, FAILED, Event, RunFinished, RungFinished, RunStarted
 from ktui.protocol.job import Job, Options
 from ktui.protocol.statedir import run_dir
+from ktui.run.audit import weak_test
 from ktui.run.compare import VersionComparer
 from ktui.run.runner import LocalRunner, Runner
 from ktui.workspace.kernels import Kernel, content_hash, reference_hash, state_dir
@@ -67,11 +68,21 @@ class Session:
         try:
             for event in stream:
                 event = self.compare(event)
+                if isinstance(event, RunFinished):
+                    event = self._weak_test(job, event)
                 for consumer in self.consumers:
                     consumer(event)
                 yield event
         finally:
             stream.close()  # a consumer that failed (a closed pipe) or a caller that stopped ends the run
+
+    def _weak_test(self, job: Job, event: RunFinished) -> RunFinished:
+        """``weak_test`` in the summary when a cached ``ktui audit`` of this reference version says
+        its test is weak: read from .ktui/audits/, never audited here (not on the save-to-verdict path)."""
+        weak = weak_test(self.state, job.reference_hash)
+        if weak is not None:
+            event.summary = {**event.summary, "weak_test": weak["reason"], "weak_test_reasons": weak["reasons"]}
+        return event
 
     def run(self, kernel: Kernel, options: Options) -> RunFinished:
         finished = None

@@ -33,15 +33,18 @@ class KernelBenchProblem(Problem):
         self.tests = [{"trial": i} for i in range(1, TRIALS + 1)]
         self.benchmarks = [{}]
         seed = next_seed()
+        self.model_new = None  # ``ktui audit`` loads a problem with no candidate
         with self.scope():
             init = list(reference.get_init_inputs())
             torch.manual_seed(seed)
             self.model = reference.Model(*init)
-            torch.manual_seed(seed)
-            self.model_new = candidate.ModelNew(*init)
-        weights = copy_weights(self.model, self.model_new)
+            if candidate is not None:
+                torch.manual_seed(seed)
+                self.model_new = candidate.ModelNew(*init)
+        weights = copy_weights(self.model, self.model_new) if self.model_new is not None else "no candidate"
         self.model.to(tier.torch_device).eval()
-        self.model_new.to(tier.torch_device).eval()
+        if self.model_new is not None:
+            self.model_new.to(tier.torch_device).eval()
         self.figures = {"weights": weights, "weight_seed": seed, "init_inputs": len(init)}
         self.notes.append(WEIGHT_NOTES[weights].format(seed=seed))
         if not tier.is_gpu:
@@ -76,6 +79,7 @@ WEIGHT_NOTES = {
     "seeded": "ModelNew's state_dict differs from Model's, so weights are not copied: both built after "
               "torch.manual_seed({seed}), they match only if created in the same order and shapes",
     "none": "no weights: Model has an empty state_dict",
+    "no candidate": "no candidate (an audit of the problem): Model built after torch.manual_seed({seed})",
 }
 
 
