@@ -17,17 +17,20 @@ from typing import Annotated, Any, Literal
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import Field
 
+from ktui.agentdocs.index import search
 from ktui.agents.child_calls import ChildCalls, ChildResult
 from ktui.agents.digest import run_digest
 from ktui.agents.dumps import KINDS, MAX_PAGE_CHARS, read_dump
 from ktui.agents.runs import RunService
 from ktui.agents.workspace import AgentWorkspace, BadCall
 from ktui.history.reports import latest_path
+from ktui.history.sassdiff import DiffError, diff_versions, resolve_base
 from ktui.history.store import Store
 from ktui.protocol.job import Options
 from ktui.protocol.statedir import run_dir
 from ktui.run.runner import WorkerConfig
 from ktui.workspace.kernels import Kernel, ProblemError, content_hash, discover, state_dir
+from ktui.workspace.versions import current_version
 
 INSTRUCTIONS = """ktui verifies GPU kernels (Triton, CuTeDSL) against a trusted reference.
 The loop: write or edit kernels/<op>_<variant>.py, call `run`, read `first_failure` (file:line and
@@ -114,8 +117,6 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
         base: Annotated[str, Field(description="previous | best | pinned | a version number")] = "previous",
         version: Annotated[int | None, Field(ge=1, description="default: the file's current version")] = None,
     ) -> dict[str, Any]:
-        from ktui.history.sassdiff import DiffError, diff_versions, resolve_base
-        from ktui.workspace.versions import current_version
 
         k, state = kernel_state(kernel)
         store = Store.of(state)
@@ -179,7 +180,6 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
         query: Annotated[str, Field(min_length=1)],
         limit: Annotated[int, Field(ge=1, le=100)] = 10,
     ) -> dict[str, Any]:
-        from ktui.agentdocs.index import search
 
         folder = workspace.root / "context"
         if not folder.is_dir():
@@ -197,7 +197,6 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
         offset: Annotated[int, Field(ge=0)] = 0,
         max_chars: Annotated[int, Field(ge=1, le=MAX_PAGE_CHARS)] = 20_000,
     ) -> dict[str, Any]:
-        from ktui.workspace.versions import current_version
 
         kernel_id = workspace.kernel_id(kernel)
         try:

@@ -25,6 +25,7 @@ from ktui.measure.tools import ToolFailed
 from ktui.protocol.job import Job, Options
 from ktui.protocol.processes import describe_exit
 from ktui.run.proc import child_env, end_tree
+from ktui.run.session import Session
 from ktui.workspace.kernels import Kernel, ProblemError, kernel_for, state_dir
 
 PREFLIGHT_TIMEOUT_S = 240.0  # importing torch + triton + the kernel on a cold machine
@@ -101,7 +102,6 @@ class Target:
 def prepare(path: Path, options: Options | None = None, reference: Path | None = None) -> Target:
     """Resolve ``path`` (and ``--reference``) to a kernel with a reference, as ``ktui run`` does, and
     snapshot it as a version; the job carries its format and modules to the target (``CannotRun`` if not)."""
-    from ktui.run.session import Session
 
     try:
         kernel = kernel_for(Path(path), reference)

@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ktui.history.store import Store
 from ktui.inspect import ncu as ncu_summary
 from ktui.inspect import sections as proton_sections
 from ktui.inspect.external import (
@@ -233,7 +234,6 @@ def ncu_report_module(ncu: str):
 
 
 def _record(target: Target, kind: str, summary: dict, report_path: str) -> None:
-    from ktui.history.store import Store
 
     store = Store.of(target.state)
     try:

@@ -25,6 +25,7 @@ from ktui.inspect.external import (
     require_loaded,
     run_tool,
 )
+from ktui.inspect.ncu import shape_text
 from ktui.measure.tools import find_tool
 
 TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
@@ -74,7 +75,6 @@ class SanitizeReport:
         return asdict(self)
 
     def text(self) -> str:
-        from ktui.inspect.ncu import shape_text
 
         head = f"{self.kernel} v{self.version} · compute-sanitizer --tool {self.tool} · {shape_text(self.shape)} · {self.device}"
         if self.clean:

@@ -20,7 +20,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ktui.inspect.ncu import shape_text
 from ktui.loop.dsl.proton import proton_support  # noqa: F401  (what the installed Triton offers)
+from ktui.protocol.files import write_atomic
 
 SUMMARY_FILE = "sections.json"
 HATCHET_STEM = "sections"  # Proton writes <run_dir>/sections.hatchet
@@ -61,7 +63,6 @@ class SectionsReport:
         return cls(sections=sections, **{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
     def text(self) -> str:
-        from ktui.inspect.ncu import shape_text
 
         lines = [f"{self.kernel} v{self.version} · Proton sections · {shape_text(self.shape)} · {self.device} · "
                  f"Triton {self.triton}"]
@@ -144,7 +145,6 @@ def read_hatchet(path: Path) -> tuple[str, list[Section]]:
 
 
 def write(run_dir: Path, report: SectionsReport) -> None:
-    from ktui.protocol.files import write_atomic
 
     write_atomic(Path(run_dir) / SUMMARY_FILE, json.dumps(report.to_json(), indent=2))
 

@@ -24,7 +24,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from ktui.measure.clocks import ClockMonitor, driver_version
+from ktui.measure.devices import lookup
 from ktui.measure.roofline import Ceiling
+from ktui.measure.stats import StoppingRule, summarize
+from ktui.measure.timing import Flush, Sampler, l2_bytes
+from ktui.protocol.files import write_atomic
 from ktui.protocol.statedir import calibration_file
 
 COPY_MIN_BYTES = 1 << 30  # per buffer; and at least 16× the L2
@@ -92,7 +97,6 @@ def load(root: Path, device: str, driver: str) -> Calibration | None:
 
 def save(root: Path, calibration: Calibration) -> Path:
     """Write (or replace) this device's entry, keeping other devices' entries."""
-    from ktui.protocol.files import write_atomic
 
     path = path_for(root)
     try:
@@ -109,9 +113,6 @@ def measure(time_s: float = 2.0, progress: Callable[[str], None] = lambda _: Non
     """Measure copy bandwidth and matmul rates on the current CUDA device."""
     import torch
 
-    from ktui.measure.clocks import ClockMonitor, driver_version
-    from ktui.measure.stats import StoppingRule, summarize
-    from ktui.measure.timing import Flush, Sampler, l2_bytes
 
     if not torch.cuda.is_available():
         raise RuntimeError("ktui calibrate needs a CUDA GPU (torch.cuda.is_available() is False)")
@@ -198,7 +199,6 @@ def _matmul(key: str, n: int) -> Callable[[], Any]:
 
 def describe(cal: Calibration) -> list[str]:
     """Human lines: each ceiling, and its share of the datasheet peak where the device is known."""
-    from ktui.measure.devices import lookup
 
     spec = lookup(cal.device)
     lines = [f"{cal.device} · driver {cal.driver} ({cal.driver_source}) · torch {cal.torch} · {cal.date}"]

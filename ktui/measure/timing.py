@@ -31,6 +31,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from ktui.measure.clocks import ClockLog, ClockMonitor
+from ktui.measure.devices import lookup
 from ktui.measure.stats import StoppingRule
 
 MIN_PAD_US = 20.0
@@ -46,7 +47,6 @@ def l2_bytes() -> tuple[int | None, str]:
     size = getattr(props, "L2_cache_size", 0)
     if size:
         return int(size), "device"
-    from ktui.measure.devices import lookup
 
     spec = lookup(props.name)
     if spec is not None and spec.l2_mb:

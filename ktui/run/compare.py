@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ktui.history import sassdiff
 from ktui.history.best import best_version
 from ktui.history.store import Baseline, Store
 from ktui.measure import stats
@@ -130,7 +131,6 @@ class VersionComparer:
         somewhere other than the kernel (a cache, the timer, the reference's timing)."""
         if not vs_best or vs_best["ratio"] < self.jump or self.state_dir is None or state.best is None:
             return ""
-        from ktui.history import sassdiff
 
         try:
             diff = sassdiff.diff_versions(self.state_dir, state.kernel, state.best.version, state.version)

@@ -3,10 +3,11 @@ agents' ``diff`` and ``dump``): one answer for the CLI and the MCP server."""
 
 from __future__ import annotations
 
+from ktui.workspace.kernels import content_hash
+
 
 def current_version(store, kernel) -> tuple[int | None, str]:
     """The version to look at: the file's current content if stored, else the newest run's (with a note)."""
-    from ktui.workspace.kernels import content_hash
 
     digest = content_hash(kernel.path.read_bytes())
     version = store.version_of_hash(kernel.id, digest)

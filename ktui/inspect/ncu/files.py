@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ktui.inspect.ncu.summary import NcuSummary
 from ktui.protocol import statedir
+from ktui.protocol.files import write_atomic
 
 SUMMARY_FILE = "ncu.json"
 TEXT_FILE = "ncu.txt"
@@ -14,7 +15,6 @@ REPORT_STEM = "profile"  # ncu -o <run_dir>/profile → profile.ncu-rep
 
 
 def write(run_dir: Path, summary: NcuSummary) -> None:
-    from ktui.protocol.files import write_atomic
 
     write_atomic(Path(run_dir) / SUMMARY_FILE, json.dumps(summary.to_json(), indent=2))
     write_atomic(Path(run_dir) / TEXT_FILE, summary.text() + "\n")

@@ -10,6 +10,7 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from ktui.inspect import ncu
 from ktui.tui.state import KernelView, ProfileStatus
 from ktui.tui.text import ago
 from ktui.workspace.kernels import state_dir
@@ -33,7 +34,6 @@ class NcuPane(VerticalScroll):
 
 def ncu_renderables(root: Path, view: KernelView | None, status: ProfileStatus | None,
                     now: float) -> tuple[RenderableType, RenderableType]:
-    from ktui.inspect import ncu
 
     if view is None:
         return Text("no kernel selected", style="dim"), Text("")

@@ -15,6 +15,7 @@ from textual import work
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from ktui.history.sassdiff import DiffError, diff_versions, function_facts, resolve_base
 from ktui.history.store import Store
 from ktui.tui.state import KernelView
 from ktui.workspace.kernels import state_dir
@@ -57,7 +58,6 @@ class SassPane(VerticalScroll):
 
 def sass_renderables(root: Path, db: Path, kernel: str, version: int, base: str) -> tuple[RenderableType, RenderableType]:
     """(header, body) for the pane; a missing base or missing SASS is a sentence, not an error."""
-    from ktui.history.sassdiff import DiffError, diff_versions, function_facts, resolve_base
 
     store = Store(db)  # this thread's own connection
     try:
