@@ -34,6 +34,7 @@ from ktui.protocol.events import (
     RungFinished,
     RungStarted,
     clean_figures,
+    first_failure,
 )
 
 CUTE_NEEDS_GPU = "CuTeDSL kernels need a GPU to run (CPU tier: compiled ahead of time only)"
@@ -211,7 +212,7 @@ def summarize(results: list[RungFinished], roofline_done: float = DEFAULT_DONE) 
             summary["compile_s"] = r.figures["compile_s"]
     bad = next((r for r in results if r.status not in (OK, SKIPPED)), None)
     if bad is not None:
-        summary["first_failure"] = {"rung": bad.rung, "status": bad.status, "message": bad.message.splitlines()[0] if bad.message else ""}
+        summary["first_failure"] = first_failure(bad.rung, bad.status, bad.message)
     return summary
 
 

@@ -29,6 +29,12 @@ ERROR = "error"  # ktui could not run the kernel at all (no reference, bad path)
 INTERRUPTED = "interrupted"  # left "running" by a ktui process that was killed (see ktui.history.store)
 
 
+
+def first_failure(rung: str, status: str, message: str) -> dict[str, str]:
+    """``summary["first_failure"]``: the rung that decided a run's verdict, and the first line of
+    why (the one line the CLI's summary, ``ktui history`` and the dashboard's list show)."""
+    return {"rung": rung, "status": status, "message": message.splitlines()[0] if message else ""}
+
 @dataclass
 class SourceLocation:
     """A place in a user's file, with the lines around it for display."""

@@ -27,7 +27,7 @@ from ktui.history import sassdiff
 from ktui.history.best import best_version
 from ktui.history.store import Baseline, Store
 from ktui.measure import stats
-from ktui.protocol.events import Event, RunFinished, RungFinished, RunStarted
+from ktui.protocol.events import Event, RunFinished, RungFinished, RunStarted, first_failure
 
 FLOOR_AT_LEAST_50US = 0.01  # run-to-run spread target for kernels of 50 µs and more
 # A jump this large over the best version, with the machine code unchanged, is not believed.
@@ -121,8 +121,8 @@ class VersionComparer:
             doubt = self._unbelievable_jump(state, extra.get("vs_best"))
             if doubt and event.verdict == "passed":
                 event = dataclasses.replace(event, verdict="suspicious", message=doubt,
-                                            summary={**event.summary, "first_failure": {
-                                                "rung": "benchmark", "status": "suspicious", "message": doubt}})
+                                            summary={**event.summary,
+                                                     "first_failure": first_failure("benchmark", "suspicious", doubt)})
             return event
         return event
 

@@ -37,6 +37,7 @@ from ktui.protocol.events import (
     RungStarted,
     RunStarted,
     event_from_json,
+    first_failure,
 )
 from ktui.protocol.job import Job, rung_family
 from ktui.protocol.processes import describe_exit
@@ -316,7 +317,7 @@ class LocalRunner:
                     yield RungFinished(job.run_id, rung=rung, status=TIMED_OUT, message=message, duration_s=limit,
                                        error=error)
                 yield RunFinished(job.run_id, verdict=TIMED_OUT, message=message, duration_s=_since(started),
-                                  summary={"first_failure": {"rung": rung or "", "status": TIMED_OUT, "message": message}})
+                                  summary={"first_failure": first_failure(rung or "", TIMED_OUT, message)})
                 return
             if kind == "stderr":
                 yield Output(job.run_id, text=payload)
@@ -337,8 +338,7 @@ class LocalRunner:
                 if rung:
                     yield RungFinished(job.run_id, rung=rung, status=verdict, message=message)
                 yield RunFinished(job.run_id, verdict=verdict, message=message, duration_s=_since(started),
-                                  summary={"first_failure": {"rung": rung or "", "status": verdict,
-                                                             "message": message.splitlines()[0]}})
+                                  summary={"first_failure": first_failure(rung or "", verdict, message)})
                 return
             kind = payload.get("type")
             if kind == "job_done":
