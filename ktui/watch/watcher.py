@@ -102,7 +102,10 @@ class _Handler(FileSystemEventHandler):
         dest = getattr(event, "dest_path", "")
         if dest:
             paths.append(dest)
-        self.watcher._touched(Path(os.fsdecode(p)) for p in paths)
+        # A file renamed into place holds its whole new content now (an agent's temp file and
+        # os.replace); one written in place may be written again at once, so it waits.
+        done = dest if event.event_type == "moved" else ""
+        self.watcher._touched([Path(os.fsdecode(p)) for p in paths], complete=Path(os.fsdecode(done)) if done else None)
 
 
 class Watcher:
@@ -132,6 +135,7 @@ class Watcher:
         self._handler = _Handler(self)
         self._hashes: dict[Path, str] = {}
         self._pending: dict[Path, float] = {}
+        self._completed: dict[Path, float] = {}  # when each file was last renamed into place
         self._cond = threading.Condition()
         self._stopping = False
         self._flusher: threading.Thread | None = None
@@ -218,13 +222,19 @@ class Watcher:
             self.on_state(state)
 
     # -- events → saves ------------------------------------------------------------------------
-    def _touched(self, paths: Iterable[Path]) -> None:
+    def _touched(self, paths: Iterable[Path], complete: Path | None = None) -> None:
+        """Files an event named. The debounce adapts: a file renamed into place is complete and is
+        hashed at once — unless one was renamed there moments ago too (a burst of saves), then like
+        a write in place it waits for the quiet period, one save per burst."""
         now = time.monotonic()
         with self._cond:
             added = False
             for path in paths:
                 if self._in_watched_folder(path) and is_watched_file(path):
-                    self._pending[path] = now
+                    at_once = path == complete and now - self._completed.get(path, -1e9) > self.debounce_s
+                    self._pending[path] = now - self.debounce_s if at_once else now
+                    if path == complete:
+                        self._completed[path] = now
                     added = True
             if added:
                 self._cond.notify_all()
