@@ -13,7 +13,7 @@ from typing import Callable, Iterable, Iterator
 
 from ktui.history.reports import ReportWriter
 from ktui.history.store import Store
-from ktui.protocol.events import ERROR, FAILED, Event, RunFinished, RungFinished, RunStarted
+from ktui.protocol.events import ERROR, FAILED, Event, RunFinished, RungFinished, RunStarted, first_failure
 from ktui.protocol.job import Job, Options
 from ktui.protocol.statedir import run_dir
 from ktui.run.audit import weak_test
@@ -100,7 +100,7 @@ class Session:
         )
         yield RungFinished(job.run_id, rung="pre-checks", status=FAILED, message=job.reference_error)
         yield RunFinished(job.run_id, verdict=ERROR, message=job.reference_error,
-                          summary={"first_failure": {"rung": "pre-checks", "status": FAILED, "message": job.reference_error}})
+                          summary={"first_failure": first_failure("pre-checks", FAILED, job.reference_error)})
 
     def close(self) -> None:
         self.runner.close()
