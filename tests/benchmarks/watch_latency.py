@@ -1,0 +1,104 @@
+"""Save → verdict through the real watcher: ``ktui watch kernels/ --headless --no-bench``.
+
+Each repetition saves a new version of the shipped softmax kernel the way an agent does (a temp
+file, then ``os.replace``), with a fresh comment inside the ``@triton.jit`` function so Triton's
+cache misses and the kernel really recompiles, and times from the rename to the JSON events the
+watch loop prints: the first ``correctness[...]`` result and ``run_finished``. The debounce, the
+hand-off to the warm worker, compile, the checks and the history write are all inside the figure.
+
+    python tests/benchmarks/watch_latency.py [--reps 8] [--cpu] [--json OUT.json]
+
+Prints the device line of the watcher and p50 / min / max of both figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import queue
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+MARK = "    row = tl.program_id(0)\n"
+
+
+def workspace() -> Path:
+    root = Path(tempfile.mkdtemp(prefix="ktui-watch-latency-"))
+    (root / "kernels").mkdir()
+    shutil.copytree(REPO / "references", root / "references")
+    shutil.copy(REPO / "kernels" / "softmax_triton.py", root / "kernels" / "softmax_triton.py")
+    return root
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=8)
+    ap.add_argument("--cpu", action="store_true")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    root = workspace()
+    kernel = root / "kernels" / "softmax_triton.py"
+    source = kernel.read_text()
+    assert MARK in source, "the shipped softmax changed: update MARK"
+    argv = [sys.executable, "-m", "ktui", "watch", "kernels/", "--headless", "--no-bench", *(["--cpu"] if args.cpu else [])]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(argv, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    events: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [events.put((time.perf_counter(), json.loads(line))) for line in proc.stdout],
+                     daemon=True).start()
+
+    def wait_for(kind: str, timeout: float = 300.0) -> tuple[float, dict]:
+        deadline = time.monotonic() + timeout
+        while True:
+            at, event = events.get(timeout=max(0.1, deadline - time.monotonic()))
+            if event.get("type") == kind:
+                return at, event
+
+    try:
+        _, ready = wait_for("watch_device")
+        wait_for("run_finished")  # the first run of what is on disk
+        first, verdict = [], []
+        for rep in range(args.reps):
+            text = source.replace(MARK, MARK + f"    # latency probe {rep} {time.time_ns()}\n")
+            tmp = kernel.with_name(".softmax_triton.py.tmp")
+            tmp.write_text(text)
+            saved = time.perf_counter()
+            os.replace(tmp, kernel)
+            while True:
+                at, event = events.get(timeout=300)
+                if event.get("type") == "rung_finished" and event["rung"].startswith("correctness[") and len(first) == rep:
+                    first.append(at - saved)
+                if event.get("type") == "run_finished":
+                    verdict.append(at - saved)
+                    assert event["verdict"] == "passed", event
+                    break
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        shutil.rmtree(root, ignore_errors=True)
+    device = f"{ready.get('device')} · {ready.get('tier')} · {ready.get('arch')}"
+    result = {"device": device, "reps": args.reps, "date": time.strftime("%Y-%m-%d"),
+              "first_correctness_s": _stats(first), "verdict_s": _stats(verdict)}
+    print(f"watch latency · {device} · {args.reps} atomic-rename saves of softmax_triton")
+    for name in ("first_correctness_s", "verdict_s"):
+        s = result[name]
+        print(f"  {name:20s} p50 {s['p50']:.3f} s  min {s['min']:.3f}  max {s['max']:.3f}")
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2))
+    return 0
+
+
+def _stats(samples: list[float]) -> dict:
+    return {"p50": statistics.median(samples), "min": min(samples), "max": max(samples), "n": len(samples)}
+
+
+if __name__ == "__main__":
+    sys.exit(main())
