@@ -12,8 +12,9 @@ from pathlib import Path
 
 from textual.app import SystemCommand
 from textual.binding import Binding
+from textual.containers import ScrollableContainer
 from textual.screen import Screen
-from textual.widgets import TabbedContent
+from textual.widgets import DataTable, TabbedContent
 
 from ktui.tui.editor import EditorError, failing_place, open_in_editor
 from ktui.tui.help import HelpScreen
@@ -94,6 +95,17 @@ class DashboardActions:
             self.screen.set_focus(None)
         else:
             target.focus()
+
+    def action_edge(self, end: bool) -> None:
+        """``g`` / ``G``: the top or the bottom of the focused pane (the first or last row of a table)."""
+        widget = self.focused
+        while widget is not None and not isinstance(widget, (DataTable, ScrollableContainer)):
+            widget = widget.parent
+        if isinstance(widget, DataTable):
+            if widget.row_count:
+                widget.move_cursor(row=widget.row_count - 1 if end else 0)
+        elif widget is not None:
+            widget.scroll_end(animate=False) if end else widget.scroll_home(animate=False)
 
     def action_focus_list(self) -> None:
         self.query_one(KernelList).focus()

@@ -157,3 +157,20 @@ def test_the_palette_lists_ktuis_commands_and_every_kernel(tmp_path):
             assert not [t for t in titles if t in ("Theme", "Quit", "Keys", "Screenshot")]  # none of Textual's own
 
     asyncio.run(scenario())
+
+
+def test_g_and_shift_g_go_to_the_first_and_last_row_of_the_focused_table(tmp_path):
+    async def scenario():
+        app = viewer(tmp_path)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            app._select("softmax_triton")
+            await pilot.press("2")
+            await pilot.pause()
+            table = app.query_one("#rungs-table", DataTable)
+            await pilot.press("G")
+            assert table.cursor_row == table.row_count - 1
+            await pilot.press("g")
+            assert table.cursor_row == 0
+
+    asyncio.run(scenario())
