@@ -15,7 +15,8 @@ from importlib import import_module
 
 from ktui.cli.exits import EXIT_FAILED
 
-COMMANDS = ("run", "calibrate", "watch", "init", "context", "history", "diff", "pin", "profile", "sanitize", "mcp")
+COMMANDS = ("run", "calibrate", "watch", "init", "context", "history", "diff", "pin", "profile", "sanitize", "mcp", "audit",
+            "remote")
 
 
 def build_parser() -> argparse.ArgumentParser:

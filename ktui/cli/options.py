@@ -4,6 +4,7 @@ benchmark settings, the worker's config), so ``ktui run`` and ``ktui watch`` can
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 TIMEOUT_HELP = "per-rung time limit (repeatable)"
@@ -40,6 +41,30 @@ def add_loop_flags(parser: argparse.ArgumentParser, timeout_help: str = TIMEOUT_
     parser.add_argument("--no-bench", action="store_true", help="skip the benchmark rungs")
     parser.add_argument("--seed", type=int, default=None, help="base seed (default: fresh seeds every run)")
     add_timeout_flag(parser, timeout_help)
+
+
+class RayAddress(argparse.Action):
+    """``--ray``'s optional address: a value that is not one (``--ray kernels/a.py``) is a path."""
+
+    def __call__(self, parser, namespace, value, option_string=None):
+        if value is not None and not _looks_like_ray_address(value):
+            namespace.ray_paths = [*getattr(namespace, "ray_paths", []), Path(value)]
+            value = None
+        setattr(namespace, self.dest, value or "local")
+
+
+def _looks_like_ray_address(value: str) -> bool:
+    if Path(value).exists():
+        return False
+    return value in ("local", "auto") or value.startswith("ray://") or re.fullmatch(r"[\w.-]+:\d+", value) is not None
+
+
+def add_ray_flag(parser: argparse.ArgumentParser) -> None:
+    """``--ray [ADDRESS]``: evaluate the kernels in parallel on Ray (see ``ktui.run.ray_pool``)."""
+    parser.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS", action=RayAddress,
+                        help="run the kernels in parallel on Ray, one warm worker per GPU (per CPU on the CPU tier): "
+                             "a local Ray instance, or join a cluster with ADDRESS (auto, ray://host:port); "
+                             "before a single PATH write --ray local PATH or PATH --ray")
 
 
 def add_bench_flags(parser: argparse.ArgumentParser) -> None:
@@ -98,3 +123,28 @@ def worker_config(args: argparse.Namespace):
     from ktui.run.runner import WorkerConfig  # deferred for start-up speed
 
     return WorkerConfig(arch=args.arch, force_cpu=args.cpu)
+
+
+def add_remote_flags(parser: argparse.ArgumentParser) -> None:
+    """``--remote`` and how ssh reaches it (read by ``runner_for``)."""
+    remote = parser.add_argument_group("remote GPU (over ssh)")
+    remote.add_argument("--remote", default=None, metavar="[USER@]HOST[:PORT][:/DIR]",
+                        help="run the worker on HOST through the system's ssh (keys only); the workspace is synced "
+                             "to DIR (default ~/.ktui-remote) before each run")
+    remote.add_argument("--ssh-config", default=None, metavar="FILE",
+                        help="an ssh config file used instead of ~/.ssh/config (default: $KTUI_SSH_CONFIG)")
+    remote.add_argument("--remote-python", default="python3", metavar="PYTHON",
+                        help="the remote's Python, with torch and Triton (default python3)")
+
+
+def runner_for(args: argparse.Namespace, fresh_each_run: bool = False, root: Path | None = None):
+    """A ``RemoteRunner`` with ``--remote``, else a ``LocalRunner``; ValueError for a bad address."""
+    if getattr(args, "remote", None) is None:
+        from ktui.run.runner import LocalRunner  # deferred for start-up speed
+
+        return LocalRunner(worker_config(args), fresh_each_run=fresh_each_run)
+    from ktui.run.remote.address import parse_remote  # deferred for start-up speed
+    from ktui.run.remote.runner import RemoteRunner
+
+    return RemoteRunner(parse_remote(args.remote), worker_config(args), fresh_each_run=fresh_each_run,
+                        ssh_config=args.ssh_config, python=args.remote_python, root=root)

@@ -8,7 +8,15 @@ import sys
 from pathlib import Path
 
 from ktui.cli.exits import EXIT_CANNOT_RUN, exit_code
-from ktui.cli.options import add_bench_flags, add_loop_flags, add_reference, loop_options, worker_config
+from ktui.cli.options import (
+    add_bench_flags,
+    add_loop_flags,
+    add_ray_flag,
+    add_reference,
+    add_remote_flags,
+    loop_options,
+    runner_for,
+)
 
 
 def add_parser(subparsers) -> None:
@@ -22,15 +30,21 @@ def add_parser(subparsers) -> None:
                      help="the final word: a fresh process per run, more seeds per shape, every timed output re-checked")
     run.add_argument("-v", "--verbose", action="store_true", help="also print what the kernel printed")
     add_bench_flags(run)
+    add_ray_flag(run)
+    add_remote_flags(run)
     run.set_defaults(handler=cmd_run)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     # deferred for start-up speed
-    from ktui.run.runner import LocalRunner, WorkerStartError
+    from ktui.run.runner import WorkerStartError
     from ktui.run.session import Session
     from ktui.workspace.kernels import ProblemError, discover
 
+    if args.ray is not None:
+        from ktui.cli.ray_run import cmd_run_ray  # deferred: Ray is an optional extra
+
+        return cmd_run_ray(args)
     try:
         kernels = discover(args.paths, reference=args.reference)
         options = loop_options(args)
@@ -39,7 +53,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_CANNOT_RUN
     printer = JsonPrinter() if args.json else LinePrinter(verbose=args.verbose)
     verdicts = []
-    runner = LocalRunner(worker_config(args), fresh_each_run=args.cold)
+    try:
+        runner = runner_for(args, fresh_each_run=args.cold)
+    except ValueError as exc:
+        print(f"ktui: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_RUN
     sessions: dict[Path, Session] = {}
     try:
         for kernel in kernels:

@@ -162,6 +162,9 @@ def summary_line(kernel: str, version: int, verdict: str, summary: dict[str, Any
         parts.append(message.splitlines()[0])
     if tier not in ("", "-"):
         parts.append(f"{tier} {arch}")
+    place = summary.get("ran_on") or {}  # `ktui run --ray`: the node and GPU that ran it
+    if place.get("node"):
+        parts.append(f"on {place['node']}" + (f" gpu {place['gpu']}" if place.get("gpu") is not None else ""))
     parts.append(f"{duration_s:.1f} s")
     return " · ".join(parts)
 

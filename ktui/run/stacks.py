@@ -34,7 +34,10 @@ def ask_for_stack(worker, wait_s: float = STACK_WAIT_S) -> list[str]:
     """Signal ``worker`` (a ``WorkerProcess``) and return the lines its dump added on stderr."""
     seen = worker.lines_seen
     try:
-        os.kill(worker.proc.pid, STACK_SIGNAL)
+        if hasattr(worker, "signal_stack"):  # a remote worker (ktui.run.remote.worker): signalled there
+            worker.signal_stack()
+        else:
+            os.kill(worker.proc.pid, STACK_SIGNAL)
     except (ProcessLookupError, PermissionError):
         return []
     deadline = time.monotonic() + wait_s

@@ -23,6 +23,7 @@ from textual.widgets import TabbedContent
 from ktui.history.store import Store
 from ktui.protocol.events import Event, Output, RunFinished
 from ktui.protocol.job import Options
+from ktui.run.runner import Runner
 from ktui.tui.actions import DashboardActions
 from ktui.tui.dashboard import PANES, WIDE, Dashboard
 from ktui.tui.key_bar import KeyBar
@@ -76,6 +77,8 @@ class KtuiApp(DashboardActions, App[int]):
         *(Binding(str(n), f"pane({n})", name, show=False) for n, name in PANES[1:]),
         Binding("e", "edit", "edit", show=False, tooltip="open the failing file:line in $VISUAL/$EDITOR (a tmux split in tmux)"),
         Binding("y", "copy", "copy", show=False, tooltip="copy the selected rung's message, or the run folder's path"),
+        Binding("g", "edge(False)", "top", show=False, tooltip="the top of the focused pane (the first row of a table)"),
+        Binding("G", "edge(True)", "bottom", show=False, tooltip="the bottom of the focused pane (the last row of a table)"),
         Binding("escape", "focus_list", "list", show=False, tooltip="back to the kernel list"),
         Binding("question_mark", "help", "help", key_display="?", tooltip="this help"),
         Binding("q", "quit", "quit", tooltip="quit (cancels the run in flight)"),
@@ -91,8 +94,10 @@ class KtuiApp(DashboardActions, App[int]):
         settings: WatchSettings | None = None,
         live: bool = True,
         clock: Callable[[], float] = time.time,
+        runner: Runner | None = None,  # None: a local worker; a RemoteRunner for ``--remote``
     ):
         super().__init__()
+        self.runner = runner
         self.workspace = workspace
         self.options = options or Options()
         self.settings = settings or WatchSettings()
@@ -124,7 +129,8 @@ class KtuiApp(DashboardActions, App[int]):
         self.query_one(KernelList).focus()
         self.set_interval(AGE_REFRESH_S, self._refresh_ages)
         if self.live:
-            self.loop = WatchLoop(self.workspace, self.options, self._from_loop, self.settings, tasks=self._tasks())
+            self.loop = WatchLoop(self.workspace, self.options, self._from_loop, self.settings, tasks=self._tasks(),
+                                  runner=self.runner)
             self.loop.start()
 
     def _tasks(self) -> dict:
@@ -298,7 +304,7 @@ class KtuiApp(DashboardActions, App[int]):
             queued=len(queue.queued), cancelling=queue.cancelling,
             watcher=self.state.watcher if self.live else "off (viewer)", watcher_reason=self.state.watcher_reason,
             follow=self.follow, strict=self.options.strict, stale=stale, note=self.state.note or self.state.problem,
-            activity=self.state.activity(),
+            activity=self.state.activity(), remote=_remote_text(self.runner),
         )
 
     def _refresh_ages(self) -> None:
@@ -324,7 +330,13 @@ class KtuiApp(DashboardActions, App[int]):
             self._fill_status()
 
 
-def run_dashboard(workspace: Workspace, options: Options, settings: WatchSettings) -> int:
-    app = KtuiApp(workspace, options, settings)
+def _remote_text(runner) -> str:
+    """``remote gpu1 · up`` for a remote runner (its host and the link's state), else nothing."""
+    host = getattr(runner, "host", None)
+    return f"remote {host} · {runner.link_state()}" if host else ""
+
+
+def run_dashboard(workspace: Workspace, options: Options, settings: WatchSettings, runner: Runner | None = None) -> int:
+    app = KtuiApp(workspace, options, settings, runner=runner)
     app.run()
     return app.return_code or 0

@@ -27,6 +27,7 @@ class StatusInfo:
     stale: str = ""  # why the selected kernel's results are stale ("" when they are current)
     note: str = ""  # a workspace or worker problem
     activity: str = ""  # e.g. a profile in progress
+    remote: str = ""  # ``remote HOST · LINK STATE`` for ``--remote``, "" for a local worker
 
 
 class StatusBar(Static):
@@ -46,6 +47,8 @@ class StatusBar(Static):
             parts.append(badge)
         if info.note:
             parts.append(Text(info.note, style=warn))
+        if info.remote:
+            parts.append(Text(info.remote, style=warn if not info.remote.endswith("· up") else ""))
         parts.append(Text(device_text(info.tier, info.device, info.arch)))
         if info.running:
             what = f"running {info.running}" + (f" ({info.running_rung})" if info.running_rung else "")

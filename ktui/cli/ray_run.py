@@ -1,0 +1,38 @@
+"""``ktui run --ray [ADDRESS] PATHS...``: the kernels judged in parallel on Ray, printed as they finish."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ktui.cli.exits import EXIT_CANNOT_RUN, exit_code
+from ktui.cli.options import loop_options, worker_config
+
+
+def cmd_run_ray(args: argparse.Namespace) -> int:
+    # deferred for start-up speed
+    from ktui.cli.run import JsonPrinter, LinePrinter
+    from ktui.run.ray_pool import RayMissing, RayPool, evaluate
+    from ktui.workspace.kernels import ProblemError, discover
+
+    paths = [*getattr(args, "ray_paths", []), *args.paths]
+    try:
+        kernels = discover(paths, reference=args.reference)
+        options = loop_options(args)
+    except (ProblemError, argparse.ArgumentTypeError, ValueError) as exc:
+        print(f"ktui: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    printer = JsonPrinter() if args.json else LinePrinter(verbose=args.verbose)
+    try:
+        pool = RayPool(args.ray, worker_config(args), fresh_each_run=args.cold)
+    except RayMissing as exc:
+        print(f"ktui: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    except (ConnectionError, RuntimeError, ValueError) as exc:  # no cluster at that address
+        print(f"ktui: could not join the Ray cluster at {args.ray}: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    try:
+        finished = evaluate(pool, kernels, options, consumers=[printer])
+    finally:
+        pool.close()
+    return exit_code([run.verdict for run in finished])

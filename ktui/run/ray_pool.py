@@ -1,0 +1,295 @@
+"""Many evaluations at once on a Ray cluster (``ktui run --ray``): one warm worker per GPU.
+
+Ray places the work; ktui keeps its rules. Each GPU gets one long-lived actor (``num_gpus=1``)
+holding a ``LocalRunner``, so its compile caches stay warm and a job reaches an actor only when
+the previous one has finished: never two timed runs on one GPU. The CPU tier gets one actor per
+CPU. The parent prepares every Job (versions, run folders) and feeds the events each actor sends
+back through the same ``Session`` consumers, in the order the jobs finish. An actor that dies
+(killed, its node lost) ends its run ``crashed`` with Ray's reason, and a fresh actor takes its
+place for the jobs still to run.
+
+Run folders are written by the actors' workers directly: this assumes the actors share the
+parent's filesystem (one machine, or a shared mount).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+from ktui.protocol.events import CRASHED, ERROR, Event, RunFinished, RunStarted, event_from_json
+from ktui.protocol.job import Job, Options
+from ktui.run.runner import LocalRunner, WorkerConfig
+from ktui.run.session import Consumer, Session
+from ktui.workspace.kernels import Kernel
+
+INSTALL_HINT = "ktui run --ray needs Ray: pip install -e '.[ray]' (or pip install 'ray>=2.40')"
+LOCAL = "local"  # ``--ray`` with no address: start a Ray instance on this machine
+
+
+class RayMissing(RuntimeError):
+    """Ray is not installed; the message says how to install it."""
+
+
+def import_ray():
+    try:
+        import ray  # deferred: an optional extra, and slow to import
+    except ImportError:
+        raise RayMissing(INSTALL_HINT) from None
+    return ray
+
+
+class EvalWorker:
+    """The body of one Ray actor: a warm ``LocalRunner`` and the place it runs (node, GPU)."""
+
+    def __init__(self, config: dict[str, Any], fresh_each_run: bool = False):
+        import ray
+
+        self.runner = LocalRunner(WorkerConfig(**config), fresh_each_run=fresh_each_run)
+        context = ray.get_runtime_context()
+        gpus = ray.get_gpu_ids()
+        self.where = {"node": socket.gethostname(), "node_id": context.get_node_id(),
+                      "gpu": _gpu_index(gpus[0]) if gpus else None, "pid": os.getpid()}
+
+    def ran_on(self) -> dict[str, Any]:
+        return dict(self.where)
+
+    def run(self, job: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """One job's events as JSON dicts (the worker's own stream, timeouts and crashes included)."""
+        events = [event.to_json() for event in self.runner.run(Job.from_json(job))]
+        return events, dict(self.where)
+
+    def close(self) -> None:
+        self.runner.close()
+
+
+def _gpu_index(gpu: Any) -> int | str:
+    """Ray names a GPU by its index, or by its CUDA_VISIBLE_DEVICES entry (a UUID) where that is one."""
+    try:
+        return int(gpu)
+    except ValueError:
+        return str(gpu)
+
+
+@dataclass
+class Placement:
+    """Where a pool's actors go: ``gpus`` actors of one GPU each, else ``cpus`` actors of one CPU."""
+
+    gpus: int
+    cpus: int
+
+    @property
+    def actors(self) -> int:
+        return self.gpus or self.cpus
+
+
+class RayPool:
+    """Actors on a Ray cluster that run Jobs, one at a time each, and hand back their events.
+
+    ``address``: ``local`` (start Ray here, or use the instance this process already started),
+    ``auto`` or ``ray://host:port`` (join a cluster). ``on_dispatch(job, actor)`` is called as
+    each job is handed to an actor."""
+
+    def __init__(self, address: str = LOCAL, config: WorkerConfig | None = None, fresh_each_run: bool = False,
+                 num_cpus: int | None = None, on_dispatch: Callable[[Job, Any], None] | None = None):
+        self.ray = import_ray()
+        self.config = config or WorkerConfig()
+        self.fresh_each_run = fresh_each_run
+        self.on_dispatch = on_dispatch
+        self._started_ray = False
+        if not self.ray.is_initialized():
+            self._init(address, num_cpus)
+        self.placement = self._placement(num_cpus)
+        self._actor_class = self.ray.remote(EvalWorker)
+        self.actors = [self._new_actor() for _ in range(self.placement.actors)]
+
+    def _init(self, address: str, num_cpus: int | None) -> None:
+        quiet = {"include_dashboard": False, "logging_level": logging.ERROR, "log_to_driver": False,
+                 "configure_logging": True}
+        if address == LOCAL:
+            self.ray.init(num_cpus=num_cpus or os.cpu_count() or 1, **quiet)
+        else:
+            _reachable(address)
+            self.ray.init(address=address, **{k: v for k, v in quiet.items() if k != "include_dashboard"})
+        self._started_ray = True
+
+    def _placement(self, num_cpus: int | None) -> Placement:
+        resources = self.ray.cluster_resources()
+        gpus = 0 if self.config.force_cpu else int(resources.get("GPU", 0))
+        cpus = max(1, min(int(resources.get("CPU", 1)), num_cpus or int(resources.get("CPU", 1))))
+        return Placement(gpus=gpus, cpus=cpus)
+
+    def _new_actor(self):
+        shape = {"num_gpus": 1, "num_cpus": 0} if self.placement.gpus else {"num_cpus": 1}
+        config = {"arch": self.config.arch, "force_cpu": self.config.force_cpu}
+        return self._actor_class.options(max_restarts=0, max_task_retries=0, **shape).remote(
+            config, self.fresh_each_run)
+
+    def run(self, jobs: list[Job]) -> Iterator[tuple[Job, list[Event]]]:
+        """Each job with its events, in the order the jobs finish."""
+        pending = deque(jobs)
+        idle = deque(self.actors)
+        running: dict[Any, tuple[Job, Any]] = {}
+        while pending or running:
+            if not running and not idle:  # every actor died and none could replace them
+                job = pending.popleft()
+                yield job, _ended(job, CRASHED, "no Ray actor left to run it: the cluster has no room for one",
+                                  "NoActorLeft")
+                continue
+            while pending and idle:
+                job, actor = pending.popleft(), idle.popleft()
+                ref = actor.run.remote(job.to_json())
+                running[ref] = (job, actor)
+                if self.on_dispatch is not None:
+                    self.on_dispatch(job, actor)
+            done, _ = self.ray.wait(list(running), num_returns=1)
+            ref = done[0]
+            job, actor = running.pop(ref)
+            try:
+                events, where = self.ray.get(ref)
+            except (self.ray.exceptions.RayActorError, self.ray.exceptions.WorkerCrashedError) as exc:
+                yield job, self._lost(job, exc)
+                actor = self._replace(actor)
+            except self.ray.exceptions.RayTaskError as exc:  # the actor lives; its worker could not start
+                cause = getattr(exc, "cause", None) or exc
+                yield job, _ended(job, ERROR, f"the Ray actor could not run it: {type(cause).__name__}: {cause}",
+                                  type(cause).__name__)
+            else:
+                yield job, _with_place([event_from_json(e) for e in events], where)
+            if actor is not None:
+                idle.append(actor)
+
+    def _lost(self, job: Job, exc: Exception) -> list[Event]:
+        """The run of an actor that died: started and ended ``crashed``, with Ray's reason."""
+        kind = "RayActorError" if isinstance(exc, self.ray.exceptions.RayActorError) else "WorkerCrashedError"
+        if type(exc).__name__ != kind:
+            kind += f" ({type(exc).__name__})"
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else "no reason given"
+        return _ended(job, CRASHED, f"the Ray actor running it died: {kind}: {reason}", type(exc).__name__)
+
+    def _replace(self, dead):
+        """A fresh actor in place of ``dead``, or None when the cluster has no room left for one."""
+        self.ray.kill(dead, no_restart=True)
+        index = self.actors.index(dead)
+        try:
+            actor = self._new_actor()
+            self.ray.get(actor.ran_on.remote(), timeout=120)
+        except Exception:  # no node can host it any more: the others carry on
+            self.actors.pop(index)
+            return None
+        self.actors[index] = actor
+        return actor
+
+    def close(self) -> None:
+        """End every actor (and so its worker), and Ray itself when this pool started it."""
+        closing = [actor.close.remote() for actor in self.actors]
+        try:
+            if closing:
+                self.ray.wait(closing, num_returns=len(closing), timeout=30)
+        finally:
+            for actor in self.actors:
+                self.ray.kill(actor, no_restart=True)
+            self.actors = []
+            if self._started_ray:
+                self.ray.shutdown()
+
+
+def _ended(job: Job, verdict: str, message: str, error: str) -> list[Event]:
+    """A run that no worker finished: started and ended with ``verdict`` and the reason."""
+    started = RunStarted(job.run_id, kernel=job.kernel_id, path=job.kernel_path, version=job.version,
+                         content_hash=job.content_hash, reference=job.reference_path,
+                         reference_hash=job.reference_hash, tier="-", device="-", arch="-",
+                         run_dir=job.run_dir, strict=job.options.strict)
+    first = message.splitlines()[0]
+    finished = RunFinished(job.run_id, verdict=verdict, message=message,
+                           summary={"first_failure": {"rung": "", "status": verdict, "message": first},
+                                    "ran_on": {"node": None, "gpu": None, "error": error}})
+    return [started, finished]
+
+
+def _reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Fail at once, with the address, when nothing listens there (Ray itself retries for minutes)."""
+    if address == "auto":
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            pass
+    except ValueError:
+        raise ValueError(f"{address!r} is not a Ray address (auto, ray://host:port or host:port)") from None
+    except OSError as exc:
+        raise ConnectionError(f"nothing answers at {host}:{port} ({exc})") from None
+
+
+def _with_place(events: list[Event], where: dict[str, Any]) -> list[Event]:
+    """The run's summary names the node and GPU that ran it (``ran_on``)."""
+    for event in events:
+        if isinstance(event, RunFinished):
+            event.summary = {**event.summary, "ran_on": {"node": where["node"], "node_id": where["node_id"],
+                                                         "gpu": where["gpu"]}}
+    return events
+
+
+class FinishedRuns:
+    """A ``Runner`` that hands a ``Session`` the events an actor already produced, so they pass
+    through the session's consumers (compare, history, reports, printers) like a local run's."""
+
+    def __init__(self):
+        self._events: dict[str, list[Event]] = {}
+
+    def add(self, job: Job, events: list[Event]) -> None:
+        self._events[job.run_id] = events
+
+    def describe(self) -> dict[str, Any]:
+        return {"tier": "ray"}
+
+    def run(self, job: Job) -> Iterator[Event]:
+        yield from self._events.pop(job.run_id)
+
+    def cancel(self, reason: str = "") -> None:
+        pass
+
+    def close(self) -> None:
+        self._events.clear()
+
+
+def evaluate(pool: RayPool, kernels: list[Kernel], options: Options,
+             consumers: list[Consumer] = ()) -> list[RunFinished]:
+    """Every kernel run on ``pool``: prepared here (versions, run folders, one ``Session`` per
+    workspace), judged there, and recorded here in the order the runs finish."""
+    finished_runs = FinishedRuns()
+    sessions: dict[Any, Session] = {}
+    session_of: dict[str, Session] = {}
+    jobs: list[Job] = []
+    verdicts: list[RunFinished] = []
+    try:
+        for kernel in kernels:
+            session = sessions.get(kernel.root)
+            if session is None:
+                session = sessions[kernel.root] = Session(kernel.root, runner=finished_runs, consumers=consumers)
+            job = session.prepare(kernel, options)
+            if job.reference_path:
+                jobs.append(job)
+                session_of[job.run_id] = session
+            else:  # no reference: judged unrunnable here, never shipped
+                verdicts.append(_last(session.events(job)))
+        for job, events in pool.run(jobs):
+            finished_runs.add(job, events)
+            verdicts.append(_last(session_of[job.run_id].events(job)))
+    finally:
+        for session in sessions.values():
+            session.close()
+    return verdicts
+
+
+def _last(events: Iterator[Event]) -> RunFinished:
+    finish = None
+    for event in events:
+        if isinstance(event, RunFinished):
+            finish = event
+    assert finish is not None
+    return finish

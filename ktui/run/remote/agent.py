@@ -1,0 +1,90 @@
+"""What runs on the remote, started over ssh as ``python -m ktui.run.remote.agent VERB``.
+
+Standard library and ``ktui.protocol`` only (it runs next to the synced copy of ktui):
+
+- ``launch ARGS``: starts the worker (``python -m ktui.loop.worker ARGS``) in a process group of
+  its own, says its pid, and ends it and everything it started as soon as the ssh session is
+  gone (a dropped link leaves nothing running there); says the worker's exit status at the end.
+- ``kill PGID TOKEN``: the worker's group and whatever carries its token (cancel, replace).
+- ``prepare WS RUN_DIR``: reads the synced file list (NUL-separated) on stdin, removes the files
+  of ``WS`` that are no longer in it, creates ``RUN_DIR``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from ktui.protocol import processes
+
+PID_MARK = "\x00ktui:remote-worker-pid:"
+EXIT_MARK = "\x00ktui:remote-worker-exit:"
+MARK_END = "\x00"
+
+
+def launch(args: list[str]) -> int:
+    env = dict(os.environ)
+    env[processes.PARENT_ENV] = str(os.getpid())
+    worker = subprocess.Popen([sys.executable, "-m", "ktui.loop.worker", *args], env=env, start_new_session=True)
+    sys.stderr.write(f"{PID_MARK}{worker.pid}{MARK_END}\n")
+    sys.stderr.flush()
+    session = os.getppid()  # sshd's process for this session: it ends when the link does
+
+    def watch() -> None:
+        while os.getppid() == session:
+            time.sleep(processes.WATCH_PARENT_S)
+        end(worker.pid, env.get(processes.TOKEN_ENV, ""))
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+    code = worker.wait()
+    sys.stderr.write(f"{EXIT_MARK}{code}{MARK_END}\n")
+    sys.stderr.flush()
+    return 0
+
+
+def end(pgid: int, token: str) -> None:
+    """Kill the worker's group, its tree, and what it orphaned (found by its token)."""
+    processes.kill_all(processes.descendants(pgid))
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    if token:
+        processes.kill_all(processes.tagged(token))
+
+
+def prepare(workspace: str, run_dir: str) -> int:
+    keep = {name for name in sys.stdin.buffer.read().decode("utf-8", "surrogateescape").split("\0") if name}
+    for folder, dirs, files in os.walk(workspace):
+        rel_folder = os.path.relpath(folder, workspace)
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        for name in files:
+            rel = os.path.normpath(os.path.join(rel_folder, name))
+            if rel not in keep:
+                os.unlink(os.path.join(folder, name))
+    shutil.rmtree(run_dir, ignore_errors=True)
+    os.makedirs(run_dir, exist_ok=True)
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    verb, rest = argv[0], argv[1:]
+    if verb == "launch":
+        return launch(rest)
+    if verb == "kill":
+        end(int(rest[0]), rest[1] if len(rest) > 1 else "")
+        return 0
+    if verb == "prepare":
+        return prepare(rest[0], rest[1])
+    print(f"ktui remote agent: unknown verb {verb!r}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,229 @@
+"""``RemoteRunner``: the ``Runner`` of ``ktui.run.runner`` for a worker on another host.
+
+Before each run it syncs ktui's own package (so the remote runs exactly this version of ktui)
+and the workspace into ``<remote dir>/<workspace hash>/`` (``pkg/``, ``ws/``, ``runs/``: nothing is
+written outside it), rewrites the Job's paths to the remote's, follows the remote worker as
+``LocalRunner`` follows a local one, rewrites the events' paths back, copies the remote run folder
+into the local one before ``run_finished``, and records the host in the run's summary
+(``summary["host"]``). A link that drops ends the run ``interrupted``; the next run reconnects.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import socket
+from pathlib import Path
+from typing import Any, Iterator
+
+import ktui
+from ktui.protocol.events import (
+    CRASHED,
+    ERROR,
+    INTERRUPTED,
+    Event,
+    RunFinished,
+    RungFinished,
+    RunStarted,
+    event_from_json,
+)
+from ktui.protocol.job import Job
+from ktui.run.remote.address import RemoteAddress
+from ktui.run.remote.link import Link, LinkDown
+from ktui.run.remote.sync import Syncer, workspace_files
+from ktui.run.remote.worker import RemoteWorker
+from ktui.run.runner import LocalRunner, WorkerConfig, WorkerProcess, WorkerStartError
+
+PACKAGE = Path(ktui.__file__).resolve().parent
+DEFAULT_DIR = "~/.ktui-remote"
+
+
+class RemoteRunner(LocalRunner):
+    def __init__(self, address: RemoteAddress, config: WorkerConfig | None = None, fresh_each_run: bool = False,
+                 ssh_config: str | None = None, python: str = "python3", sync: str = "auto", root: Path | None = None):
+        super().__init__(config, fresh_each_run=fresh_each_run)
+        self.root = root  # the workspace ``describe`` starts the worker for (a run names its own)
+        self.address = address
+        self.link = Link(address, ssh_config)
+        self.syncer = Syncer(self.link, sync)
+        self.python = python
+        self._base: str | None = None
+        self._set_up: set[str] = set()  # remote folders made and given this ktui, this connection
+        self._epoch = 0
+
+    @property
+    def host(self) -> str:
+        return self.address.display
+
+    def link_state(self) -> str:
+        """``up``, ``down``, ``retrying (1/3)``…: the dashboard's status line."""
+        return self.link.state
+
+    def base_for(self, root: str) -> str:
+        """The remote folder of the workspace at ``root`` (of this machine)."""
+        directory = self.address.directory or DEFAULT_DIR
+        if directory == "~" or directory.startswith("~/"):
+            directory = (self.link.home or "") + directory[1:]
+        digest = hashlib.sha256(f"{socket.gethostname()}:{root}".encode()).hexdigest()[:16]
+        return f"{directory}/{digest}"
+
+    def describe(self) -> dict[str, Any]:
+        """The remote worker's tier and device (started if need be); WorkerStartError when the
+        remote cannot be reached, as for a local worker that cannot start."""
+        try:
+            self.link.connect()
+            if self._base is None:
+                self._base = self.base_for(str(Path(self.root or Path.cwd()).resolve()))
+                self._setup(self._base)
+        except (LinkDown, RuntimeError, ValueError, OSError) as exc:
+            raise WorkerStartError(str(exc)) from exc
+        return {**self._ensure_worker().info, "host": self.host}
+
+    def _ensure_worker(self) -> WorkerProcess:
+        assert self._base is not None
+        with self._lock:
+            if self._worker is None or not self._worker.alive():
+                if self._worker is not None:
+                    self._worker.kill()
+                worker = RemoteWorker(self.config, self.link, self._base, self.python)
+                try:
+                    worker.wait_ready()
+                except BaseException:
+                    worker.kill()
+                    raise
+                self._worker = worker
+            return self._worker
+
+    def _setup(self, base: str) -> None:
+        """The workspace's remote folder, with this ktui in it: once a session (and after a reconnect)."""
+        if self.link.reconnects != self._epoch:  # a new connection: the remote may have changed meanwhile
+            self._set_up.clear()
+            self._epoch = self.link.reconnects
+        if base in self._set_up:
+            return
+        self.link.run(["mkdir", "-p", "--", f"{base}/pkg", f"{base}/ws", f"{base}/runs"])
+        self.syncer.mirror(PACKAGE, f"{base}/pkg/ktui")
+        self._set_up.add(base)
+
+    def run(self, job: Job) -> Iterator[Event]:
+        local_root, local_run = job.root, job.run_dir
+        try:
+            self.link.connect()
+            base = self.base_for(local_root)
+            if base != self._base:
+                self._discard_worker()  # its folder is another workspace's
+            self._base = base
+            self._setup(base)
+            names = workspace_files(Path(local_root))
+            self.syncer.send(Path(local_root), names, f"{base}/ws")
+            remote_run = f"{base}/runs/{job.run_id}"
+            self.link.run([*self._agent(base), "prepare", f"{base}/ws", remote_run],
+                          input="\0".join(names).encode("utf-8", "surrogateescape"))
+            remote_job = Job.from_json(_to_remote(job.to_json(), local_root, f"{base}/ws", local_run, remote_run))
+        except (LinkDown, RuntimeError, ValueError, OSError) as exc:
+            yield from self._not_started(job, exc)
+            return
+        back = [(remote_run, local_run), (f"{base}/ws", local_root)]
+        stream = super().run(remote_job)
+        held: RungFinished | None = None
+        try:
+            for event in self._unless_link_dropped(stream, job):
+                event = _rewrite(event, back)
+                if isinstance(event, RungFinished) and event.status == CRASHED:
+                    held = event  # decided with the run's end: a crash or a dropped link
+                    continue
+                if isinstance(event, RunFinished):
+                    event = self._finish(event, held, remote_run, local_run)
+                    if held is not None:
+                        yield held
+                yield event
+        finally:
+            stream.close()
+
+    def _unless_link_dropped(self, stream: Iterator[Event], job: Job) -> Iterator[Event]:
+        """``stream``, where a worker that could not start because the link dropped ends the run
+        ``interrupted`` instead of raising (a worker that fails to start on a live link still raises)."""
+        try:
+            first = next(stream, None)
+        except WorkerStartError as exc:
+            if self.link.master_alive():
+                raise
+            yield from self._not_started(job, LinkDown(f"the link to {self.host} dropped while its worker started: {exc}"))
+            return
+        if first is not None:
+            yield first
+            yield from stream
+
+    def _finish(self, event: RunFinished, held: RungFinished | None, remote_run: str, local_run: str) -> RunFinished:
+        if event.verdict == CRASHED and not self._cancelled.is_set() and not self.link.master_alive():
+            self.link.state = "down"
+            where = held.rung if held is not None else "the ladder"
+            message = (f"the link to {self.host} dropped during {where}; the remote worker was ended "
+                       "with its ssh session, and the next run reconnects")
+            event.verdict, event.message = INTERRUPTED, message
+            event.summary = {**event.summary, "first_failure": {"rung": where, "status": INTERRUPTED, "message": message}}
+            if held is not None:
+                held.status, held.message = INTERRUPTED, message
+        else:  # what the worker wrote comes back, as a local run leaves it (a cancelled run's part too)
+            try:
+                self.syncer.fetch(remote_run, Path(local_run))
+                self.link.run(["rm", "-rf", "--", remote_run], check=False)
+            except (LinkDown, RuntimeError, OSError) as exc:
+                event.message = (event.message + "\n" if event.message else "") + f"the run folder did not come back: {exc}"
+        event.summary = {**event.summary, "host": self.host}
+        return event
+
+    def _agent(self, base: str) -> list[str]:
+        return ["env", f"PYTHONPATH={base}/pkg", self.python, "-m", "ktui.run.remote.agent"]
+
+    def _not_started(self, job: Job, exc: Exception) -> Iterator[Event]:
+        verdict = INTERRUPTED if isinstance(exc, LinkDown) else ERROR
+        message = str(exc)
+        yield RunStarted(job.run_id, kernel=job.kernel_id, path=job.kernel_path, version=job.version,
+                         content_hash=job.content_hash, reference=job.reference_path, reference_hash=job.reference_hash,
+                         tier="-", device=self.host, arch="-", run_dir=job.run_dir, strict=job.options.strict)
+        yield RunFinished(job.run_id, verdict=verdict, message=message,
+                          summary={"host": self.host, "first_failure": {"rung": "", "status": verdict, "message": message}})
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self.link.close()
+
+
+def _to_remote(data: dict, root: str, remote_ws: str, run_dir: str, remote_run: str) -> dict:
+    """The Job's local paths as the remote's (the source text is left as it is)."""
+    def move(value: Any) -> Any:
+        if isinstance(value, str):
+            if value == run_dir or value.startswith(run_dir + "/"):
+                return remote_run + value[len(run_dir):]
+            if value == root or value.startswith(root + "/"):
+                return remote_ws + value[len(root):]
+            return value
+        if isinstance(value, dict):
+            return {k: move(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [move(v) for v in value]
+        return value
+
+    out = {k: (v if k == "source" else move(v)) for k, v in data.items()}
+    for key in ("kernel_path", "reference_path"):
+        if data[key] and out[key] == data[key]:
+            raise ValueError(f"{data[key]} is outside the workspace {root}: a remote run sends the workspace only")
+    return out
+
+
+def _rewrite(event: Event, pairs: list[tuple[str, str]]) -> Event:
+    """An event from the remote with the remote's paths (in any text) as the local ones."""
+    def back(value: Any) -> Any:
+        if isinstance(value, str):
+            for remote, local in pairs:
+                value = value.replace(remote, local)
+            return value
+        if isinstance(value, dict):
+            return {k: back(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [back(v) for v in value]
+        return value
+
+    return event_from_json(back(event.to_json()))

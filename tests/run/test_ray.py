@@ -1,0 +1,138 @@
+"""``ktui run --ray``: many kernels judged in parallel on a real local Ray instance (CPU tier)."""
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import REPO, ktui, make_workspace, parse_events
+
+from ktui.history.store import Store
+from ktui.protocol.job import Options
+from ktui.protocol.processes import descendants
+from ktui.run.runner import LocalRunner
+from ktui.run.session import Session
+from ktui.workspace.kernels import discover, state_dir
+
+ray = pytest.importorskip("ray")  # in the `test` extra: CI always has it
+
+from ktui.run.ray_pool import RayPool, evaluate  # noqa: E402
+
+SHIPPED = ["add_triton", "softmax_triton"]
+# correct, wrong and suspicious ones, chosen among the quick fixtures (the CPU tier is slow)
+FIXTURES = ["wrong_values", "softmax_twopass", "wrong_shape", "wrong_dtype", "raises", "launches_nothing"]
+OPTIONS = Options(seed=7, benchmark=False)
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def serial_verdicts(tmp_path_factory):
+    """The eight kernels judged one after another by one local warm worker: what Ray must match."""
+    ws = make_workspace(tmp_path_factory.mktemp("serial") / "ws", SHIPPED, FIXTURES)
+    session = Session(ws, runner=LocalRunner())
+    try:
+        return {kernel.id: session.run(kernel, OPTIONS).verdict for kernel in discover([ws / "kernels"])}
+    finally:
+        session.close()
+
+
+def history(ws: Path) -> dict[str, list]:
+    """Every run the workspace's history holds, per kernel."""
+    store = Store.of(state_dir(ws))
+    try:
+        runs: dict[str, list] = {}
+        for run in store.runs():
+            runs.setdefault(run.kernel, []).append(run)
+        return runs
+    finally:
+        store.close()
+
+
+def test_eight_kernels_on_ray_get_the_serial_verdicts_and_all_reach_the_history(local_ray, serial_verdicts, tmp_path):
+    ws = make_workspace(tmp_path / "ws", SHIPPED, FIXTURES)
+    # the real CLI, joining the module's Ray instance (two CPUs: two actors, each with a warm worker)
+    proc = ktui("run", "--json", "--no-bench", "--seed", "7", "--ray", "auto", "kernels", cwd=ws, timeout=240)
+    assert proc.returncode == 3, proc.stderr  # the worst verdict among them: suspicious
+    events = parse_events(proc.stdout)
+    kernel_of = {e["run_id"]: e["kernel"] for e in events if e["type"] == "run_started"}
+    ends = {kernel_of[e["run_id"]]: e for e in events if e["type"] == "run_finished"}
+    assert {"passed", "failed", "suspicious"} <= set(serial_verdicts.values())
+    assert {kernel: end["verdict"] for kernel, end in ends.items()} == serial_verdicts
+    places = [end["summary"]["ran_on"] for end in ends.values()]
+    assert all(place["node"] and place["node_id"] and place["gpu"] is None for place in places)
+    runs = history(ws)
+    assert all(len(kernel_runs) == 1 for kernel_runs in runs.values())
+    assert {kernel: kernel_runs[0].verdict for kernel, kernel_runs in runs.items()} == serial_verdicts
+    assert runs["add_triton"][0].summary["ran_on"]["node"]  # the history records where it ran
+    assert (state_dir(ws) / "latest").is_dir()  # the report files were written from the same stream
+
+
+def test_a_killed_actor_gives_one_crashed_run_and_the_others_finish(local_ray, tmp_path):
+    ws = make_workspace(tmp_path / "ws", ["add_triton"], ["wrong_values", "wrong_shape"])
+    pool = RayPool()
+    actor_pids = [ray.get(actor.ran_on.remote())["pid"] for actor in pool.actors]
+    killed: dict = {}
+
+    def kill_the_third(job, actor):
+        """The third job goes to an actor that already ran one: its warm worker is up."""
+        killed.setdefault("dispatched", []).append(job.kernel_id)
+        if len(killed["dispatched"]) == 3:
+            index = next(i for i, a in enumerate(pool.actors) if a is actor)
+            killed["kernel"] = job.kernel_id
+            killed["workers"] = descendants(actor_pids[index])
+            ray.kill(actor, no_restart=True)
+
+    pool.on_dispatch = kill_the_third
+    try:
+        finished = {run.run_id: run for run in evaluate(pool, discover([ws / "kernels"]), OPTIONS)}
+        assert len(pool.actors) == 2  # a replacement took the dead actor's place
+    finally:
+        pool.close()
+    crashed = [run for run in finished.values() if run.verdict == "crashed"]
+    assert len(crashed) == 1
+    assert "RayActorError" in crashed[0].message
+    verdicts = {kernel: kernel_runs[0].verdict for kernel, kernel_runs in history(ws).items()}
+    assert verdicts.pop(killed["kernel"]) == "crashed"
+    assert verdicts == {kernel: expected for kernel, expected in
+                        {"add_triton": "passed", "wrong_values": "failed", "wrong_shape": "failed"}.items()
+                        if kernel != killed["kernel"]}
+    assert killed["workers"]  # the dead actor had a warm worker ...
+    deadline = time.monotonic() + 20
+    while any(_alive(pid) for pid in killed["workers"]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [pid for pid in killed["workers"] if _alive(pid)]  # ... which did not outlive it
+
+
+def test_without_ray_the_flag_says_how_to_install_it(tmp_path):
+    ws = make_workspace(tmp_path / "ws", ["add_triton"])
+    hide_ray = ("import sys; sys.modules['ray'] = None; from ktui.cli.main import main; "
+                "sys.exit(main(['run', 'kernels/add_triton.py', '--ray']))")
+    proc = subprocess.run([sys.executable, "-c", hide_ray], cwd=ws, capture_output=True, text=True, timeout=60,
+                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 2
+    assert "pip install -e '.[ray]'" in proc.stderr
+
+
+def test_an_address_with_nothing_listening_is_refused_at_once(tmp_path):
+    ws = make_workspace(tmp_path / "ws", ["add_triton"])
+    proc = ktui("run", "--ray", "127.0.0.1:1", "kernels/add_triton.py", cwd=ws, timeout=60)
+    assert proc.returncode == 2
+    assert "could not join the Ray cluster at 127.0.0.1:1" in proc.stderr
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[-1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
