@@ -174,3 +174,22 @@ def test_g_and_shift_g_go_to_the_first_and_last_row_of_the_focused_table(tmp_pat
             assert table.cursor_row == 0
 
     asyncio.run(scenario())
+
+
+def test_a_row_whose_file_changed_shows_new_while_it_waits_or_runs(tmp_path):
+    async def scenario():
+        app = viewer(tmp_path)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            from ktui.tui.panes.kernel_list import KernelList
+
+            klist = app.query_one(KernelList)
+            view = app.state.kernels["add_triton"]
+            old = view.version
+            view.disk_hash = "another content"
+            view.state = "running"
+            assert klist._cells(view, 0.0)[2].plain == "new"
+            view.disk_hash = view.content_hash  # a re-run of what is on disk keeps its number
+            assert klist._cells(view, 0.0)[2].plain == f"v{old}"
+
+    asyncio.run(scenario())
