@@ -61,7 +61,7 @@ def whole_compare(out, ref, tolerances=None):
         if n_over:
             reasons.append(
                 f"{n_over}/{n} elements beyond atol={atol:g} + rtol={rtol:g}·|ref| "
-                f"(worst {figures['worst_index']}: {figures['worst_out']:.6g} vs {figures['worst_ref']:.6g})"
+                f"(worst at {figures['worst_index']}: kernel {figures['worst_out']:.6g}, reference {figures['worst_ref']:.6g})"
             )
     if limits.get("psnr") is not None and figures["psnr"] < limits["psnr"]:
         reasons.append(f"PSNR {figures['psnr']:.1f} dB < {limits['psnr']:g} dB")
