@@ -27,7 +27,8 @@ def test_init_makes_a_workspace_whose_example_passes_the_loop(tmp_path):
 def test_agents_md_tells_the_loop_in_a_few_lines():
     agents = template("AGENTS.md")
     for needed in ("references/<op>.py", "kernels/", "custom_kernel", "generate_input", "ref_kernel", "TESTS",
-                   "ktui run", "--json", "ktui diff", "ktui profile", "ktui context search", "fast wrong kernel is worthless"):
+                   "ktui run", "--json", "ktui diff", "ktui profile", "ktui context search", "ktui audit",
+                   "fast wrong kernel is worthless"):
         assert needed in agents, needed
     assert len(agents.splitlines()) < 60
 
