@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ktui.cli.exits import EXIT_CANNOT_RUN, EXIT_OK
 from ktui.cli.options import add_target_flags
-from ktui.cli.run import JsonPrinter
+from ktui.cli.printers import JsonPrinter
 
 EXIT_WEAK = 4  # a reference's test is weak: a trivial kernel would pass it
 

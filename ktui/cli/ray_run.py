@@ -7,11 +7,11 @@ import sys
 
 from ktui.cli.exits import EXIT_CANNOT_RUN, exit_code
 from ktui.cli.options import loop_options, worker_config
+from ktui.cli.printers import JsonPrinter, LinePrinter
 
 
 def cmd_run_ray(args: argparse.Namespace) -> int:
     # deferred for start-up speed
-    from ktui.cli.run import JsonPrinter, LinePrinter
     from ktui.run.ray_pool import RayMissing, RayPool, evaluate
     from ktui.workspace.kernels import ProblemError, discover
 

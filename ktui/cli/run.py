@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from ktui.cli.options import (
     loop_options,
     runner_for,
 )
+from ktui.cli.printers import JsonPrinter, LinePrinter
 
 
 def add_parser(subparsers) -> None:
@@ -72,40 +72,3 @@ def cmd_run(args: argparse.Namespace) -> int:
         for session in sessions.values():
             session.close()
     return exit_code(verdicts)
-
-
-class JsonPrinter:
-    """``--json``: every event as one JSON line, flushed, so an agent can follow it live."""
-
-    def __call__(self, event) -> None:
-        sys.stdout.write(event.dumps() + "\n")
-        sys.stdout.flush()
-
-
-class LinePrinter:
-    """Plain lines: a header per kernel, one line per rung, one summary line per kernel."""
-
-    def __init__(self, verbose: bool = False):
-        self.verbose = verbose
-        self._started = {}
-
-    def __call__(self, event) -> None:
-        # deferred for start-up speed
-        from ktui.protocol.events import Output, RunFinished, RungFinished, RunStarted
-        from ktui.run.render import rung_line, summary_line
-
-        if isinstance(event, RunStarted):
-            self._started[event.run_id] = event
-            where = f"{event.tier} · {event.device} · {event.arch}" if event.tier != "-" else "not run"
-            ref = os.path.relpath(event.reference) if event.reference else "no reference"
-            print(f"== {event.kernel} v{event.version} ({os.path.relpath(event.path)} → {ref}) · {where}", flush=True)
-        elif isinstance(event, RungFinished):
-            print(rung_line(event.to_json()), flush=True)
-        elif isinstance(event, Output) and self.verbose:
-            print(f"   | {event.text}", flush=True)
-        elif isinstance(event, RunFinished):
-            start = self._started.pop(event.run_id, None)
-            if start is None:
-                return
-            print(summary_line(start.kernel, start.version, event.verdict, event.summary, start.tier, start.arch,
-                               event.duration_s, event.message), flush=True)
