@@ -151,6 +151,10 @@ class WorkerProcess:
                 tail = "\n".join(self.stderr_tail)
                 raise WorkerStartError(f"the worker exited during start-up ({describe_exit(self.proc.returncode)}):\n{tail}")
 
+    def signal_stack(self) -> None:
+        """Ask the worker for every thread's Python stack on its stderr (``ktui.run.stacks``)."""
+        os.kill(self.proc.pid, processes.STACK_SIGNAL)
+
     def send(self, job: Job) -> None:
         assert self.proc.stdin is not None
         self.stderr_tail.clear()  # a crash names what this job printed, not the previous kernel

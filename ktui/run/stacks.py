@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ktui.protocol.events import SourceLocation
-from ktui.protocol.processes import STACK_SIGNAL
 
 STACK_WAIT_S = 1.0  # how long the dump may take to arrive
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
@@ -34,10 +33,7 @@ def ask_for_stack(worker, wait_s: float = STACK_WAIT_S) -> list[str]:
     """Signal ``worker`` (a ``WorkerProcess``) and return the lines its dump added on stderr."""
     seen = worker.lines_seen
     try:
-        if hasattr(worker, "signal_stack"):  # a remote worker (ktui.run.remote.worker): signalled there
-            worker.signal_stack()
-        else:
-            os.kill(worker.proc.pid, STACK_SIGNAL)
+        worker.signal_stack()  # a remote worker is signalled on its own host
     except (ProcessLookupError, PermissionError):
         return []
     deadline = time.monotonic() + wait_s
