@@ -20,6 +20,7 @@ from ktui.loop.errors import RungFailure
 from ktui.loop.formats.base import Problem
 from ktui.loop.outcome import CompiledFunction, InputGenerationError
 from ktui.loop.outputs import flatten, pair_outputs
+from ktui.loop.phases import Phases
 from ktui.protocol.events import Event
 from ktui.protocol.job import Job
 
@@ -53,6 +54,7 @@ class RunContext:
     answers: list[tuple[tuple, tuple, bool]] = field(default_factory=list)  # (output, reference fingerprints, right) per check
     returned: set[int] = field(default_factory=set)  # storages earlier candidate calls returned (provenance)
     pending_provenance: str | None = None  # the last call's provenance failure, raised by ``pair``
+    phases: Phases = field(default_factory=Phases)  # where the current rung's time goes
 
     def __post_init__(self) -> None:
         if self.job.options.seed is not None:
@@ -129,10 +131,11 @@ class RunContext:
         """The candidate on fresh inputs for ``shape``, every output buffer poisoned beforehand."""
 
         seed = self.next_seed()
-        inputs = self.generate(shape, seed)
-        pristine = clone_tree(inputs)
-        self.poison_outputs(inputs)
-        with poisoned_allocations():
+        with self.phases.timing("inputs"):
+            inputs = self.generate(shape, seed)
+            pristine = clone_tree(inputs)
+            self.poison_outputs(inputs)
+        with self.phases.timing("candidate"), poisoned_allocations():
             out = self.candidate(*inputs)
             synchronize(self.tier)
         return CheckedCall(seed, inputs, pristine, out)
@@ -148,7 +151,7 @@ class RunContext:
         return pairs
 
     def ref_kernel(self, *inputs: Any) -> Any:
-        with self.problem.scope():
+        with self.phases.timing("reference"), self.problem.scope():
             return self.problem.ref_kernel(*inputs)
 
     def next_seed(self) -> int:

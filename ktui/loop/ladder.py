@@ -23,6 +23,7 @@ from ktui.loop.dsl.triton_kernels import as_jit_function, is_triton_kernel
 from ktui.loop.errors import RungFailure, RungSkipped, error_info
 from ktui.loop.outcome import InputGenerationError, Outcome, shape_label
 from ktui.loop.rungs import bench, compile, correctness, dependence, dumps, precheck, run
+from ktui.loop.rungs.bench import NO_GPU_TIMING
 from ktui.measure.roofline import DEFAULT_DONE
 from ktui.measure.stats import Interval, geometric_mean, geometric_mean_interval
 from ktui.protocol.events import (
@@ -50,6 +51,7 @@ class Ladder:
         ctx = self.ctx
         ctx.emit(RungStarted(ctx.job.run_id, rung=name, timeout_s=ctx.job.options.timeout_for(name)))
         started = time.perf_counter()
+        ctx.phases.take()  # nothing before this rung counts as its own
         try:
             outcome = fn(ctx, *args)
             status, figures, message, error = outcome.status, outcome.figures, outcome.message, None
@@ -73,6 +75,7 @@ class Ladder:
             message=message,
             error=error,
             duration_s=round(time.perf_counter() - started, 4),
+            phases_s=ctx.phases.take(),
         )
         self.results.append(result)
         ctx.emit(result)
@@ -96,40 +99,47 @@ class Ladder:
         benches = unique_names([f"benchmark[{shape_label(s)}]" for s in ctx.benchmarks])
 
         built = self.step("compile", compile.run)
-        if ctx.compiled:
-            self.step("dumps", dumps.run)
+        # The dumps are written while the checks run (``dumps.start``): off the save → verdict
+        # path, and their rung finished before any benchmark is timed.
+        dumping = dumps.start(ctx) if ctx.compiled else None
+        bench_skip = self._checks(built, tests, probes)
+        if dumping is not None:
+            self.step("dumps", dumping.finish)
         else:
             self.skip("dumps", "nothing was compiled")
-        if not built.ok:
-            self._skip_all(["run", *tests, *probes, *benches], _because(built))
-            return self.results
+        if bench_skip:
+            self._skip_all(benches, bench_skip)
+        else:
+            for name, shape in zip(benches, ctx.benchmarks):
+                self.step(name, bench.run, shape)
+        return self.results
 
+    def _checks(self, built: RungFinished, tests: list[str], probes: list[str]) -> str:
+        """The smoke run, the correctness rungs and the probes; why no benchmark may run ("" if one may)."""
+        ctx = self.ctx
+        if not built.ok:
+            self._skip_all(["run", *tests, *probes], _because(built))
+            return _because(built)
         if ctx.has_cute and not ctx.tier.is_gpu:
             self._skip_all(["run", *tests, *probes], CUTE_NEEDS_GPU)
-            self._skip_all(benches, "no GPU: timing needs CUDA (CPU tier)")
-            return self.results
-
+            return NO_GPU_TIMING
         smoke = self.step("run", run.run)
         if not smoke.ok:
-            self._skip_all([*tests, *probes, *benches], _because(smoke))
-            return self.results
+            self._skip_all([*tests, *probes], _because(smoke))
+            return _because(smoke)
         checks = [self.step(name, correctness.run, shape) for name, shape in zip(tests, ctx.tests)]
         if all(c.ok for c in checks):
             checks.append(self.step("integrity", integrity.run))
             checks.append(self.step("dependence", dependence.run))
         else:
             self._skip_all(probes, "not correct on every test shape")
-
         if not ctx.job.options.benchmark:
-            self._skip_all(benches, "benchmarks disabled (--no-bench)")
-        elif not ctx.tier.is_gpu:
-            self._skip_all(benches, "no GPU: timing needs CUDA (CPU tier)")
-        elif not all(c.ok for c in checks):
-            self._skip_all(benches, "not correct on every test shape: a fast wrong kernel is worth nothing")
-        else:
-            for name, shape in zip(benches, ctx.benchmarks):
-                self.step(name, bench.run, shape)
-        return self.results
+            return "benchmarks disabled (--no-bench)"
+        if not ctx.tier.is_gpu:
+            return NO_GPU_TIMING
+        if not all(c.ok for c in checks):
+            return "not correct on every test shape: a fast wrong kernel is worth nothing"
+        return ""
 
     def _skip_all(self, names: list[str], reason: str) -> None:
         for name in names:

@@ -118,6 +118,7 @@ class RungFinished(Event):
     message: str = ""  # one line: why it failed / was skipped, or a short note
     error: ErrorInfo | None = None
     duration_s: float = 0.0
+    phases_s: dict[str, float] = field(default_factory=dict)  # where duration_s went (inputs, candidate, ...)
 
     @property
     def ok(self) -> bool:

@@ -8,7 +8,10 @@ hand-off to the warm worker, compile, the checks and the history write are all i
 
     python tests/benchmarks/watch_latency.py [--reps 8] [--cpu] [--json OUT.json]
 
-Prints the device line of the watcher and p50 / min / max of both figures.
+Prints the device line of the watcher, p50 / min / max of both figures, and where the time went:
+one row per stage (the save noticed, queue and hashing, the hand-off to the worker, each rung and the
+phases of the correctness rungs — inputs, candidate, reference, metrics —, the gaps between rungs,
+the summary, the history store and the event delivery), from the events' own time stamps.
 """
 
 from __future__ import annotations
@@ -65,20 +68,23 @@ def main() -> int:
     try:
         _, ready = wait_for("watch_device")
         wait_for("run_finished")  # the first run of what is on disk
-        first, verdict = [], []
+        first, verdict, stages = [], [], []
         for rep in range(args.reps):
             text = source.replace(MARK, MARK + f"    # latency probe {rep} {time.time_ns()}\n")
             tmp = kernel.with_name(".softmax_triton.py.tmp")
             tmp.write_text(text)
-            saved = time.perf_counter()
+            saved, saved_wall = time.perf_counter(), time.time()
             os.replace(tmp, kernel)
+            seen: list[tuple[float, dict]] = []
             while True:
                 at, event = events.get(timeout=300)
+                seen.append((saved_wall + at - saved, event))
                 if event.get("type") == "rung_finished" and event["rung"].startswith("correctness[") and len(first) == rep:
                     first.append(at - saved)
                 if event.get("type") == "run_finished":
                     verdict.append(at - saved)
                     assert event["verdict"] == "passed", event
+                    stages.append(breakdown(saved_wall, seen))
                     break
     finally:
         proc.terminate()
@@ -86,14 +92,55 @@ def main() -> int:
         shutil.rmtree(root, ignore_errors=True)
     device = f"{ready.get('device')} · {ready.get('tier')} · {ready.get('arch')}"
     result = {"device": device, "reps": args.reps, "date": time.strftime("%Y-%m-%d"),
-              "first_correctness_s": _stats(first), "verdict_s": _stats(verdict)}
+              "first_correctness_s": _stats(first), "verdict_s": _stats(verdict),
+              "stages_p50_s": {name: statistics.median(s.get(name, 0.0) for s in stages) for name in STAGES}}
     print(f"watch latency · {device} · {args.reps} atomic-rename saves of softmax_triton")
     for name in ("first_correctness_s", "verdict_s"):
         s = result[name]
         print(f"  {name:20s} p50 {s['p50']:.3f} s  min {s['min']:.3f}  max {s['max']:.3f}")
+    print("  where the time went (p50 per stage, s):")
+    for name, seconds in result["stages_p50_s"].items():
+        print(f"    {name:34s} {seconds:7.3f}")
+    print(f"    {'sum of the stage medians':34s} {sum(result['stages_p50_s'].values()):7.3f}")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
     return 0
+
+
+STAGES = ("save noticed (watcher, debounce)", "queue, hashing, version", "hand-off to the worker",
+          "pre-checks (import, contract)", "compile", "IR and SASS dumps", "run", "correctness: inputs",
+          "correctness: candidate", "correctness: reference", "correctness: metrics", "correctness: other",
+          "integrity", "dependence", "other rungs", "between rungs", "summary", "history store, events")
+RUNG_STAGES = {"pre-checks": "pre-checks (import, contract)", "compile": "compile", "dumps": "IR and SASS dumps",
+               "run": "run", "integrity": "integrity", "dependence": "dependence"}
+
+
+def breakdown(saved: float, seen: list[tuple[float, dict]]) -> dict[str, float]:
+    """Seconds per stage of one save, from wall-clock arrival times and the events' own stamps."""
+    stages = dict.fromkeys(STAGES, 0.0)
+    arrived = {e["type"]: at for at, e in seen}
+    started = next(e for _, e in seen if e["type"] == "run_started")
+    finished = next(e for _, e in seen if e["type"] == "run_finished")
+    rungs = [e for _, e in seen if e["type"] == "rung_finished"]
+    first_rung = next((e for _, e in seen if e["type"] == "rung_started"), finished)
+    noticed = arrived.get("watch_save", started["time"])
+    stages["save noticed (watcher, debounce)"] = noticed - saved
+    stages["queue, hashing, version"] = started["time"] - noticed
+    stages["hand-off to the worker"] = first_rung["time"] - started["time"]
+    for rung in rungs:
+        name = rung["rung"].split("[")[0]
+        if name == "correctness":
+            phases = rung.get("phases_s") or {}
+            for phase in ("inputs", "candidate", "reference", "metrics"):
+                stages[f"correctness: {phase}"] += phases.get(phase, 0.0)
+            stages["correctness: other"] += rung["duration_s"] - sum(phases.values())
+        else:
+            stages[RUNG_STAGES.get(name, "other rungs")] += rung["duration_s"]
+    last = rungs[-1]["time"] if rungs else first_rung["time"]
+    stages["between rungs"] = (last - first_rung["time"]) - sum(r["duration_s"] for r in rungs)
+    stages["summary"] = finished["time"] - last
+    stages["history store, events"] = arrived["run_finished"] - finished["time"]
+    return stages
 
 
 def _stats(samples: list[float]) -> dict:

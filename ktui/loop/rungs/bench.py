@@ -34,13 +34,14 @@ from ktui.protocol.job import BenchSettings
 INPUT_MEMORY_SHARE = 0.25
 # One timed output in this many is compared with the reference (all of them with --strict).
 RECHECK_EVERY = 8
+NO_GPU_TIMING = "no GPU: timing needs CUDA (CPU tier)"
 
 _process: dict[str, Any] = {}  # per-worker state: the clock monitor and driver version
 
 
 def run(ctx: RunContext, shape: dict) -> Outcome:
     if not ctx.tier.is_gpu:
-        raise RungSkipped("no GPU: timing needs CUDA (CPU tier)")
+        raise RungSkipped(NO_GPU_TIMING)
     settings = ctx.job.options.bench_settings()
     sets = input_sets(ctx, shape, settings)
     rule = stats.StoppingRule(settings.rse_target, settings.min_samples, settings.time_s, settings.max_samples)

@@ -38,9 +38,11 @@ def check_once(ctx: RunContext, shape: dict) -> Outcome:
     mutated = _mutated_inputs(ctx.watched_inputs(call.inputs), ctx.watched_inputs(pristine))
     del call  # the candidate's inputs are done with: free them before the reference runs
     ref = ctx.ref_kernel(*pristine)
-    synchronize(ctx.tier)
+    with ctx.phases.timing("reference"):
+        synchronize(ctx.tier)
     memory.note_footprint(ctx, pristine, out, ref)
-    verdict = judge(ctx, pristine, out, ctx.pair(out, ref))
+    with ctx.phases.timing("metrics"):
+        verdict = judge(ctx, pristine, out, ctx.pair(out, ref))
     figures = {"seed": seed, **verdict.figures}
     if verdict.unwritten:
         raise RungFailure(

@@ -3,11 +3,17 @@
 Files land in ``.ktui/runs/<kernel>/<version>/``: for Triton ``<fn>.ttir .ttgir .llir .ptx .cubin``,
 for CuTeDSL ``<fn>.mlir .ptx .cubin``, for both ``<fn>.sass`` (disassembled from the CUBIN) and
 ``resources.json`` with registers, spills, shared and local memory per GPU function.
+
+Writing them (and disassembling each CUBIN: two tool processes per function) takes longer than
+most correctness checks, and nothing in a verdict depends on them, so ``start`` writes them on a
+thread while the checks run and ``Dumps.finish`` — the rung itself — waits for that thread, says
+what was written, and comes before any benchmark is timed.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 from ktui.loop.context import RunContext
@@ -19,10 +25,41 @@ from ktui.protocol.events import ArtifactWritten
 DUMP_SUFFIXES = {".ttir", ".ttgir", ".llir", ".ptx", ".cubin", ".sass", ".mlir"}
 
 
-def run(ctx: RunContext) -> Outcome:
-    if not ctx.compiled:
+class Dumps:
+    """The dumps of one run, written on their own thread; ``finish`` is the rung."""
+
+    def __init__(self, ctx: RunContext):
+        self._compiled = list(ctx.compiled)  # later rungs may compile more: these are the compile rung's
+        self._run_dir = Path(ctx.job.run_dir)
+        self._written: list[tuple[str, Path, str]] = []
+        self._outcome: Outcome | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._write, name="ktui-dumps", daemon=True)
+        self._thread.start()
+
+    def finish(self, ctx: RunContext) -> Outcome:
+        self._thread.join()
+        for kind, path, function in self._written:  # events leave from the ladder's thread only
+            _emit(ctx, kind, path, function)
+        if self._error is not None:
+            raise self._error
+        return self._outcome
+
+    def _write(self) -> None:
+        try:
+            self._outcome = write(self._compiled, self._run_dir, self._written)
+        except BaseException as exc:  # told by ``finish``, as any rung's failure
+            self._error = exc
+
+
+def start(ctx: RunContext) -> Dumps:
+    return Dumps(ctx)
+
+
+def write(compiled_functions: list, run_dir: Path, written_files: list[tuple[str, Path, str]]) -> Outcome:
+    """Write the dumps of ``compiled_functions`` into ``run_dir``; each file is noted in ``written_files``."""
+    if not compiled_functions:
         raise RungFailure("nothing was compiled")
-    run_dir = Path(ctx.job.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     for stale in run_dir.iterdir():  # a re-run of the same version replaces its dumps…
         if stale.is_file() and (stale.suffix in DUMP_SUFFIXES or stale.name == "resources.json"):
@@ -30,15 +67,15 @@ def run(ctx: RunContext) -> Outcome:
 
     resources: dict[str, dict] = {}
     written = 0
-    used = _unique_stems(ctx.compiled)
-    for compiled, stem in zip(ctx.compiled, used):
+    used = _unique_stems(compiled_functions)
+    for compiled, stem in zip(compiled_functions, used):
         for ext, content in compiled.artifacts.items():
             path = run_dir / f"{stem}.{ext}"
             if isinstance(content, bytes):
                 path.write_bytes(content)
             else:
                 path.write_text(content, encoding="utf-8")
-            _emit(ctx, ext, path, compiled.name)
+            written_files.append((ext, path, compiled.name))
             written += 1
         entry: dict = {"dsl": compiled.dsl, "source_fn": compiled.source_fn, **compiled.metadata}
         cubin = run_dir / f"{stem}.cubin"
@@ -46,7 +83,7 @@ def run(ctx: RunContext) -> Outcome:
             listing = sass.disassemble(cubin)
             sass_path = run_dir / f"{stem}.sass"
             sass_path.write_text(listing, encoding="utf-8")
-            _emit(ctx, "sass", sass_path, compiled.name)
+            written_files.append(("sass", sass_path, compiled.name))
             written += 1
             for fn, usage in sass.resource_usage(cubin).items():
                 counts = sass.opcode_counts(sass.split_functions(listing).get(fn, []))
@@ -62,7 +99,7 @@ def run(ctx: RunContext) -> Outcome:
 
     res_path = run_dir / "resources.json"
     res_path.write_text(json.dumps(resources, indent=2, default=str), encoding="utf-8")
-    _emit(ctx, "resources", res_path, "")
+    written_files.append(("resources", res_path, ""))
     figures = {
         "dir": str(run_dir),
         "files": written + 2,

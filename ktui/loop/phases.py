@@ -1,0 +1,32 @@
+"""Where a rung's time goes: named phases (inputs, candidate, reference, metrics) per rung.
+
+The save → verdict latency is published per stage; a rung's ``duration_s`` alone cannot say whether
+a correctness check waited on input generation, the candidate, the reference or the comparison.
+The ladder takes the phases of each rung into its ``RungFinished.phases_s``.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from typing import Iterator
+
+
+class Phases:
+    """A stopwatch of named phases; the same name twice in a rung adds up (strict mode's seeds)."""
+
+    def __init__(self) -> None:
+        self._spent: dict[str, float] = {}
+
+    @contextmanager
+    def timing(self, name: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self._spent[name] = self._spent.get(name, 0.0) + time.perf_counter() - started
+
+    def take(self) -> dict[str, float]:
+        """The phases since the last ``take``, rounded, and a fresh start."""
+        spent, self._spent = self._spent, {}
+        return {name: round(seconds, 4) for name, seconds in spent.items()}
