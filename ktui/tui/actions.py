@@ -22,6 +22,8 @@ from ktui.tui.panes.kernel_list import KernelList
 from ktui.tui.panes.rungs import RungsPane
 from ktui.tui.panes.sass_diff import SassPane
 from ktui.tui.panes.status_bar import StatusBar
+from ktui.tui.search_bar import SearchBar
+from ktui.tui.searchable import Found, TextPane
 from ktui.tui.state import ProfileStatus
 
 DIFF_BASES = ("previous", "best", "pinned")
@@ -106,6 +108,61 @@ class DashboardActions:
                 widget.move_cursor(row=widget.row_count - 1 if end else 0)
         elif widget is not None:
             widget.scroll_end(animate=False) if end else widget.scroll_home(animate=False)
+
+    def action_search(self) -> None:
+        """``/``: the search input, for the focused text pane (at 80 columns: the tab in view)."""
+        pane = self._text_pane()
+        if pane is not None:
+            self.query_one(SearchBar).open(pane, back_to=self.focused)
+
+    def on_search_bar_search(self, message: SearchBar.Search) -> None:
+        self.last_query = message.query
+        if not message.query:
+            message.pane.clear_search()
+            self.notify("search cleared")
+            return
+        self._say(message.pane.search(message.query), message.query)
+
+    def action_search_next(self, direction: int) -> None:
+        """``n`` / ``N``; a pane not searched yet is searched for the last query (as in vim)."""
+        pane = self._text_pane()
+        query = self.last_query
+        if pane is None:
+            return
+        if not query:
+            self.notify("no search yet: press / to search", severity="warning")
+        elif pane.query_text != query:
+            self._say(pane.search(query), query)
+        else:
+            self._say(pane.step(direction), query, stepped=direction)
+
+    def _say(self, found: Found | None, query: str, stepped: int = 0) -> None:
+        if found is None:
+            self.notify(f"no match for '{query}'", severity="warning")
+        elif found.wrapped:
+            end = "bottom" if stepped < 0 else "top"
+            self.notify(f"search wrapped to the {end}: match {found.number}/{found.count} for '{query}'")
+        elif not stepped:
+            self.notify(f"match {found.number}/{found.count} for '{query}' · n next, N previous")
+
+    def action_toggle_wrap(self) -> None:
+        pane = self._text_pane()
+        if pane is not None:
+            pane.wrap = not pane.wrap
+            self.notify(f"{pane.BORDER_TITLE}: long lines {'wrap' if pane.wrap else 'cut at the edge'}")
+
+    def _text_pane(self) -> TextPane | None:
+        """The text pane the focus is in; at 80 columns, else the one whose tab is in view."""
+        widget = self.focused
+        while widget is not None and not isinstance(widget, TextPane):
+            widget = widget.parent
+        if widget is None and not self._wide and self.query(TabbedContent):
+            active = self.query_one(TabbedContent).active_pane
+            widget = next(iter(active.query(TextPane)), None) if active is not None else None
+        if widget is None:
+            self.notify("no text pane here: / n N w work in 1 compile, 4 sass, 5 ncu, 6 output",
+                        severity="warning")
+        return widget
 
     def action_focus_list(self) -> None:
         self.query_one(KernelList).focus()

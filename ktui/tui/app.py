@@ -35,6 +35,7 @@ from ktui.tui.panes.output import OutputPane
 from ktui.tui.panes.rungs import RungsPane
 from ktui.tui.panes.sass_diff import SassPane
 from ktui.tui.panes.status_bar import StatusBar, StatusInfo
+from ktui.tui.search_bar import SearchBar
 from ktui.tui.state import DashboardState, version_history
 from ktui.watch.loop import Saved, WatchLoop, WatchSettings
 from ktui.watch.scheduler import Notice
@@ -70,6 +71,11 @@ class KtuiApp(DashboardActions, App[int]):
         Binding("f", "toggle_follow", "follow", tooltip="follow mode: select the kernel saved last"),
         Binding("s", "toggle_strict", "strict",
                 tooltip="strict mode: a fresh process per run, 3 seeds per shape, every timed output re-checked"),
+        Binding("slash", "search", "search", key_display="/",
+                tooltip="search the focused text pane (case-sensitive only with a capital letter)"),
+        Binding("n", "search_next(1)", "next", show=False, tooltip="the next match of the search (wraps around)"),
+        Binding("N", "search_next(-1)", "previous", show=False, tooltip="the previous match of the search (wraps around)"),
+        Binding("w", "toggle_wrap", "wrap", tooltip="wrap the long lines of the focused text pane, or cut them"),
         Binding("j", "move(1)", "down", show=False, tooltip="next kernel (or the down arrow)"),
         Binding("k", "move(-1)", "up", show=False, tooltip="previous kernel (or the up arrow)"),
         Binding("1", "pane(1)", "panes", key_display="1-6",
@@ -107,6 +113,7 @@ class KtuiApp(DashboardActions, App[int]):
         self.store = Store.of(state_dir(workspace.root))
         self.state = DashboardState(root=workspace.root)
         self.selected: str | None = None
+        self.last_query = ""  # n / N in a pane not searched yet look for it
         self._wide: bool | None = None
         self._pane_timer = None
         self._printed: list[tuple[str, str]] = []
@@ -117,6 +124,7 @@ class KtuiApp(DashboardActions, App[int]):
     def compose(self) -> ComposeResult:
         self._wide = self.size.width >= WIDE
         yield Dashboard(self.workspace.root, self._wide, id="dashboard")
+        yield SearchBar(id="search")
         yield StatusBar(id="status")
         yield KeyBar(self.BINDINGS, id="keys")
 
@@ -308,6 +316,8 @@ class KtuiApp(DashboardActions, App[int]):
         )
 
     def _refresh_ages(self) -> None:
+        if not self._panes_alive():  # the timer may fire while the app closes
+            return
         klist = self.query_one(KernelList)
         now = self.clock()
         for view in self.state.kernels.values():

@@ -13,7 +13,7 @@ from textual.widgets import Static
 
 # Most needed first: what survives at 40 columns, then what joins as the terminal widens.
 PRIORITY = ("quit", "help", "rerun", "pane(1)", "profile", "toggle_strict", "toggle_follow", "rerun_all",
-            "cycle_base", "pin", "command_palette")
+            "cycle_base", "pin", "search", "toggle_wrap", "command_palette")
 GAP = "  "
 
 

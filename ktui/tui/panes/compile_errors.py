@@ -12,17 +12,17 @@ from typing import Any
 from rich.console import Group, RenderableType
 from rich.syntax import Syntax
 from rich.text import Text
-from textual.containers import VerticalScroll
 from textual.reactive import reactive
 from textual.widgets import Static
 
+from ktui.tui.searchable import PaneText, TextPane
 from ktui.tui.state import KernelView
 from ktui.tui.text import rel
 
 CONTEXT = 4
 
 
-class CompilePane(VerticalScroll):
+class CompilePane(TextPane):
     BORDER_TITLE = "1 compile"
     view: reactive[KernelView | None] = reactive(None, always_update=True)
 
@@ -31,7 +31,7 @@ class CompilePane(VerticalScroll):
         self.root = root
 
     def compose(self):
-        yield Static(id="compile-body")
+        yield PaneText(id="compile-body")
 
     def watch_view(self, view: KernelView | None) -> None:
         self.query_one("#compile-body", Static).update(render_compile(view, self.root))

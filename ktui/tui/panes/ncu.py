@@ -7,21 +7,22 @@ from pathlib import Path
 
 from rich.console import Group, RenderableType
 from rich.text import Text
-from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from ktui.inspect import ncu
+from ktui.tui.searchable import PaneText, TextPane
 from ktui.tui.state import KernelView, ProfileStatus
 from ktui.tui.text import ago
 from ktui.workspace.kernels import state_dir
 
 
-class NcuPane(VerticalScroll):
+class NcuPane(TextPane):
     BORDER_TITLE = "5 ncu"
+    WRAPS = True  # prose: w cuts the long lines at the edge
 
     def compose(self):
-        yield Static(id="ncu-head")
-        yield Static(id="ncu-body")
+        yield PaneText(id="ncu-head")
+        yield PaneText(id="ncu-body")
 
     def show(self, root: Path, view: KernelView | None, status: ProfileStatus | None, now: float) -> None:
         try:

@@ -6,21 +6,22 @@ from __future__ import annotations
 from pathlib import Path
 
 from rich.text import Text
-from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from ktui.protocol.statedir import OUTPUT_FILE
+from ktui.tui.searchable import PaneText, TextPane
 from ktui.tui.state import KernelView
 
 SHOWN_LINES = 2000  # the newest lines; the whole output is in output.txt
 
 
-class OutputPane(VerticalScroll):
+class OutputPane(TextPane):
     BORDER_TITLE = "6 output"
+    WRAPS = True  # printed lines wrap; w cuts them at the edge
 
     def compose(self):
-        yield Static(id="output-head")
-        yield Static(id="output-body")
+        yield PaneText(id="output-head")
+        yield PaneText(id="output-body")
 
     def show(self, view: KernelView | None) -> None:
         head, lines = printed(view)

@@ -12,23 +12,23 @@ from pathlib import Path
 from rich.console import Group, RenderableType
 from rich.text import Text
 from textual import work
-from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from ktui.history.sassdiff import DiffError, diff_versions, function_facts, resolve_base
 from ktui.history.store import Store
+from ktui.tui.searchable import PaneText, TextPane
 from ktui.tui.state import KernelView
 from ktui.workspace.kernels import state_dir
 
 MAX_DIFF_LINES = 2000  # beyond this the pane says where the full diff is (ktui diff)
 
 
-class SassPane(VerticalScroll):
+class SassPane(TextPane):
     BORDER_TITLE = "4 sass diff"
 
     def compose(self):
-        yield Static(id="sass-head")
-        yield Static(id="sass-body")
+        yield PaneText(id="sass-head")
+        yield PaneText(id="sass-body")
 
     def show(self, root: Path, store: Store, view: KernelView | None, base: str) -> None:
         head = self.query_one("#sass-head", Static)

@@ -1,0 +1,237 @@
+"""Text panes a user can search (``/``, ``n``, ``N``) and wrap (``w``), as in less, bacon or k9s.
+
+A pane's texts are ``PaneText`` widgets: each keeps what its pane drew and, only while a search
+or a wrap toggle is on, draws it again as rows with the matches marked (otherwise the pane looks
+exactly as it draws itself). ``TextPane`` is the scrolling pane around them: it searches its texts
+in order, keeps the current match and scrolls to it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from rich.console import Console, Group, RenderableType
+from rich.text import Text
+from textual.containers import VerticalScroll
+from textual.geometry import Region
+from textual.reactive import reactive
+from textual.widgets import Static
+
+UNCUT_WIDTH = 400  # source code drawn by Syntax is turned into rows this wide, then trimmed
+
+
+def search_pattern(query: str) -> re.Pattern[str]:
+    """The query as literal text (``[R1]`` means what it says); smart case: case-insensitive
+    unless the query has a capital letter."""
+    return re.compile(re.escape(query), 0 if any(c.isupper() for c in query) else re.IGNORECASE)
+
+
+def text_rows(content: RenderableType, console: Console) -> list[Text]:
+    """What a pane drew, as one rich Text per line it draws before wrapping, styles kept."""
+    if isinstance(content, str):
+        content = Text(content)
+    if isinstance(content, Text):
+        if not content.plain:
+            return []
+        rows = list(content.split("\n", allow_blank=True))
+        for row in rows:
+            row.no_wrap, row.end = content.no_wrap, "\n"
+        return rows
+    if isinstance(content, Group):
+        return [row for part in content.renderables for row in text_rows(part, console)]
+    # anything else (the source around a compile error, drawn by Syntax): its lines as drawn, uncut
+    options = console.options.update(width=UNCUT_WIDTH, no_wrap=True, highlight=False)
+    lines = console.render_lines(content, options, pad=False, new_lines=False)
+    rows = []
+    for line in lines:
+        row = Text.assemble(*((s.text, s.style) for s in line if not s.control), no_wrap=True, overflow="crop")
+        row.rstrip()
+        rows.append(row)
+    return rows
+
+
+def row_height(row: Text, width: int, console: Console) -> int:
+    """How many terminal lines one row takes at ``width`` (Rich's own wrapping, as drawn)."""
+    if row.no_wrap or width <= 0 or row.cell_len <= width:
+        return 1
+    return len(row.wrap(console, width, justify=row.justify, overflow=row.overflow)) or 1
+
+
+class Match(NamedTuple):
+    row: int
+    start: int
+    end: int
+
+
+class PaneText(Static):
+    """A Static whose text can be searched and re-wrapped; ``update`` is the pane's own call."""
+
+    COMPONENT_CLASSES = {"pane-text--match", "pane-text--current"}
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.source: RenderableType = self.content  # what the pane drew, before any marking
+        self.pattern: re.Pattern[str] | None = None
+        self.wrap_rows: bool | None = None  # None: as the pane draws them; True: all fold; False: all cut
+        self.current: int | None = None  # the index in ``matches`` of the pane's current match
+        self.matches: list[Match] = []
+        self._row_cache: list[Text] | None = None
+
+    def update(self, content: RenderableType = "", *, layout: bool = True) -> None:
+        self.source, self._row_cache = content, None
+        self._draw(layout)
+
+    def restyle(self, pattern: re.Pattern[str] | None, wrap_rows: bool | None, current: int | None) -> None:
+        self.pattern, self.wrap_rows, self.current = pattern, wrap_rows, current
+        self._draw()
+
+    def rows(self) -> list[Text]:
+        if self._row_cache is None:
+            self._row_cache = text_rows(self.source, self.app.console)
+        return self._row_cache
+
+    def row_tops(self) -> list[int]:
+        """The first terminal line of each row inside this widget, at its width now."""
+        tops, y = [], 0
+        width = self.content_size.width
+        for row in self._drawn_rows(marked=False):
+            tops.append(y)
+            y += row_height(row, width, self.app.console)
+        return tops
+
+    def _draw(self, layout: bool = True) -> None:
+        if self.pattern is None and self.wrap_rows is None:
+            self.matches, self.current = [], None
+            super().update(self.source, layout=layout)
+        else:
+            rows = self.rows()
+            self.matches = ([Match(i, m.start(), m.end()) for i, row in enumerate(rows)
+                             for m in self.pattern.finditer(row.plain) if m.end() > m.start()]
+                            if self.pattern is not None else [])
+            if self.current is not None and self.current >= len(self.matches):
+                self.current = None
+            super().update(Group(*self._drawn_rows(marked=True)), layout=layout)
+        if isinstance(self.parent, TextPane):
+            self.parent.show_position()
+
+    def _drawn_rows(self, marked: bool) -> list[Text]:
+        drawn = []
+        for row in self.rows():
+            if self.wrap_rows is not None:
+                row = row.copy()
+                row.no_wrap, row.overflow = not self.wrap_rows, "fold" if self.wrap_rows else "ellipsis"
+            drawn.append(row)
+        if marked and self.matches:
+            drawn = [row.copy() for row in drawn]
+            match, current = (self.get_component_rich_style("pane-text--match"),
+                              self.get_component_rich_style("pane-text--current"))
+            for k, (row, start, end) in enumerate(self.matches):
+                drawn[row].stylize(current if k == self.current else match, start, end)
+        return drawn
+
+
+class Found(NamedTuple):
+    """Where a search or a step landed: the match's number (from 1), the count, whether it wrapped."""
+
+    number: int
+    count: int
+    wrapped: bool = False
+
+
+class TextPane(VerticalScroll):
+    """A scrolling pane of ``PaneText``: ``search``, ``step`` (n / N) and ``wrap`` (w)."""
+
+    WRAPS = False  # the pane's own layout: do its long lines wrap (prose) or get cut (code)?
+    wrap: reactive[bool] = reactive(False, init=False)
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.set_reactive(TextPane.wrap, self.WRAPS)
+        self.query_text = ""
+
+    def texts(self) -> list[PaneText]:
+        return list(self.query(PaneText))
+
+    def search(self, query: str) -> Found | None:
+        """Mark every match of ``query``; the current one is the first at or below the top of the
+        view (wrapping to the first). ``None`` when nothing matches."""
+        self.query_text = query
+        self._restyle(None)
+        found = self._flat()
+        if not found:
+            return None
+        tops = {text: text.row_tops() for text in self.texts()}
+        ys = [text.virtual_region.y + tops[text][text.matches[index].row] for text, index in found]
+        later = next((k for k, y in enumerate(ys) if y >= self.scroll_y), None)
+        self._go(0 if later is None else later)
+        return Found(1 + (later or 0), len(found), wrapped=later is None)
+
+    def step(self, direction: int) -> Found | None:
+        """The next (1) or previous (-1) match, wrapping around the pane's ends."""
+        found = self._flat()
+        if not found:
+            return None
+        now = self._current(found)
+        if now is None:
+            target, wrapped = (0 if direction > 0 else len(found) - 1), False
+        else:
+            target = (now + direction) % len(found)
+            wrapped = target < now if direction > 0 else target > now
+        self._go(target)
+        return Found(target + 1, len(found), wrapped)
+
+    def clear_search(self) -> None:
+        self.query_text = ""
+        self._restyle(None)
+
+    def watch_wrap(self, wrap: bool) -> None:
+        now = self._current(self._flat())
+        self._restyle(None)
+        if now is not None:
+            self._go(now)
+
+    def show_position(self) -> None:
+        """``/query 3/17`` under the pane's border while a search is on."""
+        if not self.query_text:
+            self.border_subtitle = ""
+            return
+        found = self._flat()
+        now = self._current(found)
+        where = f"{now + 1}/{len(found)}" if now is not None else f"{len(found)} found"
+        self.border_subtitle = f"/{self.query_text} {where}"
+
+    def _flat(self) -> list[tuple[PaneText, int]]:
+        """Every match of the pane in reading order, as (text, its index in that text)."""
+        return [(text, index) for text in self.texts() for index in range(len(text.matches))]
+
+    @staticmethod
+    def _current(found: list[tuple[PaneText, int]]) -> int | None:
+        return next((k for k, (text, index) in enumerate(found) if text.current == index), None)
+
+    def _restyle(self, current: tuple[PaneText, int] | None) -> None:
+        pattern = search_pattern(self.query_text) if self.query_text else None
+        wrap_rows = None if self.wrap == self.WRAPS else self.wrap
+        for text in self.texts():
+            text.restyle(pattern, wrap_rows, current[1] if current and current[0] is text else None)
+
+    def _go(self, k: int) -> None:
+        self._restyle(self._flat()[k])
+        self.call_after_refresh(self._scroll_to_current)
+
+    def _scroll_to_current(self) -> None:
+        region = self.match_region()
+        if region is not None:
+            self.scroll_to_region(region, animate=False, center=True, immediate=True)
+
+    def match_region(self) -> Region | None:
+        """The current match's lines, in the pane's scrolling coordinates (``scroll_y`` is the top)."""
+        found = self._flat()
+        now = self._current(found)
+        if now is None:
+            return None
+        text, index = found[now]
+        row = text.matches[index].row
+        height = row_height(text._drawn_rows(marked=False)[row], text.content_size.width, self.app.console)
+        top = text.virtual_region.y + text.row_tops()[row]
+        return Region(0, top, max(1, self.scrollable_content_region.width), height)
