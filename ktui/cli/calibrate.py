@@ -1,14 +1,21 @@
-"""``ktui calibrate``: measure this GPU's copy bandwidth and matmul rates, the roofline's ceilings."""
+"""``ktui calibrate``: measure this GPU's copy bandwidth and matmul rates, the roofline's ceilings.
+
+The measuring runs in a child process (``python -m ktui.measure.calibrate``); this one saves and shows it.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import subprocess
 import sys
+import threading
 from pathlib import Path
+from typing import Callable
 
 from ktui.cli.exits import EXIT_CANNOT_RUN, EXIT_OK
+from ktui.run.proc import child_env, end_tree
 
 
 def add_parser(subparsers) -> None:
@@ -21,8 +28,6 @@ def add_parser(subparsers) -> None:
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     # deferred for start-up speed
-    from dataclasses import asdict
-
     from ktui.measure import calibrate
     from ktui.workspace.kernels import ProblemError, find_root
 
@@ -34,17 +39,55 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if args.time <= 0:
         print(f"ktui: --time must be positive, got {args.time}", file=sys.stderr)
         return EXIT_CANNOT_RUN
-    import torch  # deferred: torch takes seconds, and only after the arguments are checked
-
-    if not torch.cuda.is_available():
-        print("ktui: calibrate needs a CUDA GPU (torch.cuda.is_available() is False on this machine)", file=sys.stderr)
-        return EXIT_CANNOT_RUN
     progress = (lambda _: None) if args.json else (lambda text: print(f"  measuring {text} …", flush=True))
-    result = calibrate.measure(args.time, progress)
+    record, why = _measure_in_child(args.time, progress)
+    if record is None:
+        print(f"ktui: {why}", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    try:
+        result = calibrate.Calibration(**record)
+    except TypeError as exc:
+        print(f"ktui: the calibration process returned a malformed result ({exc})", file=sys.stderr)
+        return EXIT_CANNOT_RUN
     path = calibrate.save(root, result)
     if args.json:
-        print(json.dumps({**asdict(result), "path": str(path)}, default=str))
+        print(json.dumps({**record, "path": str(path)}, default=str))
     else:
         print("\n".join(calibrate.describe(result)))
         print(f"saved to {os.path.relpath(path)}: `ktui run` uses these ceilings on this device and driver")
     return EXIT_OK
+
+
+def _measure_in_child(time_s: float, progress: Callable[[str], None]) -> tuple[dict | None, str]:
+    """Run the measurement in a process of its own (torch, Triton and the GPU stay out of this one):
+    (the calibration's fields, "") or (None, why not)."""
+    argv = [sys.executable, "-m", "ktui.measure.calibrate", "--time", str(time_s)]
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, errors="replace", env=child_env(), start_new_session=True)
+    stderr: list[str] = []
+    reader = threading.Thread(target=lambda: stderr.extend(proc.stderr), daemon=True)
+    reader.start()
+    record: dict | None = None
+    error = ""
+    try:
+        for line in proc.stdout:
+            try:
+                message = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if not isinstance(message, dict):
+                continue
+            if "progress" in message:
+                progress(str(message["progress"]))
+            elif isinstance(message.get("calibration"), dict):
+                record = message["calibration"]
+            elif "error" in message:
+                error = str(message["error"])
+        code = proc.wait()
+    finally:
+        end_tree(proc)
+        reader.join(timeout=2)
+    if record is not None and code == 0:
+        return record, ""
+    tail = "".join(stderr[-8:]).strip()
+    return None, error or f"the calibration process ended with exit code {code}" + (f": {tail}" if tail else "")

@@ -5,11 +5,15 @@ the tensor-core peak. A kernel "at 80% of roofline" against the datasheet may al
 as the device allows. So ktui measures two ceilings the way a kernel would meet them:
 
 - **copy bandwidth**: a device-to-device copy of a buffer far larger than the L2, counting both
-  the bytes read and the bytes written (``2 × size / time``);
+  the bytes read and the bytes written (``2 × size / time``): the best of ktui's own streaming
+  Triton copies (``ktui.measure.copykernel``) and torch's ``copy_``, each kept in the details, so
+  that no honest memory-bound kernel reads more than 100% of it;
 - **matmul rate** per dtype through torch (cuBLAS): a square product large enough to fill the
   device, ``2·n³ / time``, for fp64, fp32 (TF32 off), tf32, fp16, bf16 and fp8 where supported.
 
-Both are timed with the benchmark's own timer. Results go to ``<root>/.ktui/calibration.json``,
+Both are timed with the benchmark's own timer, in a process of its own (``python -m
+ktui.measure.calibrate``, started by ``ktui calibrate``): the process that shows results never
+imports torch or runs a kernel. Results go to ``<root>/.ktui/calibration.json``,
 keyed by device name and driver (a driver update can change both), and the benchmark rung uses
 them in preference to the datasheet, saying so in its ``ceiling`` figure.
 """
@@ -115,7 +119,7 @@ def measure(time_s: float = 2.0, progress: Callable[[str], None] = lambda _: Non
 
 
     if not torch.cuda.is_available():
-        raise RuntimeError("ktui calibrate needs a CUDA GPU (torch.cuda.is_available() is False)")
+        raise RuntimeError("calibrate needs a CUDA GPU (torch.cuda.is_available() is False on this machine)")
     device = torch.cuda.get_device_name()
     driver, driver_source = driver_version()
     clocks = ClockMonitor()
@@ -132,13 +136,9 @@ def measure(time_s: float = 2.0, progress: Callable[[str], None] = lambda _: Non
 
     l2, _ = l2_bytes()
     size = max(COPY_MIN_BYTES, 16 * (l2 or 0))
+    size -= size % (1 << 20)  # a whole number of every copy config's blocks
     progress(f"copy: 2 × {size / 2**30:.2f} GiB")
-    src = torch.ones(size // 4, dtype=torch.float32, device="cuda")
-    dst = torch.empty_like(src)
-    seconds, info = timed(functools.partial(dst.copy_, src))
-    bandwidth = 2 * size / seconds / 1e9
-    details["copy"] = {"bytes_per_buffer": size, "counted_bytes": 2 * size, **info}
-    del src, dst
+    bandwidth = _copy_bandwidth(size, timed, details)
 
     tflops: dict[str, float] = {}
     for key in MATMUL_DTYPES:
@@ -162,6 +162,39 @@ def measure(time_s: float = 2.0, progress: Callable[[str], None] = lambda _: Non
         tflops=tflops,
         details=details,
     )
+
+
+def _copy_bandwidth(size: int, timed: Callable, details: dict[str, Any]) -> float:
+    """GB/s of the fastest copy of ``size`` bytes: ktui's Triton configs and torch's ``copy_``."""
+    import torch
+
+    src = torch.ones(size // 4, dtype=torch.float32, device="cuda")
+    dst = torch.empty_like(src)
+    results: dict[str, tuple[float, dict[str, Any]]] = {}
+    try:
+        from ktui.measure import copykernel
+
+        for block, warps in copykernel.CONFIGS:
+            copy = copykernel.stream_copy(src, dst, block, warps)
+            copy()
+            torch.cuda.synchronize()
+            if not torch.equal(dst[:: max(1, dst.numel() // 4096)], src[:: max(1, src.numel() // 4096)]):
+                raise RuntimeError("the streaming copy did not copy")
+            dst.zero_()
+            results[f"triton block={block * 4 // 1024}KiB warps={warps}"] = timed(copy)
+    except Exception as exc:  # the torch copy still gives a ceiling
+        details["copy_triton_error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
+    results["torch copy_"] = timed(functools.partial(dst.copy_, src))
+    del src, dst
+    gbs = {name: 2 * size / seconds / 1e9 for name, (seconds, _) in results.items()}
+    best = max(gbs, key=gbs.get)
+    details["copy"] = {"bytes_per_buffer": size, "counted_bytes": 2 * size, "kernel": best, **results[best][1]}
+    details["copy_each_gbs"] = gbs
+    triton_best = [v for k, v in gbs.items() if k.startswith("triton")]
+    if triton_best:
+        details["copy_triton_gbs"] = max(triton_best)
+    details["copy_torch_gbs"] = gbs["torch copy_"]
+    return gbs[best]
 
 
 def _matmul(key: str, n: int) -> Callable[[], Any]:
@@ -209,7 +242,12 @@ def describe(cal: Calibration) -> list[str]:
         share = f" = {cal.bandwidth_gbs / spec.bandwidth_gbs:.0%} of the datasheet {spec.bandwidth_gbs:.0f} GB/s" if spec else ""
         lines.append(f"  copy bandwidth   {cal.bandwidth_gbs:8.0f} GB/s{share} "
                      f"(read+write of 2 × {copy.get('bytes_per_buffer', 0) / 2**30:.2f} GiB, n={copy.get('samples')}, "
-                     f"±{copy.get('rse', 0):.2%})")
+                     f"±{copy.get('rse', 0):.2%}{', ' + copy['kernel'] if copy.get('kernel') else ''})")
+        for label, key in (("Triton copy", "copy_triton_gbs"), ("torch copy_", "copy_torch_gbs")):
+            if cal.details.get(key):
+                lines.append(f"    {label:<14} {cal.details[key]:8.0f} GB/s")
+        if cal.details.get("copy_triton_error"):
+            lines.append(f"    Triton copy    not measured: {cal.details['copy_triton_error']}")
     for key in MATMUL_DTYPES:
         info = cal.details.get(f"matmul_{key}", {})
         if key in cal.tflops:
@@ -219,3 +257,32 @@ def describe(cal: Calibration) -> list[str]:
         elif "error" in info:
             lines.append(f"  matmul {key:<5}     not measured: {info['error']}")
     return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The measuring process: ``python -m ktui.measure.calibrate [--time S]``.
+
+    Prints ``{"progress": ...}`` lines, then ``{"calibration": ...}`` or ``{"error": ...}``: the
+    parent (``ktui calibrate``) saves and shows the result and never imports torch itself."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m ktui.measure.calibrate")
+    parser.add_argument("--time", type=float, default=2.0)
+    args = parser.parse_args(argv)
+
+    def say(record: dict[str, Any]) -> None:
+        print(json.dumps(record, default=str), flush=True)
+
+    try:
+        result = measure(args.time, lambda text: say({"progress": text}))
+    except Exception as exc:
+        say({"error": f"{type(exc).__name__}: {exc}" if not isinstance(exc, RuntimeError) else str(exc)})
+        return 2
+    say({"calibration": asdict(result)})
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
