@@ -299,6 +299,21 @@ class Store:
             for r in rows
         ]
 
+    def rung_results(self, run_ids: list[str], rung: str) -> dict[str, dict[str, Any]]:
+        """One rung's status, figures and message in each of these runs, in one query: the
+        dashboard's history charts a fact per version (the dumps rung's registers) at one go."""
+        out: dict[str, dict[str, Any]] = {}
+        ids = list(run_ids)
+        for start in range(0, len(ids), 500):  # under SQLite's limit on parameters
+            chunk = ids[start:start + 500]
+            rows = self._conn().execute(
+                f"SELECT run_id, status, figures, message FROM rungs WHERE rung=? AND run_id IN ({','.join('?' * len(chunk))})",
+                (rung, *chunk),
+            ).fetchall()
+            for r in rows:
+                out[r["run_id"]] = {"status": r["status"], "figures": json.loads(r["figures"]), "message": r["message"]}
+        return out
+
     def artifacts(self, run_id: str) -> list[dict[str, Any]]:
         rows = self._conn().execute("SELECT * FROM artifacts WHERE run_id=?", (run_id,)).fetchall()
         return [dict(r) for r in rows]

@@ -15,6 +15,7 @@ with a ``run(ctx, …) -> Outcome`` and call it from ``climb`` below.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 from ktui.loop import integrity
@@ -24,6 +25,7 @@ from ktui.loop.errors import RungFailure, RungSkipped, error_info
 from ktui.loop.outcome import InputGenerationError, Outcome, shape_label
 from ktui.loop.rungs import bench, compile, correctness, dependence, dumps, precheck, run
 from ktui.loop.rungs.bench import NO_GPU_TIMING
+from ktui.measure.masks import with_hint
 from ktui.measure.roofline import DEFAULT_DONE
 from ktui.measure.stats import Interval, geometric_mean, geometric_mean_interval
 from ktui.protocol.events import (
@@ -67,6 +69,8 @@ class Ladder:
             status, figures, message, error = FAILED, {}, f"{info.type}: {info.message}", info
         except SystemExit as exc:
             status, figures, message, error = FAILED, {}, f"user code called sys.exit({exc.code})", None
+        if status == FAILED:
+            message = with_hint(message, name, ctx.tier.name, self._unmasked_loads(), _relative(ctx.job))
         result = RungFinished(
             ctx.job.run_id,
             rung=name,
@@ -80,6 +84,10 @@ class Ladder:
         self.results.append(result)
         ctx.emit(result)
         return result
+
+    def _unmasked_loads(self) -> list[str]:
+        compiled = next((r for r in self.results if r.rung == "compile"), None)
+        return list(compiled.figures.get("unmasked_loads") or []) if compiled is not None else []
 
     def skip(self, name: str, reason: str) -> None:
         result = RungFinished(self.ctx.job.run_id, rung=name, status=SKIPPED, message=reason)
@@ -155,6 +163,12 @@ def unique_names(names: list[str]) -> list[str]:
         seen[name] = seen.get(name, 0) + 1
         out.append(name if seen[name] == 1 else f"{name}#{seen[name]}")
     return out
+
+
+def _relative(job) -> str:
+    """The kernel file as the user names it in a command: relative to the workspace root."""
+    path = Path(job.kernel_path)
+    return str(path.relative_to(job.root)) if path.is_relative_to(job.root) else str(path)
 
 
 def _because(result: RungFinished) -> str:

@@ -103,3 +103,34 @@ def opcode_counts(lines: list[str]) -> Counter:
 def spill_instructions(counts: Counter) -> int:
     """Local-memory loads and stores: spills (or arrays the compiler put in local memory)."""
     return sum(n for op, n in counts.items() if op.split(".")[0] in ("LDL", "STL"))
+
+
+_LABEL = re.compile(r"^\s*(\.L\w+):\s*$")
+_TRAP = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+BRA\s+`?\((\.L\w+)\)")
+
+
+def instruction_count(lines: list[str]) -> int:
+    """ktui's one "instruction count" of a function (the compile pane, the SASS diff, ``ktui diff``):
+    its instructions up to the end of its code, so the NOP padding that aligns the function, the
+    ``.L: BRA .L`` trap loop after the last ``EXIT`` and the end label are not counted."""
+    items: list[tuple[str, str]] = []  # (opcode, trap target) or ("", label)
+    for line in lines:
+        label = _LABEL.match(line)
+        if label:
+            items.append(("", label.group(1)))
+            continue
+        match = _INSTR.match(line)
+        if match:
+            trap = _TRAP.match(line)
+            items.append((match.group(1), trap.group(1) if trap else ""))
+    end = len(items)
+
+    def skip_padding(end: int) -> int:
+        while end and items[end - 1][0] in ("", "NOP"):
+            end -= 1
+        return end
+
+    end = skip_padding(end)
+    if end >= 2 and items[end - 2][0] == "" and items[end - 1][0] == "BRA" and items[end - 1][1] == items[end - 2][1]:
+        end = skip_padding(end - 2)
+    return sum(1 for op, _ in items[:end] if op)

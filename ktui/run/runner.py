@@ -24,6 +24,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Iterator, Protocol
 
+from ktui.measure.masks import with_hint
 from ktui.protocol import processes
 from ktui.protocol.events import (
     CANCELLED,
@@ -295,6 +296,7 @@ class LocalRunner:
         finish: RunFinished | None = None
         done: dict | None = None
         output_ended = False
+        unmasked: list[str] = []  # the compile rung's unmasked loads: a CPU-tier crash points at them
         while True:
             if done is not None and output_ended:
                 yield from self._job_done(worker, finish, done)
@@ -337,7 +339,8 @@ class LocalRunner:
                     message = self._cancel_reason
                     verdict = CANCELLED
                 else:
-                    message = crash_message(rung, worker.proc.returncode, worker.last_output())
+                    message = with_hint(crash_message(rung, worker.proc.returncode, worker.last_output()), rung or "",
+                                        worker.info.get("tier", ""), unmasked, os.path.relpath(job.kernel_path, job.root))
                     verdict = CRASHED
                 if rung:
                     yield RungFinished(job.run_id, rung=rung, status=verdict, message=message)
@@ -355,6 +358,8 @@ class LocalRunner:
                 limit = event.timeout_s or job.options.timeout_for(event.rung)
                 deadline = time.monotonic() + limit
             elif isinstance(event, RungFinished):
+                if event.rung == "compile":
+                    unmasked = list(event.figures.get("unmasked_loads") or [])
                 rung = None
                 limit = BETWEEN_RUNGS_TIMEOUT_S
                 deadline = time.monotonic() + limit

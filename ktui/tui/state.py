@@ -126,6 +126,20 @@ class VersionPoint:
     roofline: float | None
     tier: str
     finished: float | None
+    code: CodeFacts | None = None  # what its compiled code holds (the dumps rung), timed or not
+    correct: tuple[int, int] | None = None  # correctness shapes passed, of all
+    code_missing: str = ""  # why ``code`` is None: what its dumps rung said
+
+
+@dataclass(frozen=True)
+class CodeFacts:
+    """One version's compiled code across its GPU functions, from the SASS the dumps rung read:
+    the hungriest function's registers, and instructions and spill instructions summed."""
+
+    registers: int | None
+    instructions: int | None
+    spills: int | None
+    functions: int
 
 
 @dataclass
@@ -338,12 +352,16 @@ _HANDLERS: dict[type, Callable[[DashboardState, Any], set[str]]] = {
 # -- history ------------------------------------------------------------------------------------
 def version_history(store: Store, kernel_id: str, limit: int = 500) -> list[VersionPoint]:
     """Per version, its newest finished run (cancelled and interrupted runs say nothing about a version)."""
-    points: dict[int, VersionPoint] = {}
+    chosen: dict[int, Any] = {}
     for run in store.runs(kernel_id, limit=limit):  # newest first
-        if run.version in points or run.verdict in ("running", CANCELLED, INTERRUPTED):
-            continue
+        if run.version not in chosen and run.verdict not in ("running", CANCELLED, INTERRUPTED):
+            chosen[run.version] = run
+    dumps = store.rung_results([run.run_id for run in chosen.values()], "dumps")
+    points: dict[int, VersionPoint] = {}
+    for run in chosen.values():
         speedup = run.summary.get("speedup")
         roofline = run.summary.get("roofline")
+        correct = run.summary.get("correct")
         points[run.version] = VersionPoint(
             version=run.version,
             verdict=run.verdict,
@@ -351,8 +369,38 @@ def version_history(store: Store, kernel_id: str, limit: int = 500) -> list[Vers
             roofline=float(roofline) if isinstance(roofline, (int, float)) and math.isfinite(roofline) else None,
             tier=run.tier,
             finished=run.finished,
+            code=code_facts(dumps.get(run.run_id)),
+            code_missing=code_missing(dumps.get(run.run_id)),
+            correct=(int(correct[0]), int(correct[1])) if isinstance(correct, list) and len(correct) == 2 else None,
         )
     return [points[v] for v in sorted(points)]
+
+
+def code_facts(dumps: dict[str, Any] | None) -> CodeFacts | None:
+    """A version's ``CodeFacts`` from its dumps rung; None where the rung read no SASS (it failed,
+    was skipped, or the code has no CUBIN to read)."""
+    functions = ((dumps or {}).get("figures") or {}).get("functions") or {}
+    usage = [f for f in functions.values() if isinstance(f, dict) and isinstance(f.get("registers"), int)]
+    if not usage:
+        return None
+
+    def total(key: str) -> int | None:
+        values = [f[key] for f in usage if isinstance(f.get(key), int)]
+        return sum(values) if values else None
+
+    return CodeFacts(registers=max(f["registers"] for f in usage), instructions=total("instructions"),
+                     spills=total("spill_instructions"), functions=len(usage))
+
+
+def code_missing(dumps: dict[str, Any] | None) -> str:
+    """Why a version has no ``CodeFacts``, in a few words; "" when it has them."""
+    if code_facts(dumps) is not None:
+        return ""
+    if dumps is None:
+        return "its run stopped before the dumps rung"
+    if dumps["status"] != "ok":
+        return f"dumps {dumps['status'].replace('_', ' ')}: {dumps['message'].splitlines()[0] if dumps['message'] else ''}".rstrip(": ")
+    return "its compiled code has no CUBIN to read registers from"
 
 
 def roofline_ceiling(points: list[VersionPoint]) -> float | None:

@@ -93,6 +93,14 @@ def _pair_functions(base: dict[str, _Listing], new: dict[str, _Listing]) -> list
     return pairs
 
 
+def _instructions(listing: _Listing | None, counts) -> int:
+    """The compile pane's count (``measure.sass.instruction_count``); a listing built from
+    normalised lines alone (no raw listing) counts those, which drop the same padding."""
+    if listing is not None and listing.instructions is not None:
+        return listing.instructions
+    return sum(counts.values())
+
+
 def _diff_function(name: str, base_name: str, base: _Listing | None, new: _Listing | None,
                    base_version: int, new_version: int, context: int) -> FunctionDiff:
     base_lines = base.lines if base else []
@@ -117,7 +125,7 @@ def _diff_function(name: str, base_name: str, base: _Listing | None, new: _Listi
     return FunctionDiff(
         name=name,
         status=status,
-        instructions=(sum(base_counts.values()), sum(new_counts.values())),
+        instructions=(_instructions(base, base_counts), _instructions(new, new_counts)),
         opcode_deltas=count_deltas(base_counts, new_counts),
         resources=resources,
         unified=unified,

@@ -9,7 +9,7 @@ from typing import Any
 
 from ktui.history.sassdiff.model import MissingSass
 from ktui.history.sassdiff.normalisation import normalise
-from ktui.measure.sass import split_functions
+from ktui.measure.sass import instruction_count, split_functions
 from ktui.protocol import statedir
 
 
@@ -17,6 +17,7 @@ from ktui.protocol import statedir
 class _Listing:
     lines: list[str]  # normalised
     resources: dict[str, Any]
+    instructions: int | None = None  # ``measure.sass.instruction_count`` of the raw listing
 
 
 def load_version(state_dir: Path, kernel: str, version: int) -> dict[str, _Listing]:
@@ -35,5 +36,5 @@ def load_version(state_dir: Path, kernel: str, version: int) -> dict[str, _Listi
     functions: dict[str, _Listing] = {}
     for path in sass_files:
         for name, lines in split_functions(path.read_text(encoding="utf-8", errors="replace")).items():
-            functions[name] = _Listing(normalise(lines, name), resources.get(name, {}))
+            functions[name] = _Listing(normalise(lines, name), resources.get(name, {}), instruction_count(lines))
     return functions

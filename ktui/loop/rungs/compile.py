@@ -12,6 +12,7 @@ CuTeDSL kernels are compiled but not executed.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import time
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from ktui.loop.dsl.triton_kernels import (
 )
 from ktui.loop.errors import RungFailure, error_info
 from ktui.loop.outcome import CompiledFunction, Outcome, shape_label
+from ktui.measure.masks import unmasked_load_lines
 
 
 def run(ctx: RunContext) -> Outcome:
@@ -89,6 +91,9 @@ def run(ctx: RunContext) -> Outcome:
         "compile_s": round(time.perf_counter() - started, 3),
         "trace_s": round(trace_s, 3),
     }
+    unmasked = unmasked_loads(ctx)
+    if unmasked:
+        figures["unmasked_loads"] = unmasked  # read back by a failure on the CPU tier (measure/masks.py)
     names = ", ".join(sorted({c.name for c in compiled}))
     message = f"compiled {names} for {ctx.tier.arch} in {figures['compile_s']:.2f} s, specialised for {shape_label(shape)}"
     if trace_error is not None:
@@ -96,6 +101,23 @@ def run(ctx: RunContext) -> Outcome:
         figures["trace_error"] = info.message.splitlines()[0] if info.message else info.type
         message += f"; the traced call then raised {info.type} (see the run rung)"
     return Outcome(figures=figures, message=message)
+
+
+def unmasked_loads(ctx: RunContext) -> list[str]:
+    """``"add_kernel at oob_read.py:16"`` for each ``tl.load`` of the module's Triton functions
+    that has no mask: what a CPU-tier failure points at, since the interpreter checks no bounds."""
+    found = []
+    for kernel in ctx.triton_kernels.values():
+        fn = python_function(kernel)
+        try:
+            lines, start = inspect.getsourcelines(fn)
+            file = inspect.getsourcefile(fn) or ""
+        except (OSError, TypeError):
+            continue
+        if Path(file).resolve() == (Path(ctx.job.run_dir) / "source.py").resolve():
+            file = ctx.job.kernel_path  # the run's snapshot of the kernel file: name the file itself
+        found += [f"{fn.__name__} at {Path(file).name}:{line}" for line in unmasked_load_lines("".join(lines), start)]
+    return found
 
 
 def host_failure(exc: BaseException, user_files) -> RungFailure:

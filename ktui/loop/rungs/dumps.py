@@ -85,13 +85,14 @@ def write(compiled_functions: list, run_dir: Path, written_files: list[tuple[str
             sass_path.write_text(listing, encoding="utf-8")
             written_files.append(("sass", sass_path, compiled.name))
             written += 1
+            functions = sass.split_functions(listing)
             for fn, usage in sass.resource_usage(cubin).items():
-                counts = sass.opcode_counts(sass.split_functions(listing).get(fn, []))
+                lines = functions.get(fn, [])
                 resources[fn] = {
                     **entry,
                     **usage,
-                    "spill_instructions": sass.spill_instructions(counts),
-                    "instructions": sum(counts.values()),
+                    "spill_instructions": sass.spill_instructions(sass.opcode_counts(lines)),
+                    "instructions": sass.instruction_count(lines),
                     "file_stem": stem,
                 }
         else:

@@ -77,7 +77,7 @@ def _clean(view: KernelView, comp: dict[str, Any]) -> RenderableType:
         parts = [f"{res.get('registers', '?')} regs", f"{res.get('shared', 0)} B smem",
                  f"{res.get('spill_instructions', 0)} spill instr"]
         if res.get("instructions"):
-            parts.append(f"{res['instructions']} instr with the NOP padding")
+            parts.append(f"{res['instructions']} instr, padding not counted")  # as the SASS diff counts
         line = Text("  ")
         line.append(_short(name), style="bold")
         line.append(": " + ", ".join(parts))

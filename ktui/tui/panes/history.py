@@ -1,8 +1,9 @@
 """Speedup history: speedup over the reference per version, read from the history store.
 
 Failed versions are marked at zero, the best version is starred, and the roofline ceiling (the
-speedup a version at 100% of roofline would reach) is drawn when the benchmark knew it. On the
-CPU tier nothing is timed, so there is no speedup: the pane says so and lists the verdicts.
+speedup a version at 100% of roofline would reach) is drawn when the benchmark knew it. Where
+nothing is timed (the CPU tier) there is no speedup, but every version was still compiled for the
+target: the pane charts what its SASS holds instead (``panes/code_chart.py``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
 from ktui.history.best import best_version
+from ktui.tui.panes.code_chart import code_head, draw_code
 from ktui.tui.state import VersionPoint, roofline_ceiling
 from ktui.tui.text import STATUS_LABELS
 
@@ -32,9 +34,10 @@ class HistoryPane(Vertical):
         plot = self.query_one("#history-plot", PlotextPlot)
         timed = [p for p in points if p.speedup is not None]
         head.update(_head(points, timed, self.current))
-        plot.display = bool(timed)
         if timed:
             _draw(plot, points)
+        plot.display = bool(timed) or (bool(points) and draw_code(plot, points))
+        if plot.display:
             plot.refresh()
 
 
@@ -47,10 +50,7 @@ def _head(points: list[VersionPoint], timed: list[VersionPoint], current: int | 
         return Text("no finished runs yet", style="dim")
     text = Text()
     if not timed:
-        cpu = all(p.tier in ("cpu", "-", "") for p in points)
-        reason = ("no speedup on the CPU tier: nothing is timed without a GPU (the benchmark rungs are skipped)"
-                  if cpu else "no speedup yet: no version has passed its benchmark")
-        text.append(reason + "\n", style="bold")
+        text.append_text(code_head(points))
     else:
         # The chart's key: plotext's own legend would cover the points in a short pane.
         best = best_version(points)

@@ -1,0 +1,46 @@
+"""On the CPU tier an unmasked out-of-range load raises nothing: Triton's interpreter reads what
+lies there (wrong values) or an unmapped address (SIGSEGV). The failing rung says where the
+unmasked loads are and that ``ktui sanitize`` checks bounds precisely on a GPU."""
+
+from __future__ import annotations
+
+from conftest import by_kernel, finished, ktui, make_workspace, parse_events, rungs
+
+from ktui.measure.masks import unmasked_load_lines
+
+
+def test_a_cpu_failure_of_a_kernel_with_unmasked_loads_points_at_them_and_at_ktui_sanitize(tmp_path):
+    ws = make_workspace(tmp_path / "ws", kernels=["softmax_triton"], fixtures=["softmax_unmasked", "oob_read_far"])
+    proc = ktui("run", "kernels", "--json", "--seed", "0", cwd=ws)
+    kernels = by_kernel(parse_events(proc.stdout))
+
+    wrong = rungs(kernels["softmax_unmasked"])
+    assert wrong["compile"]["figures"]["unmasked_loads"] == ["softmax_kernel at softmax_unmasked.py:17"]
+    failed = [r for name, r in wrong.items() if name.startswith("correctness[") and r["status"] == "failed"]
+    assert failed, "the unmasked load was expected to give wrong values on some shape"
+    for r in failed:
+        first_line = r["message"].splitlines()[0]
+        assert "unmasked tl.load: softmax_kernel at softmax_unmasked.py:17" in first_line
+        assert "`ktui sanitize kernels/softmax_unmasked.py` on a GPU" in first_line and "compute-sanitizer" in first_line
+    assert "ktui sanitize" in str(finished(kernels["softmax_unmasked"])["summary"]["first_failure"])
+
+    crash = rungs(kernels["oob_read_far"])["run"]
+    assert crash["status"] == "crashed" and "SIGSEGV" in crash["message"]
+    assert "unmasked tl.load: add_kernel at oob_read_far.py:14" in crash["message"]
+    assert "oob_read_far.py:15" not in crash["message"]  # the masked load is not named
+    assert "`ktui sanitize kernels/oob_read_far.py` on a GPU" in crash["message"]
+
+    shipped = rungs(kernels["softmax_triton"])
+    assert "unmasked_loads" not in shipped["compile"]["figures"]  # its load is masked
+
+
+def test_only_loads_with_neither_mask_nor_boundary_check_count_as_unmasked():
+    source = '''@triton.jit
+def k(p, q, n, B: tl.constexpr):
+    a = tl.load(p + tl.arange(0, B))
+    b = tl.load(p + tl.arange(0, B), tl.arange(0, B) < n)
+    c = tl.load(q, boundary_check=(0,))
+    d = tl.load(p + 1, mask=n > 0, other=0.0)
+    e = cache.load(p)
+'''
+    assert unmasked_load_lines(source, first_line=10) == [12]
