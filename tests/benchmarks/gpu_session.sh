@@ -5,6 +5,9 @@
 #     bash tests/benchmarks/gpu_session.sh part1   # pytest -m gpu, then the recorded fixtures
 #     bash tests/benchmarks/gpu_session.sh part2   # timer fidelity, calibrate, screenshots
 #     bash tests/benchmarks/gpu_session.sh part3   # loop latency, one plain run
+#     bash tests/benchmarks/gpu_session.sh verify  # the GPU suite, every command on every format (MEMORY=1: memory)
+#     bash tests/benchmarks/gpu_session.sh suite   # the roofline kernel suite, watch latency by stage
+#     CORPORA=.corpora bash tests/benchmarks/gpu_session.sh audit   # ktui audit of both public corpora
 #
 # Each step has its own time limit and its own log under $OUT; a failing step never stops the
 # next one. Nothing here changes the GPU's settings.
@@ -62,7 +65,17 @@ case "${1:-}" in
     (cd "$work/pair" && step commands.log 60 "$PY" -m ktui run candidate.py --reference problem.py --bench-time 1 \
       && step commands.log 60 "$PY" -m ktui profile candidate.py --reference problem.py \
       && step commands.log 60 "$PY" -m ktui sanitize candidate.py --reference problem.py)
-    step memory.log 200 "$PY" tests/benchmarks/memory_footprint.py --json "$OUT/memory_footprint.json"
+    [ -n "${MEMORY:-}" ] && step memory.log 200 "$PY" tests/benchmarks/memory_footprint.py --json "$OUT/memory_footprint.json"
+    ;;
+  suite)  # about 7 minutes: the roofline kernel suite, then save → verdict through the watcher
+    machine suite.log
+    step suite.log 360 "$PY" tests/benchmarks/roofline_suite.py kernels
+    step suite.log 120 "$PY" tests/benchmarks/watch_latency.py --reps 6 --json "$OUT/watch_latency.json"
+    ;;
+  audit)  # about 9 minutes; CORPORA names the folder holding gpumode/ and kernelbench/
+    machine audit.log
+    step audit.log 540 "$PY" tests/benchmarks/audit_corpus.py --kernelbench "${CORPORA:?}/kernelbench/KernelBench/level1" \
+      --gpumode "$CORPORA/gpumode/problems/pmpp_v2" --out "$OUT/audit_rows.json"
     ;;
   corpus)  # about 9 minutes; CORPORA names the folder holding gpumode/ and kernelbench/
     machine corpus.log
@@ -72,7 +85,7 @@ case "${1:-}" in
     tar -czf "$OUT/corpus.tgz" -C /tmp corpus 2>> "$OUT/corpus.log"
     ;;
   *)
-    echo "usage: OUT=dir bash $0 part1|part2|part3|verify|corpus" >&2
+    echo "usage: OUT=dir bash $0 part1|part2|part3|verify|suite|audit|corpus" >&2
     exit 2
     ;;
 esac
