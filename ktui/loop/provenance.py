@@ -120,6 +120,10 @@ class Received:
         elif isinstance(value, dict):
             for item in value.values():
                 self.add(item)
+        elif isinstance(getattr(value, "base", None), torch.Tensor):
+            # A host-side TMA descriptor (Triton's ``TensorDescriptor``): the kernel reads and
+            # writes the tensor it describes.
+            self.add(value.base)
         elif callable(getattr(value, "data_ptr", None)):
             with contextlib.suppress(Exception):
                 pointer = int(value.data_ptr())

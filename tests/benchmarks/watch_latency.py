@@ -52,18 +52,31 @@ def main() -> int:
     source = kernel.read_text()
     assert MARK in source, "the shipped softmax changed: update MARK"
     argv = [sys.executable, "-m", "ktui", "watch", "kernels/", "--headless", "--no-bench", *(["--cpu"] if args.cpu else [])]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen(argv, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    errors = tempfile.TemporaryFile("w+")  # noqa: SIM115 (the watcher writes it until the end)
+    proc = subprocess.Popen(argv, cwd=root, stdout=subprocess.PIPE, stderr=errors, text=True, env=env)
     events: queue.Queue = queue.Queue()
-    threading.Thread(target=lambda: [events.put((time.perf_counter(), json.loads(line))) for line in proc.stdout],
-                     daemon=True).start()
+
+    def read() -> None:
+        for line in proc.stdout:
+            if line.startswith("{"):
+                events.put((time.perf_counter(), json.loads(line)))
+        events.put((time.perf_counter(), {"type": "watcher_exited"}))
+
+    threading.Thread(target=read, daemon=True).start()
 
     def wait_for(kind: str, timeout: float = 300.0) -> tuple[float, dict]:
         deadline = time.monotonic() + timeout
         while True:
             at, event = events.get(timeout=max(0.1, deadline - time.monotonic()))
+            exited(event)
             if event.get("type") == kind:
                 return at, event
+
+    def exited(event: dict) -> None:
+        if event["type"] == "watcher_exited":
+            errors.seek(0)
+            raise SystemExit(f"the watcher exited with {proc.wait()}:\n{errors.read()[-2000:]}")
 
     try:
         _, ready = wait_for("watch_device")
@@ -78,6 +91,7 @@ def main() -> int:
             seen: list[tuple[float, dict]] = []
             while True:
                 at, event = events.get(timeout=300)
+                exited(event)
                 seen.append((saved_wall + at - saved, event))
                 if event.get("type") == "rung_finished" and event["rung"].startswith("correctness[") and len(first) == rep:
                     first.append(at - saved)
@@ -85,6 +99,7 @@ def main() -> int:
                     verdict.append(at - saved)
                     assert event["verdict"] == "passed", event
                     stages.append(breakdown(saved_wall, seen))
+                    print(f"save {rep + 1}/{args.reps}: verdict after {verdict[-1]:.3f} s", file=sys.stderr, flush=True)
                     break
     finally:
         proc.terminate()

@@ -65,3 +65,13 @@ def test_a_view_of_a_handed_buffer_counts_as_that_buffer():
     with StorageLedger() as ledger:
         out = torch.empty(4, 4)
     assert judge([out[1]], handed(out), ledger) is None
+
+
+def test_a_buffer_handed_inside_a_tma_descriptor_is_the_kernel_s():
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    out, other = torch.empty(64, 64), torch.empty(64, 64)
+    received = Received()
+    received.add((TensorDescriptor.from_tensor(out, [16, 16]), 64))
+    assert received.holds(out)
+    assert not received.holds(other)
