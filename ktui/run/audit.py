@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import queue
 import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -81,7 +82,7 @@ def find_targets(paths: list[Path], reference: Path | None = None) -> list[Audit
         if not Path(reference).is_file():
             raise ProblemError(f"{reference}: no such reference file")
         if paths:
-            targets += [_from_kernel(kernel_for(p, reference)) for p in paths]
+            targets += [kernel_target(kernel_for(p, reference)) for p in paths]
         else:
             targets.append(_reference_target(Path(reference).resolve()))
     for raw in [] if reference is not None else paths:
@@ -100,7 +101,7 @@ def _file_target(raw: Path, path: Path) -> AuditTarget:
         raise ProblemError(f"{raw}: not a Python file")
     if is_reference(path):
         return _reference_target(path)
-    return _from_kernel(kernel_for(raw))
+    return kernel_target(kernel_for(raw))
 
 
 def is_reference(path: Path) -> bool:
@@ -134,7 +135,8 @@ def _gpumode_target(problem_dir: Path) -> AuditTarget:
                        task.to_job(), task.dependencies)
 
 
-def _from_kernel(kernel: Kernel) -> AuditTarget:
+def kernel_target(kernel: Kernel) -> AuditTarget:
+    """The reference ``kernel`` is judged against, as an audit target (the watch loop's background audits)."""
     if kernel.reference is None:
         raise ProblemError(kernel.reference_error)
     name = kernel.reference.parent.name if kernel.format == GPUMODE else kernel.reference.stem
@@ -150,7 +152,7 @@ def _in_folder(raw: Path, folder: Path) -> list[AuditTarget]:
               if is_candidate_file(p.relative_to(refs)) and is_reference(p)]
     if not found:  # a folder of kernels: the references they are judged against
         try:
-            found = [_from_kernel(k) for k in discover([raw])]
+            found = [kernel_target(k) for k in discover([raw])]
         except ProblemError:
             raise ProblemError(f"{raw}: no reference here (references/<op>.py, a KernelBench problem, GPU MODE "
                                "problem folders with reference.py and task.yml, or kernels naming them)") from None
@@ -215,6 +217,8 @@ class Auditor:
     def __init__(self, options: AuditOptions | None = None):
         self.options = options or AuditOptions()
         self._process: WorkerProcess | None = None
+        self._lock = threading.Lock()  # ``cancel`` comes from another thread
+        self._cancelled = False
 
     def audit(self, target: AuditTarget) -> Iterator[Event]:
         """The audit's events: ``run_started``, one ``rung_finished`` per check, ``run_finished``."""
@@ -285,19 +289,33 @@ class Auditor:
         if self._process is None or not self._process.alive():
             self._discard()
             process = WorkerProcess(AuditConfig(self.options))  # type: ignore[arg-type]
+            with self._lock:
+                self._process, cancelled = process, self._cancelled
+            if cancelled:  # cancelled while it started: it never gets a job
+                process.kill()
             process.wait_ready()
-            self._process = process
         return self._process
 
+    def cancel(self) -> None:
+        """From any thread: kill the audit process now, and any this auditor would start later. The
+        audit in flight ends ``error`` (never cached); the caller's thread returns once it is reaped."""
+        with self._lock:
+            self._cancelled = True
+            process = self._process
+        if process is not None:
+            process.kill()
+
     def _discard(self) -> None:
-        if self._process is not None:
-            self._process.kill()
-            self._process = None
+        with self._lock:
+            process, self._process = self._process, None
+        if process is not None:
+            process.kill()
 
     def close(self) -> None:
-        if self._process is not None:
-            self._process.close()
-            self._process = None
+        with self._lock:
+            process, self._process = self._process, None
+        if process is not None:
+            process.close()
 
 
 def _replayed(record: dict) -> Iterator[Event]:

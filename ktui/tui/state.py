@@ -26,6 +26,7 @@ from ktui.protocol.events import (
 )
 from ktui.protocol.job import rung_family
 from ktui.tui.profile_task import ProfileFinished, ProfileProgress
+from ktui.watch.audits import AuditFinished
 from ktui.watch.loop import Saved, WatchStateChanged, WorkspaceNote
 from ktui.watch.scheduler import JobProblem, Notice, QueueChanged, RunnerReady
 from ktui.workspace.kernels import Kernel, content_hash, reference_hash
@@ -69,6 +70,7 @@ class KernelView:
     best_speedup: float | None = None
     best_version: int | None = None
     problem: str = ""  # a job that could not run at all
+    weak_test: tuple[str, ...] = ()  # why the audit of its reference says its test is weak; (): not weak or not audited
 
     @property
     def stale(self) -> bool:
@@ -156,6 +158,7 @@ class DashboardState:
     problem: str = ""  # the last problem not tied to a kernel (the worker would not start)
     profiles: dict[str, ProfileStatus] = field(default_factory=dict)
     on_disk: dict[str, Kernel] = field(default_factory=dict)  # id → the kernel as discovered
+    audits: dict[str, AuditFinished] = field(default_factory=dict)  # reference hash → its audit
 
     # -- from the disk and the history ---------------------------------------------------------
     def load(self, store: Store, kernels: list[Kernel]) -> None:
@@ -193,6 +196,7 @@ class DashboardState:
             best = best_version(version_history(store, kernel.id))
             if best is not None:
                 view.best_version, view.best_speedup = best.version, best.speedup
+        self._judge_test(view)
         self.kernels[kernel.id] = view
         self.kernels = dict(sorted(self.kernels.items()))
         return view
@@ -213,6 +217,7 @@ class DashboardState:
         view.content_hash, view.reference_hash = item.content_hash, item.reference_hash
         view.started, view.finished, view.message, view.summary = item.time, None, "", {}
         view.rungs, view.shapes, view.problem, view.output = [], (0, 0), "", []
+        self._judge_test(view)
         if item.tier not in ("", "-"):
             view.tier, view.device, view.arch = item.tier, item.device, item.arch
             self.tier, self.device, self.arch = item.tier, item.device, item.arch
@@ -244,6 +249,7 @@ class DashboardState:
         view.verdict, view.message, view.summary = item.verdict, item.message, item.summary
         view.finished, view.duration_s = item.time, item.duration_s
         view.state = item.verdict
+        self._judge_test(view)
         speedup = view.last_speedup
         if item.verdict == PASSED and speedup is not None and (view.best_speedup is None or speedup > view.best_speedup):
             view.best_speedup, view.best_version = speedup, view.version
@@ -285,8 +291,28 @@ class DashboardState:
                 view.disk_hash = item.content_hash or ""
             elif kernel_id in self.on_disk:  # its reference or a file the reference needs
                 view.disk_reference_hash = _reference_hash_of(self.on_disk[kernel_id])
+                self._judge_test(view)
             changed.add(kernel_id)
         return changed
+
+    def _audit_finished(self, item: AuditFinished) -> set[str]:
+        self.audits[item.reference_hash] = item
+        changed = {view.id for view in self.kernels.values() if self._judge_test(view)}
+        return changed | {""} if changed else set()  # the status line says it for the selected kernel
+
+    def _judge_test(self, view: KernelView) -> bool:
+        """Set ``view.weak_test`` from the audit of the reference its shown run was judged by (the
+        one on disk before it ran); True when it changed."""
+        audit = self.audits.get(view.reference_hash or view.disk_reference_hash)
+        weak: tuple[str, ...] = ()
+        if audit is not None and audit.verdict == "weak":
+            weak = tuple(audit.reasons) or ("",)
+        if not weak and view.summary.get("weak_test") is not None:  # the run found a cached weak audit
+            weak = tuple(view.summary.get("weak_test_reasons") or [view.summary["weak_test"]])
+        if weak == view.weak_test:
+            return False
+        view.weak_test = weak
+        return True
 
     def _job_problem(self, item: JobProblem) -> set[str]:
         view = self.kernels.get(item.kernel)
@@ -320,8 +346,10 @@ class DashboardState:
         return {""}
 
     def activity(self) -> str:
-        """Profiles in progress, for the status bar."""
+        """Profiles and background audits in progress, for the status bar."""
         running = [f"profiling {k}: {s.message}" for k, s in self.profiles.items() if s.running]
+        if self.queue.background:  # an audit of a reference, in the background
+            running.append(self.queue.background)
         return " · ".join(running)
 
     def _by_run(self, run_id: str) -> KernelView | None:
@@ -346,6 +374,7 @@ _HANDLERS: dict[type, Callable[[DashboardState, Any], set[str]]] = {
     RunnerReady: DashboardState._runner_ready,
     WatchStateChanged: DashboardState._watch_state_changed,
     WorkspaceNote: DashboardState._workspace_note,
+    AuditFinished: DashboardState._audit_finished,
 }
 
 

@@ -21,6 +21,7 @@ STATUS_LABELS: dict[str, tuple[str, str]] = {
     # rung statuses
     "ok": ("✓", "ok"),
     "skipped": ("-", "skipped"),
+    "weak": ("!", "weak test"),  # the audit of the reference: a trivial kernel passes its test
 }
 
 

@@ -3,7 +3,8 @@
 ``ktui watch`` has two faces, the dashboard and ``--headless`` (JSON lines); both are this loop
 with a different listener. The listener receives the loop's events (``ktui.protocol.events``) and the
 loop's notices (``watch_*``: saves, queue, watcher state, device, problems), from background
-threads — a UI must hand them to its own thread.
+threads — a UI must hand them to its own thread. Each reference version is audited once, in the
+background (``ktui.watch.audits``): its verdict is a ``watch_audit`` notice.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ktui.history.store import Store
 from ktui.protocol.job import Options
 from ktui.run.runner import LocalRunner, Runner, WorkerConfig
 from ktui.run.session import Session
+from ktui.watch.audits import BackgroundAudits
 from ktui.watch.scheduler import Listener, Notice, Scheduler, Task
 from ktui.watch.watcher import DEFAULT_DEBOUNCE_S, Save, Watcher, WatcherState
 from ktui.workspace.folder import KernelIndex, Workspace
@@ -60,6 +62,7 @@ class WatchSettings:
     debounce_s: float = DEFAULT_DEBOUNCE_S
     force_polling: bool = False
     catch_up: bool = True  # run kernels whose stored result is not for what is on disk
+    audit: bool = True  # audit each reference version once, in the background (cached in .ktui/audits/)
 
 
 class WatchLoop:
@@ -83,6 +86,7 @@ class WatchLoop:
             self.session, options, listener, resolve=workspace.kernel,
             tasks={name: make(self) for name, make in (tasks or {}).items()},
         )
+        self.audits = BackgroundAudits(self.scheduler, listener, workspace.kernel, options) if self.settings.audit else None
         self.index = KernelIndex(workspace)  # touched only from the watcher's thread after start
         self.watcher = Watcher(
             workspace.watch_folders(), self._on_saves, debounce_s=self.settings.debounce_s,
@@ -105,6 +109,7 @@ class WatchLoop:
             for kernel in kernels:
                 if not is_current(self.store, kernel):
                     self.scheduler.submit(kernel, restart=False)
+        self._audit(kernels)  # after the catch-up runs: an audit waits for them
 
     def close(self, reason: str = "cancelled: the watch stopped") -> None:
         self.watcher.stop()
@@ -150,6 +155,12 @@ class WatchLoop:
             self.listener(Saved(str(save.path), tuple(k.id for k in affected), save.content_hash, dependency))
             for kernel in affected:
                 self.scheduler.submit(kernel, restart=True)
+            self._audit(affected)
+
+    def _audit(self, kernels: list[Kernel]) -> None:
+        if self.audits is not None:
+            for kernel in kernels:
+                self.audits.request(kernel)
 
 
 def is_current(store: Store, kernel: Kernel) -> bool:

@@ -5,6 +5,11 @@ of their own, through a ``Session`` (so the store and ``.ktui/latest/`` see ever
 different kernels queue — the machine has one GPU — and a kernel saved while it runs has its
 stale run cancelled (``Runner.cancel`` kills the worker's process group) and goes to the front of
 the queue. The job snapshots the file when it starts, so whatever was saved last is what runs.
+
+Background work (``submit_background``: the reference audits of ``ktui.watch.audits``) has the
+lowest priority: it starts only when no run or task waits, and any submit pre-empts it — its
+``cancel`` is set, it ends what it started, and it starts again from the beginning once the
+queue is empty. It never shares the machine with a run, so never with a timed benchmark.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ class QueueChanged(Notice):
     running: str | None  # kernel id of the run in flight
     queued: tuple[str, ...] = ()  # kernel ids waiting, in order
     cancelling: bool = False  # the run in flight is stale and being cancelled
+    background: str | None = None  # what background work is in flight ("auditing relu"), not a kernel's run
 
 
 @dataclass(frozen=True)
@@ -65,12 +71,17 @@ Listener = Callable[[Event | Notice], None]
 # Runs a job other than the ladder (a profile) in the scheduler's thread; it reports through the
 # listener and must return when ``cancelled`` is set.
 Task = Callable[[Kernel, threading.Event], None]
+# Background work: runs until done (returns True) or until ``cancel`` is set (returns False: it was
+# pre-empted and runs again later). A False without ``cancel`` is not retried.
+Background = Callable[[threading.Event], bool]
+BACKGROUND = "background"
 
 
 @dataclass
 class _Entry:
-    kind: str  # "run" or a task name
-    path: Path
+    kind: str  # "run", a task name or BACKGROUND
+    path: Path  # the kernel; for background work, what it is about (a reference)
+    work: Background | None = field(default=None, compare=False)
 
     def key(self) -> tuple[str, Path]:
         return self.kind, self.path
@@ -83,6 +94,7 @@ class _Current:
     stale: bool = False  # saved again since this run's snapshot
     live: bool = False  # the worker has the job: cancelling now kills the right process
     cancel: threading.Event = field(default_factory=threading.Event)
+    finished: bool = False  # background work that was not pre-empted
 
 
 class Scheduler:
@@ -101,6 +113,7 @@ class Scheduler:
         self.resolve = resolve
         self.tasks = tasks or {}
         self._queue: list[_Entry] = []
+        self._background: list[_Entry] = []  # starts only when _queue is empty
         self._ids: dict[Path, str] = {}
         self._current: _Current | None = None
         self._cond = threading.Condition()
@@ -126,11 +139,26 @@ class Scheduler:
             raise KeyError(name)
         self._enqueue(_Entry(name, kernel.path), kernel.id, restart=False)
 
+    def submit_background(self, path: Path, label: str, work: Background) -> None:
+        """Queue low-priority ``work`` about ``path`` (once: a second submit while it waits or runs
+        is dropped — the work reads what it needs when it starts)."""
+        entry = _Entry(BACKGROUND, Path(path), work)
+        with self._cond:
+            current = self._current
+            if self._stopping or (current is not None and current.entry.key() == entry.key()):
+                return
+            if all(e.key() != entry.key() for e in self._background):
+                self._ids[entry.path] = label
+                self._background.append(entry)
+            self._cond.notify_all()
+
     def _enqueue(self, entry: _Entry, kernel_id: str, restart: bool) -> None:
         kill = False
         with self._cond:
             self._ids[entry.path] = kernel_id
             current = self._current
+            if current is not None and current.entry.kind == BACKGROUND:
+                current.cancel.set()  # pre-empted: a run never waits for background work
             if current is not None and current.entry.key() == entry.key():
                 if not restart:
                     return
@@ -155,15 +183,18 @@ class Scheduler:
         """A kernel file was removed: drop its queued work (a run in flight finishes or fails)."""
         with self._cond:
             self._queue = [e for e in self._queue if e.path != path]
+            self._background = [e for e in self._background if e.path != path]
         self._notify_queue()
 
     def snapshot(self) -> QueueChanged:
         with self._cond:
             cur = self._current
+            background = cur is not None and cur.entry.kind == BACKGROUND
             return QueueChanged(
-                running=cur.kernel_id if cur else None,
+                running=cur.kernel_id if cur and not background else None,
                 queued=tuple(self._ids.get(e.path, e.path.stem) for e in self._queue),
                 cancelling=bool(cur and cur.stale),
+                background=cur.kernel_id if cur and background else None,
             )
 
     @property
@@ -176,11 +207,12 @@ class Scheduler:
         with self._cond:
             self._stopping = True
             self._queue.clear()
+            self._background.clear()
             current = self._current
             if current is not None:
                 current.cancel.set()
             self._cond.notify_all()
-        if current is not None:
+        if current is not None and current.entry.kind != BACKGROUND:
             self.session.runner.cancel(reason)
         if self._thread.is_alive():
             self._thread.join(timeout=15)
@@ -201,13 +233,13 @@ class Scheduler:
             self._describe()
         while True:
             with self._cond:
-                while self._current is None and not self._queue and not self._stopping:
+                while self._current is None and not self._queue and not self._background and not self._stopping:
                     self._cond.wait()
                 if self._stopping:
                     return
                 handed = self._current is not None
                 if not handed:
-                    entry = self._queue.pop(0)
+                    entry = self._queue.pop(0) if self._queue else self._background.pop(0)
                     self._current = _Current(entry, self._ids.get(entry.path, entry.path.stem))
                 current = self._current
             if not handed:
@@ -222,6 +254,9 @@ class Scheduler:
             finally:
                 with self._cond:
                     self._current = None
+                    if (current.entry.kind == BACKGROUND and not current.finished and current.cancel.is_set()
+                            and not self._stopping):
+                        self._background.insert(0, current.entry)  # pre-empted: again once the runs are done
                 self._notify_queue()
 
     def _describe(self) -> None:
@@ -233,6 +268,10 @@ class Scheduler:
         self._emit(RunnerReady(tier=info.get("tier", "?"), device=info.get("device", "?"), arch=info.get("arch", "?")))
 
     def _run(self, current: _Current) -> None:
+        if current.entry.kind == BACKGROUND:
+            assert current.entry.work is not None
+            current.finished = current.entry.work(current.cancel)
+            return
         kernel = self.resolve(current.entry.path)
         if kernel is None:
             self._emit(JobProblem(current.kernel_id, f"{current.entry.path}: the file is gone or unreadable"))

@@ -1,4 +1,5 @@
-"""The ladder as a table: rung, status, key figures, failure message; Enter shows the traceback."""
+"""The ladder as a table: rung, status, key figures, failure message; Enter shows the traceback.
+A last row says ``weak test`` when the audit of the reference says so; Enter shows why."""
 
 from __future__ import annotations
 
@@ -141,7 +142,16 @@ def _rows(view: KernelView | None) -> list[dict]:
             rows[-1] = {**rows[-1], "rung": _folded(n, families), "folded": n, "families": families}
     if view.state == "running" and view.rung:
         rows.append({"rung": view.rung, "status": "running", "figures": {}, "message": "", "error": None})
+    if view.weak_test:
+        rows.append(_weak_test_row(view.weak_test))
     return rows
+
+
+def _weak_test_row(reasons: tuple[str, ...]) -> dict:
+    """The audit's verdict as a row: its first reason in short, every reason whole on Enter."""
+    head = reasons[0].split(" — ")[0] if reasons[0] else "a trivial kernel passes this reference's test"
+    return {"rung": "audit", "status": "weak", "figures": {}, "error": None,
+            "message": "\n".join([head, *(r for r in reasons if r)]) + "\n(ktui audit REFERENCE --fresh audits it again)"}
 
 
 def _folded(n: int, families: set[str]) -> str:
@@ -174,7 +184,8 @@ def _detail(record: dict | None, expanded: bool) -> Text:
         return Text("")
     if not expanded:
         extra = len(message.splitlines()) > 1 or error.get("traceback")
-        return Text("enter: show the traceback" if extra else "", style="dim")
+        what = "why" if record["status"] == "weak" else "the traceback"
+        return Text(f"enter: show {what}" if extra else "", style="dim")
     out = Text()
     out.append(message + "\n", style="bold")
     loc = error.get("location")

@@ -28,6 +28,7 @@ class StatusInfo:
     note: str = ""  # a workspace or worker problem
     activity: str = ""  # e.g. a profile in progress
     remote: str = ""  # ``remote HOST · LINK STATE`` for ``--remote``, "" for a local worker
+    weak_test: tuple[str, ...] = ()  # the selected kernel's reference has a weak test: why (its audit)
 
 
 class StatusBar(Static):
@@ -45,6 +46,9 @@ class StatusBar(Static):
             badge = Text(" STALE ", style=self.get_component_rich_style("status-bar--stale", partial=True))
             badge.append(f" {info.stale}")
             parts.append(badge)
+        if info.weak_test:
+            reason = info.weak_test[0].split(" — ")[0]
+            parts.append(Text("weak test" + (f": {reason}" if reason else ""), style=warn))
         if info.note:
             parts.append(Text(info.note, style=warn))
         if info.remote:

@@ -1,0 +1,160 @@
+"""The watch loop audits each reference version once, in the background: real workspaces, real
+worker and audit processes (CPU tier), the headless watcher as an agent reads it."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+from conftest import FIXTURES, REPO
+
+from ktui.protocol.events import RunFinished, RunStarted
+from ktui.protocol.job import Options
+from ktui.watch.audits import AuditFinished
+from ktui.watch.loop import WatchLoop, WatchSettings
+from ktui.watch.scheduler import QueueChanged
+from ktui.workspace.folder import Workspace
+
+AUDIT = FIXTURES / "audit"
+COPY = (AUDIT / "relu_copy_triton.py").read_text()
+
+
+def relu_workspace(root: Path, reference: str = "relu_rand") -> Path:
+    """``references/<reference>.py`` (ReLU on rand: weak; on randn: strong) and a copy kernel judged by it."""
+    (root / "references").mkdir(parents=True)
+    (root / "kernels").mkdir()
+    shutil.copy(AUDIT / f"{reference}.py", root / "references" / f"{reference}.py")
+    (root / "kernels" / "relu_copy_triton.py").write_text(COPY.replace('REFERENCE = "relu_rand"',
+                                                                       f'REFERENCE = "{reference}"'))
+    return root
+
+
+class Headless:
+    """``ktui watch --headless`` in its own process, its JSON lines read as they come."""
+
+    def __init__(self, ws: Path, *flags: str):
+        self.tag = uuid.uuid4().hex
+        env = {**os.environ, "PYTHONPATH": str(REPO), "KTUI_TEST_TAG": self.tag}
+        self.proc = subprocess.Popen([sys.executable, "-m", "ktui", "watch", str(ws), "--headless", "--seed", "0",
+                                      "--debounce-ms", "50", *flags], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, env=env)
+        self.lines: queue.Queue[dict] = queue.Queue()
+        self.seen: list[dict] = []
+        threading.Thread(target=lambda: [self.lines.put(json.loads(line)) for line in self.proc.stdout],
+                         daemon=True).start()
+
+    def until(self, predicate, timeout: float = 180.0) -> dict:
+        deadline = time.monotonic() + timeout
+        while True:
+            item = self.lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            self.seen.append(item)
+            if predicate(item):
+                return item
+
+    def stop(self) -> int:
+        self.proc.send_signal(signal.SIGINT)
+        return self.proc.wait(timeout=60)
+
+
+def _processes_tagged(tag: str) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and f"KTUI_TEST_TAG={tag}".encode() in (entry / "environ").read_bytes():
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
+
+
+def test_headless_prints_the_weak_audit_after_the_run_and_a_second_start_tells_it_from_the_cache(tmp_path):
+    ws = relu_workspace(tmp_path / "ws")
+    first = Headless(ws)
+    try:
+        audit = first.until(lambda e: e["type"] == "watch_audit")
+        finished = [e for e in first.seen if e["type"] == "run_finished"]
+        assert finished and finished[0]["verdict"] == "passed", "the catch-up run's verdict comes before the audit"
+        assert audit["verdict"] == "weak" and not audit["cached"] and audit["kernels"] == ["relu_copy_triton"]
+        assert audit["reasons"][0].startswith("a kernel that returns a copy of input 0 passes on every test shape")
+        assert audit["reference"] == str(ws / "references" / "relu_rand.py")
+    finally:
+        assert first.stop() == 0, first.proc.stderr.read()
+    stored = ws / ".ktui" / "audits" / f"{audit['reference_hash']}.json"
+    record = json.loads(stored.read_text())
+    assert record["verdict"] == "weak"
+    assert _processes_tagged(first.tag) == []  # neither the worker nor the audit process is left
+
+    second = Headless(ws, "--lazy")  # the run is current too: only the audit could do anything
+    try:
+        again = second.until(lambda e: e["type"] == "watch_audit")
+        assert again["cached"] and again["verdict"] == "weak" and again["reference_hash"] == audit["reference_hash"]
+    finally:
+        assert second.stop() == 0, second.proc.stderr.read()
+    assert not [e for e in second.seen if e["type"] == "watch_queue" and e.get("background")], "audited again"
+    assert json.loads(stored.read_text())["audited"] == record["audited"]
+
+
+def test_a_strong_reference_is_audited_once_and_said_strong(tmp_path):
+    ws = relu_workspace(tmp_path / "ws", reference="relu_randn")
+    watch = Headless(ws)
+    try:
+        audit = watch.until(lambda e: e["type"] == "watch_audit")
+    finally:
+        assert watch.stop() == 0, watch.proc.stderr.read()
+    assert audit["verdict"] == "strong" and audit["reasons"] == [] and not audit["cached"]
+    summaries = [e["summary"] for e in watch.seen if e["type"] == "run_finished"]
+    assert summaries and all("weak_test" not in s for s in summaries)
+
+
+class Collector:
+    def __init__(self):
+        self.items: list = []
+        self.cond = threading.Condition()
+
+    def __call__(self, item) -> None:
+        with self.cond:
+            self.items.append(item)
+            self.cond.notify_all()
+
+    def wait_for(self, predicate, timeout: float = 180.0):
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while not any(predicate(i) for i in self.items):
+                left = deadline - time.monotonic()
+                assert left > 0, f"timed out; last items: {[type(i).__name__ for i in self.items[-20:]]}"
+                self.cond.wait(left)
+            return next(i for i in self.items if predicate(i))
+
+
+def test_a_save_during_the_audit_runs_at_once_and_the_audit_is_done_again_after_it(tmp_path):
+    ws = relu_workspace(tmp_path / "ws")
+    got = Collector()
+    loop = WatchLoop(Workspace.at(ws), Options(seed=0), got, WatchSettings(debounce_s=0.05))
+    loop.start()
+    try:
+        got.wait_for(lambda e: isinstance(e, QueueChanged) and e.background == "auditing relu_rand")
+        kernel = ws / "kernels" / "relu_copy_triton.py"
+        tmp = kernel.with_name(".relu_copy_triton.py.tmp")
+        tmp.write_text(COPY + "\n# saved while the reference is audited\n")
+        os.replace(tmp, kernel)
+        audit = got.wait_for(lambda e: isinstance(e, AuditFinished))
+        with got.cond:
+            items = list(got.items)
+    finally:
+        loop.close()
+    started = [i for i, e in enumerate(items) if isinstance(e, RunStarted) and e.version == 2]
+    finished = [i for i, e in enumerate(items) if isinstance(e, RunFinished) and e.run_id == items[started[0]].run_id]
+    assert started and finished, "the save ran"
+    assert finished[0] < items.index(audit), "the save's verdict did not wait for the audit"
+    audits_started = [i for i, e in enumerate(items) if isinstance(e, QueueChanged) and e.background]
+    assert audits_started[0] < started[0] < audits_started[-1], "pre-empted, then started again after the run"
+    assert audit.verdict == "weak" and not audit.cached
