@@ -11,10 +11,13 @@ import os
 import subprocess
 import sys
 import threading
+from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
 from ktui.cli.exits import EXIT_CANNOT_RUN, EXIT_OK
+from ktui.cli.options import add_remote_flags
+from ktui.measure.calibrate import read_reply
 from ktui.run.proc import child_env, end_tree
 
 
@@ -23,6 +26,8 @@ def add_parser(subparsers) -> None:
     cal.add_argument("path", nargs="?", type=Path, default=Path("."), help="the workspace (default: here)")
     cal.add_argument("--json", action="store_true", help="print the calibration as JSON")
     cal.add_argument("--time", type=float, default=2.0, metavar="S", help="sampling cap per measurement (default 2)")
+    add_remote_flags(cal, "measure HOST's GPU through the system's ssh (keys only); the result is saved here, "
+                          "in the workspace's .ktui/calibration.json, and sent with every remote run")
     cal.set_defaults(handler=cmd_calibrate)
 
 
@@ -39,19 +44,24 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if args.time <= 0:
         print(f"ktui: --time must be positive, got {args.time}", file=sys.stderr)
         return EXIT_CANNOT_RUN
-    progress = (lambda _: None) if args.json else (lambda text: print(f"  measuring {text} …", flush=True))
-    record, why = _measure_in_child(args.time, progress)
-    if record is None:
-        print(f"ktui: {why}", file=sys.stderr)
-        return EXIT_CANNOT_RUN
-    try:
-        result = calibrate.Calibration(**record)
-    except TypeError as exc:
-        print(f"ktui: the calibration process returned a malformed result ({exc})", file=sys.stderr)
-        return EXIT_CANNOT_RUN
+    if args.remote is not None:
+        result = _measure_remote(args, root)
+        if result is None:
+            return EXIT_CANNOT_RUN
+    else:
+        progress = (lambda _: None) if args.json else (lambda text: print(f"  measuring {text} …", flush=True))
+        record, why = _measure_in_child(args.time, progress)
+        if record is None:
+            print(f"ktui: {why}", file=sys.stderr)
+            return EXIT_CANNOT_RUN
+        try:
+            result = calibrate.Calibration(**record)
+        except TypeError as exc:
+            print(f"ktui: the calibration process returned a malformed result ({exc})", file=sys.stderr)
+            return EXIT_CANNOT_RUN
     path = calibrate.save(root, result)
     if args.json:
-        print(json.dumps({**record, "path": str(path)}, default=str))
+        print(json.dumps({**asdict(result), "path": str(path)}, default=str))
     else:
         print("\n".join(calibrate.describe(result)))
         print(f"saved to {os.path.relpath(path)}: `ktui run` uses these ceilings on this device and driver")
@@ -67,27 +77,36 @@ def _measure_in_child(time_s: float, progress: Callable[[str], None]) -> tuple[d
     stderr: list[str] = []
     reader = threading.Thread(target=lambda: stderr.extend(proc.stderr), daemon=True)
     reader.start()
-    record: dict | None = None
-    error = ""
     try:
-        for line in proc.stdout:
-            try:
-                message = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if not isinstance(message, dict):
-                continue
-            if "progress" in message:
-                progress(str(message["progress"]))
-            elif isinstance(message.get("calibration"), dict):
-                record = message["calibration"]
-            elif "error" in message:
-                error = str(message["error"])
+        reply = read_reply(proc.stdout, progress)
         code = proc.wait()
     finally:
         end_tree(proc)
         reader.join(timeout=2)
-    if record is not None and code == 0:
-        return record, ""
+    if reply.record is not None and code == 0:
+        return reply.record, ""
     tail = "".join(stderr[-8:]).strip()
-    return None, error or f"the calibration process ended with exit code {code}" + (f": {tail}" if tail else "")
+    return None, reply.error or f"the calibration process ended with exit code {code}" + (f": {tail}" if tail else "")
+
+
+def _measure_remote(args: argparse.Namespace, root: Path):
+    """The remote's calibration, or None after saying why there is none."""
+    # deferred for start-up speed
+    from ktui.cli.options import runner_for
+    from ktui.run.remote.calibrate import RemoteCalibrationError, measure_remote
+    from ktui.run.remote.link import LinkDown
+
+    try:
+        runner = runner_for(args, root=root)
+    except ValueError as exc:
+        print(f"ktui: {exc}", file=sys.stderr)
+        return None
+    try:
+        if not args.json:
+            print(f"  measuring on {runner.host} …", flush=True)
+        return measure_remote(runner, root, args.time)
+    except (RemoteCalibrationError, LinkDown, RuntimeError, ValueError, OSError) as exc:
+        print(f"ktui: {exc}", file=sys.stderr)
+        return None
+    finally:
+        runner.close()

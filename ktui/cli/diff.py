@@ -1,4 +1,11 @@
-"""``ktui diff``: the SASS diff of a kernel's version against an earlier one."""
+"""``ktui diff``: the SASS diff of a kernel's version against an earlier one.
+
+The diff itself reads the SASS stored in the local ``.ktui/runs/`` and never needs a GPU. With
+``--remote HOST`` one thing goes to the remote: when the file's current content has no SASS here
+yet (not run, or never compiled), it is compiled there — a ``ktui run --remote --no-bench`` of
+it, whose dumps land in the local run folder — and then diffed here. Stored versions (``--version
+N``, or a current content already run) need no remote, and none is contacted.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +16,7 @@ from pathlib import Path
 
 from ktui.cli.exits import EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK
 from ktui.cli.history import run_hint, stored_kernel
-from ktui.cli.options import add_reference
+from ktui.cli.options import add_reference, add_remote_flags
 
 
 def add_parser(subparsers) -> None:
@@ -24,6 +31,11 @@ def add_parser(subparsers) -> None:
     diff.add_argument("--json", action="store_true", help="one JSON object for agents")
     diff.add_argument("--context", type=int, default=3, help="lines of context in the unified diff")
     diff.add_argument("--no-unified", action="store_true", help="only the opcode and resource deltas")
+    diff.add_argument("--arch", default=None, help="with --remote: the architecture a GPU-less remote compiles for "
+                                                    "(default sm_90a)")
+    add_remote_flags(diff, "when the file's current content has no SASS here yet, compile it on HOST (a `ktui run "
+                           "--remote --no-bench` of it, its dumps landing here) before the diff; stored versions "
+                           "need no remote")
     diff.set_defaults(handler=cmd_diff)
 
 
@@ -37,6 +49,10 @@ def cmd_diff(args: argparse.Namespace) -> int:
     kernel = stored_kernel(args)
     if kernel is None:
         return EXIT_CANNOT_RUN
+    if args.remote is not None and args.version is None:
+        failed = compile_remotely_if_needed(args, kernel)
+        if failed is not None:
+            return failed
     state = state_dir(kernel.root)
     store = Store.of(state)
     try:
@@ -60,3 +76,58 @@ def cmd_diff(args: argparse.Namespace) -> int:
         print(f"note: {note}", file=sys.stderr)
     print(diff.text(unified=not args.no_unified))
     return EXIT_OK
+
+
+def compile_remotely_if_needed(args: argparse.Namespace, kernel) -> int | None:
+    """Compile the file's current content on ``--remote`` unless its SASS is already here; None
+    to go on with the diff, else the exit code after saying why not."""
+    # deferred for start-up speed
+    from ktui.cli.options import runner_for
+    from ktui.history.store import Store
+    from ktui.protocol.events import ERROR, INTERRUPTED, RunFinished, RunStarted
+    from ktui.protocol.job import Options
+    from ktui.protocol.statedir import run_dir
+    from ktui.run.session import Session
+    from ktui.workspace.kernels import content_hash, state_dir
+
+    state = state_dir(kernel.root)
+    store = Store.of(state)
+    try:
+        version = store.version_of_hash(kernel.id, content_hash(kernel.path.read_bytes()))
+    finally:
+        store.close()
+    if version is not None and _has_sass(run_dir(state, kernel.id, version)):
+        return None  # stored here: no remote needed
+    try:
+        runner = runner_for(args, root=kernel.root)
+    except ValueError as exc:
+        print(f"ktui: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    session = Session(kernel.root, runner=runner)
+    start = end = None
+    try:
+        print(f"… compiling {kernel.path.name} on {runner.host} for its SASS", file=sys.stderr, flush=True)
+        for event in session.events(session.prepare(kernel, Options(benchmark=False, arch=args.arch))):
+            if isinstance(event, RunStarted):
+                start = event
+            elif isinstance(event, RunFinished):
+                end = event
+    finally:
+        session.close()
+    if end is None or end.verdict in (ERROR, INTERRUPTED):
+        said = end.message if end is not None else "no result"
+        print(f"ktui: {kernel.id} could not be compiled on {runner.host}: {said}", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    if start is not None and start.tier != "gpu":
+        if not _has_sass(Path(start.run_dir)):
+            print(f"ktui: {runner.host} has no GPU, and its CPU tier produced no SASS for {kernel.id} "
+                  f"({end.verdict}: {end.message or 'no CUBIN'}); SASS of this kernel needs a compile on a GPU: "
+                  "give --remote a GPU host", file=sys.stderr)
+            return EXIT_CANNOT_RUN
+        print(f"note: {runner.host} has no GPU: its CPU tier compiled the SASS ahead of time for {start.arch}",
+              file=sys.stderr)
+    return None
+
+
+def _has_sass(folder: Path) -> bool:
+    return folder.is_dir() and any(folder.glob("*.sass"))

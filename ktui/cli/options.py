@@ -119,18 +119,20 @@ def loop_options(args: argparse.Namespace):
 
 
 def worker_config(args: argparse.Namespace):
-    """The worker's ``WorkerConfig`` from ``add_target_flags``' flags."""
+    """The worker's ``WorkerConfig`` from ``add_target_flags``' flags (none: the defaults)."""
     from ktui.run.runner import WorkerConfig  # deferred for start-up speed
 
-    return WorkerConfig(arch=args.arch, force_cpu=args.cpu)
+    return WorkerConfig(arch=getattr(args, "arch", None), force_cpu=getattr(args, "cpu", False))
 
 
-def add_remote_flags(parser: argparse.ArgumentParser) -> None:
-    """``--remote`` and how ssh reaches it (read by ``runner_for``)."""
+REMOTE_HELP = ("run the worker on HOST through the system's ssh (keys only); the workspace is synced "
+               "to DIR (default ~/.ktui-remote) before each run")
+
+
+def add_remote_flags(parser: argparse.ArgumentParser, help_text: str = REMOTE_HELP) -> None:
+    """``--remote`` and how ssh reaches it (read by ``runner_for`` and ``tool_host_for``)."""
     remote = parser.add_argument_group("remote GPU (over ssh)")
-    remote.add_argument("--remote", default=None, metavar="[USER@]HOST[:PORT][:/DIR]",
-                        help="run the worker on HOST through the system's ssh (keys only); the workspace is synced "
-                             "to DIR (default ~/.ktui-remote) before each run")
+    remote.add_argument("--remote", default=None, metavar="[USER@]HOST[:PORT][:/DIR]", help=help_text)
     remote.add_argument("--ssh-config", default=None, metavar="FILE",
                         help="an ssh config file used instead of ~/.ssh/config (default: $KTUI_SSH_CONFIG)")
     remote.add_argument("--remote-python", default="python3", metavar="PYTHON",
@@ -148,3 +150,13 @@ def runner_for(args: argparse.Namespace, fresh_each_run: bool = False, root: Pat
 
     return RemoteRunner(parse_remote(args.remote), worker_config(args), fresh_each_run=fresh_each_run,
                         ssh_config=args.ssh_config, python=args.remote_python, root=root)
+
+
+def tool_host_for(args: argparse.Namespace):
+    """Where ``ktui profile`` / ``ktui sanitize`` run their tool: a ``RemoteHost`` with ``--remote``
+    (the runner's link and sync), else None (here); ValueError for a bad address."""
+    if getattr(args, "remote", None) is None:
+        return None
+    from ktui.inspect.hosts import RemoteHost  # deferred for start-up speed
+
+    return RemoteHost(runner_for(args))

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from ktui.cli.exits import EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK
-from ktui.cli.options import add_reference
+from ktui.cli.options import add_reference, add_remote_flags, tool_host_for
 
 
 def add_parser(subparsers) -> None:
@@ -24,6 +24,8 @@ def add_parser(subparsers) -> None:
     prof.add_argument("--warmup", type=int, default=2, help="unprofiled calls before the profiled one")
     prof.add_argument("--sections", action="store_true",
                       help="time the Proton scopes (triton.profiler.language) inside a Triton kernel instead")
+    add_remote_flags(prof, "run the tool on HOST's GPU through the system's ssh (keys only), with the workspace "
+                          "synced as for `ktui run --remote`; its reports land here, in .ktui/runs/")
     prof.set_defaults(handler=cmd_profile)
 
 
@@ -52,13 +54,18 @@ def cmd_profile(args: argparse.Namespace) -> int:
     options = ProfileOptions(set=args.set, shape=args.shape, clock_control=args.clock_control,
                              timeout_s=args.timeout, warmup=args.warmup)
     try:
+        host = tool_host_for(args)
+    except ValueError as exc:
+        finish(False, str(exc))
+        return EXIT_CANNOT_RUN
+    try:
         if args.sections:
-            report = profile_sections(args.path, options, progress, reference=args.reference)
+            report = profile_sections(args.path, options, progress, reference=args.reference, host=host)
             finish(True, f"{len(report.sections)} section(s) timed", None, sections=report.to_json())
             if not args.json:
                 print(report.text())
         else:
-            summary = profile(args.path, options, progress, reference=args.reference)
+            summary = profile(args.path, options, progress, reference=args.reference, host=host)
             finish(True, f"profiled {len(summary.kernels)} kernel(s), {summary.total_duration_us:.1f} µs in total",
                    summary.to_json())
             if not args.json:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from ktui.cli.exits import EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK
-from ktui.cli.options import add_reference
+from ktui.cli.options import add_reference, add_remote_flags, tool_host_for
 
 
 def add_parser(subparsers) -> None:
@@ -18,6 +18,8 @@ def add_parser(subparsers) -> None:
     san.add_argument("--tool", choices=("memcheck", "racecheck", "initcheck", "synccheck"), default="memcheck")
     san.add_argument("--json", action="store_true")
     san.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS")
+    add_remote_flags(san, "run the tool on HOST's GPU through the system's ssh (keys only), with the workspace "
+                          "synced as for `ktui run --remote`; its reports land here, in .ktui/runs/")
     san.set_defaults(handler=cmd_sanitize)
 
 
@@ -31,8 +33,14 @@ def cmd_sanitize(args: argparse.Namespace) -> int:
             print(f"… {message}", file=sys.stderr, flush=True)
 
     try:
+        host = tool_host_for(args)
+    except ValueError as exc:
+        print(json.dumps({"ok": False, "message": str(exc), "report": None}) if args.json else f"ktui: {exc}",
+              file=sys.stdout if args.json else sys.stderr)
+        return EXIT_CANNOT_RUN
+    try:
         report = sanitize(args.path, tool=args.tool, timeout_s=args.timeout, progress=progress,
-                          reference=args.reference)
+                          reference=args.reference, host=host)
     except (CannotRun, ToolFailed) as exc:
         if args.json:
             print(json.dumps({"ok": False, "message": str(exc), "report": None}))

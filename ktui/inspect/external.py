@@ -5,69 +5,33 @@ the path and its ``--reference`` and snapshot the kernel as a version (``kernel_
 ``Session.prepare``, exactly like ``ktui run``), ask a plain ``python -m ktui.loop.target --mode check``
 whether the kernel loads and whether there is a GPU, then run the tool around the target in its
 own process group with a time limit — a hung kernel or a hung tool is killed, never waited on.
+All of that happens on a ``ToolHost`` (``hosts``): here, or a remote GPU host with ``--remote``.
 Nothing here imports torch: the target does that in its own process.
 """
 
 from __future__ import annotations
 
-import json
 import shutil
-import subprocess
-import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from ktui.inspect.hosts import CannotRun, LocalHost, ToolHost, ToolRun, run_tool
 from ktui.inspect.ncu import shape_text
 from ktui.measure.tools import ToolFailed
 from ktui.protocol.job import Job, Options
 from ktui.protocol.processes import describe_exit
-from ktui.run.proc import child_env, end_tree
+from ktui.run.proc import child_env
 from ktui.run.session import Session
 from ktui.workspace.kernels import Kernel, ProblemError, kernel_for, state_dir
 
+__all__ = ["CannotRun", "Target", "ToolFailed", "ToolRun", "child_env", "describe_exit", "find", "preflight",
+           "prepare", "require_gpu", "require_loaded", "run_tool"]
+
 PREFLIGHT_TIMEOUT_S = 240.0  # importing torch + triton + the kernel on a cold machine
-TAIL_LINES = 12
 
 Progress = Callable[[str], None]
-
-
-class CannotRun(Exception):
-    """ktui cannot even start (bad path, no reference): exit code 2."""
-
-
-@dataclass
-class ToolRun:
-    argv: list[str]
-    returncode: int | None
-    output: str  # stdout and stderr interleaved, as a person would see them
-    timed_out: bool
-    duration_s: float
-
-    def tail(self, n: int = TAIL_LINES) -> str:
-        return "\n".join(self.output.rstrip().splitlines()[-n:])
-
-
-def run_tool(argv: list[str], timeout_s: float, env: dict | None = None, cwd: Path | None = None) -> ToolRun:
-    """Run ``argv`` in its own process group; on timeout kill the whole group (tool and target)."""
-    started = time.monotonic()
-    with tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as out:
-        try:
-            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                    cwd=cwd, start_new_session=True)
-        except OSError as exc:
-            raise ToolFailed(f"cannot start {argv[0]}: {exc.strerror or exc}") from exc
-        timed_out = False
-        try:
-            proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            end_tree(proc)
-        out.seek(0)
-        output = out.read()
-    return ToolRun(argv, proc.returncode, output, timed_out, round(time.monotonic() - started, 3))
 
 
 @dataclass
@@ -77,37 +41,59 @@ class Target:
     kernel: Kernel
     job: Job
     state: Path
-    run_dir: Path
-    workdir: Path  # private temp folder for the job and result files
+    run_dir: Path  # here: where the reports and logs land
+    workdir: Path  # private temp folder here
+    host: ToolHost = field(default_factory=LocalHost)
+    job_file: str = ""  # the job, as the tool's host names it
+    tool_dir: str = ""  # a private folder on the tool's host: result files
+    tool_run_dir: str = ""  # the run folder on the tool's host: what the tool writes there comes back
     check: dict = field(default_factory=dict)  # what the pre-flight reported
 
-    def argv(self, mode: str, result: Path, **flags: object) -> list[str]:
-        args = [sys.executable, "-m", "ktui.loop.target", "--job", str(self.workdir / "job.json"), "--result", str(result),
-                "--mode", mode]
+    def argv(self, mode: str, result: str, **flags: object) -> list[str]:
+        args = [self.host.python, "-m", "ktui.loop.target", "--job", self.job_file, "--result", result, "--mode", mode]
         for key, value in flags.items():
             if value is not None:
                 args += [f"--{key.replace('_', '-')}", str(value)]
         return args
 
-    def result(self, path: Path) -> dict | None:
-        try:
-            return json.loads(path.read_text())
-        except (OSError, ValueError):
-            return None
+    def on_host(self, name: str) -> str:
+        """``name`` in the private folder on the tool's host."""
+        return f"{self.tool_dir}/{name}"
+
+    def in_run_dir(self, name: str) -> str:
+        """``name`` in the run folder on the tool's host (it comes back with ``host.collect``)."""
+        return f"{self.tool_run_dir}/{name}"
+
+    def result(self, path: str) -> dict | None:
+        return self.host.read_json(path)
 
     def close(self) -> None:
         shutil.rmtree(self.workdir, ignore_errors=True)
+        self.host.close()
 
 
-def prepare(path: Path, options: Options | None = None, reference: Path | None = None) -> Target:
+def find(host: ToolHost, name: str, env_var: str, patterns: tuple[str, ...], missing: str) -> str:
+    """The tool on ``host``; ToolFailed with ``missing`` (naming a remote host) when it is not there."""
+    found = host.find(name, env_var, patterns)
+    if found is None:
+        raise ToolFailed(f"{host.where}: {missing}" if host.remote else missing)
+    return found
+
+
+def prepare(path: Path, options: Options | None = None, reference: Path | None = None,
+            host: ToolHost | None = None) -> Target:
     """Resolve ``path`` (and ``--reference``) to a kernel with a reference, as ``ktui run`` does, and
-    snapshot it as a version; the job carries its format and modules to the target (``CannotRun`` if not)."""
+    snapshot it as a version; the job carries its format and modules to the target (``CannotRun`` if not).
+    ``host`` (default: here) gets the job and, if remote, the workspace and this ktui."""
 
+    host = host or LocalHost()
     try:
         kernel = kernel_for(Path(path), reference)
     except ProblemError as exc:
+        host.close()
         raise CannotRun(str(exc)) from exc
     if kernel.reference is None:
+        host.close()
         raise CannotRun(kernel.reference_error)
     session = Session(kernel.root)
     try:
@@ -115,8 +101,13 @@ def prepare(path: Path, options: Options | None = None, reference: Path | None =
     finally:
         session.close()
     workdir = Path(tempfile.mkdtemp(prefix="ktui-target-"))
-    (workdir / "job.json").write_text(json.dumps(job.to_json()))
-    return Target(kernel, job, state_dir(kernel.root), Path(job.run_dir), workdir)
+    target = Target(kernel, job, state_dir(kernel.root), Path(job.run_dir), workdir, host)
+    try:
+        target.job_file, target.tool_dir, target.tool_run_dir = host.stage(job, workdir)
+    except BaseException:
+        target.close()
+        raise
+    return target
 
 
 def preflight(target: Target, shape: int, proton: bool = False, tests: bool = False,
@@ -124,10 +115,10 @@ def preflight(target: Target, shape: int, proton: bool = False, tests: bool = Fa
     """Load the kernel in a plain target process (no tool): the tier, the shape (of the test
     shapes with ``tests``, else the benchmark shapes), load errors, and with ``proton`` what the
     installed Triton offers for in-kernel sections."""
-    result_path = target.workdir / "check.json"
+    result_path = target.on_host("check.json")
     argv = (target.argv("check", result_path, shape=shape) + (["--proton"] if proton else [])
             + (["--tests"] if tests else []))
-    run = run_tool(argv, timeout_s, env=child_env())
+    run = target.host.run(argv, timeout_s)
     result = target.result(result_path)
     if run.timed_out:
         raise ToolFailed(f"loading the kernel took longer than {timeout_s:.0f} s; it was killed")
@@ -137,9 +128,10 @@ def preflight(target: Target, shape: int, proton: bool = False, tests: bool = Fa
     return result
 
 
-def require_gpu(result: dict, what: str) -> None:
-    """Stop on the CPU tier; after ``require_loaded``, the message also says what loaded here, so
-    a machine without a GPU still tells whether the kernel is ready for one."""
+def require_gpu(result: dict, what: str, where: str = "here") -> None:
+    """Stop on the CPU tier; after ``require_loaded``, the message also says what loaded there, so
+    a machine without a GPU still tells whether the kernel is ready for one. ``where``: ``here``
+    or ``on HOST``."""
     if result.get("tier") == "gpu":
         return
     loaded = ""
@@ -147,9 +139,9 @@ def require_gpu(result: dict, what: str) -> None:
         names = ", ".join(result.get("kernels") or []) or "no GPU function"
         kind = str(result.get("shape_set", "")).removesuffix("s")
         shape = shape_text(result["shape"]) if result.get("shape") else "default"
-        loaded = f" (it loads here: {names}; {kind} shape {shape})"
-    raise ToolFailed(f"no GPU: {what} needs a CUDA GPU and none is visible here (CPU tier); "
-                     f"run it on a GPU machine{loaded}")
+        loaded = f" (it loads {where}: {names}; {kind} shape {shape})"
+    advice = "run it on a GPU machine (or --remote HOST)" if where == "here" else "give --remote a GPU host"
+    raise ToolFailed(f"no GPU: {what} needs a CUDA GPU and none is visible {where} (CPU tier); {advice}{loaded}")
 
 
 def require_loaded(result: dict) -> None:

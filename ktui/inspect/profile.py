@@ -27,16 +27,15 @@ from ktui.inspect.external import (
     Target,
     ToolFailed,
     ToolRun,
-    child_env,
     describe_exit,
+    find,
     preflight,
     prepare,
     require_gpu,
     require_loaded,
-    run_tool,
 )
+from ktui.inspect.hosts import LocalHost, ToolHost
 from ktui.loop.target import NVTX_RANGE
-from ktui.measure.tools import find_tool
 
 NCU_PATTERNS = (
     "/usr/local/cuda-*/bin/ncu",
@@ -71,11 +70,8 @@ class ProfileOptions:
     seed: int = 0
 
 
-def find_ncu() -> str:
-    found = find_tool("ncu", "KTUI_NCU", NCU_PATTERNS)
-    if found is None:
-        raise ToolFailed(NCU_MISSING)
-    return found
+def find_ncu(host: ToolHost | None = None) -> str:
+    return find(host or LocalHost(), "ncu", "KTUI_NCU", NCU_PATTERNS, NCU_MISSING)
 
 
 def collection_args(set_name: str) -> list[str]:
@@ -87,7 +83,7 @@ def collection_args(set_name: str) -> list[str]:
     return ["--set", set_name]
 
 
-def ncu_command(ncu: str, options: ProfileOptions, report_stem: Path, target_argv: list[str]) -> list[str]:
+def ncu_command(ncu: str, options: ProfileOptions, report_stem: Path | str, target_argv: list[str]) -> list[str]:
     return [
         ncu,
         "--nvtx", "--nvtx-include", f"{NVTX_RANGE}/",  # push/pop range: the trailing slash
@@ -124,16 +120,16 @@ def explain_ncu_failure(run: ToolRun, result: dict | None, timeout_s: float) -> 
 
 
 def profile(path: Path, options: ProfileOptions, progress: Progress = lambda message: None,
-            reference: Path | None = None) -> ncu_summary.NcuSummary:
-    """Profile one kernel file (judged by ``reference`` as in ``ktui run``); raises ``CannotRun``
-    (exit 2) or ``ToolFailed`` (exit 1)."""
-    target = prepare(path, reference=reference)
+            reference: Path | None = None, host: ToolHost | None = None) -> ncu_summary.NcuSummary:
+    """Profile one kernel file (judged by ``reference`` as in ``ktui run``) here or on ``host``;
+    raises ``CannotRun`` (exit 2) or ``ToolFailed`` (exit 1)."""
+    target = prepare(path, reference=reference, host=host)
     try:
-        ncu = find_ncu()
-        progress(f"loading {target.kernel.id} v{target.job.version}")
+        ncu = find_ncu(target.host)
+        progress(f"loading {target.kernel.id} v{target.job.version} {target.host.where}")
         check = preflight(target, options.shape)
         require_loaded(check)
-        require_gpu(check, "ncu profiling")
+        require_gpu(check, "ncu profiling", target.host.where)
         return run_ncu(target, ncu, options, progress)
     finally:
         target.close()
@@ -144,13 +140,14 @@ def run_ncu(target: Target, ncu: str, options: ProfileOptions, progress: Progres
     shape = target.check.get("shape", {})
     progress(f"profiling {target.kernel.id} v{target.job.version} on {ncu_summary.shape_text(shape)} "
              f"with ncu (set {options.set}, clock control {options.clock_control})")
-    report_stem = target.run_dir / ncu_summary.REPORT_STEM
-    report = report_stem.with_suffix(".ncu-rep")
+    report = (target.run_dir / ncu_summary.REPORT_STEM).with_suffix(".ncu-rep")
     report.unlink(missing_ok=True)
-    result_path = target.workdir / "result.json"
+    result_path = target.on_host("result.json")
     argv = target.argv("ncu", result_path, shape=options.shape, warmup=options.warmup, seed=options.seed)
-    run = run_tool(ncu_command(ncu, options, report_stem, argv), options.timeout_s, env=child_env())
+    run = target.host.run(ncu_command(ncu, options, target.in_run_dir(ncu_summary.REPORT_STEM), argv),
+                          options.timeout_s)
     result = target.result(result_path)
+    target.host.collect()  # the report comes back into the local run folder
     (target.run_dir / "ncu.log").write_text(run.output)
     if run.timed_out or not report.is_file() or result is None or not result.get("ok") or "ERR_NVGPUCTRPERM" in run.output:
         raise ToolFailed(explain_ncu_failure(run, result, options.timeout_s))
@@ -164,26 +161,30 @@ def run_ncu(target: Target, ncu: str, options: ProfileOptions, progress: Progres
     return summary
 
 
-def export_csv(ncu: str, report: Path, page: str, timeout_s: float = 300.0) -> str:
-    run = run_tool([ncu, "--import", str(report), "--csv", "--page", page, "--print-units", "base"], timeout_s)
+def export_csv(ncu: str, report: Path, page: str, timeout_s: float = 300.0, host: ToolHost | None = None,
+               on_host: str = "") -> str:
+    """A page of the report as CSV, by the ncu that wrote it (on ``host``, the report there being ``on_host``)."""
+    argv = [ncu, "--import", on_host or str(report), "--csv", "--page", page, "--print-units", "base"]
+    run = (host or LocalHost()).run(argv, timeout_s)
     if run.timed_out or run.returncode != 0:
         raise ToolFailed(f"ncu could not export the {page} page of {report} ({describe_exit(run.returncode)}):\n{run.tail()}")
     return run.output
 
 
 def summarise(ncu: str, report: Path, target: Target, options: ProfileOptions, result: dict) -> ncu_summary.NcuSummary:
-    details_csv = export_csv(ncu, report, "details")
+    host, on_host = target.host, target.in_run_dir(report.name)
+    details_csv = export_csv(ncu, report, "details", host=host, on_host=on_host)
     (report.parent / "ncu_details.csv").write_text(details_csv)
     notes: list[str] = []
     launches = None
-    module = ncu_report_module(ncu)
+    module = None if host.remote else ncu_report_module(ncu)  # NVIDIA's module sits next to a local ncu only
     if module is not None:
         try:
             launches = ncu_summary.launches_from_report(module, report)
         except Exception as exc:
             notes.append(f"the ncu_report module could not read the report ({exc}); read the CSV export instead")
     if launches is None:
-        raw_csv = export_csv(ncu, report, "raw")
+        raw_csv = export_csv(ncu, report, "raw", host=host, on_host=on_host)
         (report.parent / "ncu_raw.csv").write_text(raw_csv)
         launches = ncu_summary.parse_raw(raw_csv)
     merged = ncu_summary.merge(launches, ncu_summary.parse_details(details_csv))
@@ -246,9 +247,9 @@ def _record(target: Target, kind: str, summary: dict, report_path: str) -> None:
 
 
 def profile_sections(path: Path, options: ProfileOptions, progress: Progress = lambda message: None,
-                     reference: Path | None = None) -> proton_sections.SectionsReport:
-    """Time the Proton scopes inside a Triton kernel on one benchmark shape."""
-    target = prepare(path, reference=reference)
+                     reference: Path | None = None, host: ToolHost | None = None) -> proton_sections.SectionsReport:
+    """Time the Proton scopes inside a Triton kernel on one benchmark shape, here or on ``host``."""
+    target = prepare(path, reference=reference, host=host)
     try:
         progress(f"loading {target.kernel.id} v{target.job.version}")
         check = preflight(target, options.shape, proton=True)
@@ -256,15 +257,16 @@ def profile_sections(path: Path, options: ProfileOptions, progress: Progress = l
         support = check.get("proton") or {}
         if not support.get("supported"):
             raise ToolFailed(f"in-kernel sections are not supported here: {support.get('reason', 'unknown')}")
-        require_gpu(check, "Proton's in-kernel instrumentation")
+        require_gpu(check, "Proton's in-kernel instrumentation", target.host.where)
         progress(f"running {target.kernel.id} under Proton ({support.get('reason')})")
         output = target.run_dir / proton_sections.HATCHET_STEM
         Path(str(output) + ".hatchet").unlink(missing_ok=True)
-        result_path = target.workdir / "result.json"
+        result_path = target.on_host("result.json")
         argv = target.argv("sections", result_path, shape=options.shape, warmup=options.warmup, seed=options.seed,
-                           output=output)
-        run = run_tool(argv, options.timeout_s, env=child_env())
+                           output=target.in_run_dir(proton_sections.HATCHET_STEM))
+        run = target.host.run(argv, options.timeout_s)
         result = target.result(result_path)
+        target.host.collect()
         if run.timed_out:
             raise ToolFailed(f"the sections profile exceeded its {options.timeout_s:g} s limit and was killed")
         if result is None:

@@ -17,16 +17,15 @@ from pathlib import Path
 from ktui.inspect.external import (
     Progress,
     ToolFailed,
-    child_env,
     describe_exit,
+    find,
     preflight,
     prepare,
     require_gpu,
     require_loaded,
-    run_tool,
 )
+from ktui.inspect.hosts import LocalHost, ToolHost
 from ktui.inspect.ncu import shape_text
-from ktui.measure.tools import find_tool
 
 TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 SANITIZER_PATTERNS = ("/usr/local/cuda-*/bin/compute-sanitizer", "/usr/local/cuda*/compute-sanitizer/compute-sanitizer",
@@ -151,30 +150,32 @@ def _locate(error: SanitizerError, line: str, known: dict[str, str]) -> bool:
     return used
 
 
-def find_sanitizer() -> str:
-    found = find_tool("compute-sanitizer", "KTUI_COMPUTE_SANITIZER", SANITIZER_PATTERNS)
-    if found is None:
-        raise ToolFailed(SANITIZER_MISSING)
-    return found
+def find_sanitizer(host: ToolHost | None = None) -> str:
+    return find(host or LocalHost(), "compute-sanitizer", "KTUI_COMPUTE_SANITIZER", SANITIZER_PATTERNS,
+                SANITIZER_MISSING)
 
 
 def sanitize(path: Path, tool: str = "memcheck", timeout_s: float = DEFAULT_TIMEOUT_S,
-             progress: Progress = lambda message: None, reference: Path | None = None) -> SanitizeReport:
-    """The kernel file (judged by ``reference`` as in ``ktui run``) under compute-sanitizer."""
+             progress: Progress = lambda message: None, reference: Path | None = None,
+             host: ToolHost | None = None) -> SanitizeReport:
+    """The kernel file (judged by ``reference`` as in ``ktui run``) under compute-sanitizer, here or on ``host``."""
     if tool not in TOOLS:
+        if host is not None:
+            host.close()
         raise ToolFailed(f"unknown sanitizer tool {tool!r}: expected one of {', '.join(TOOLS)}")
-    target = prepare(path, reference=reference)
+    target = prepare(path, reference=reference, host=host)
     try:
-        sanitizer = find_sanitizer()
-        progress(f"loading {target.kernel.id} v{target.job.version}")
+        sanitizer = find_sanitizer(target.host)
+        progress(f"loading {target.kernel.id} v{target.job.version} {target.host.where}")
         check = preflight(target, 0, tests=True)
         require_loaded(check)
-        require_gpu(check, "compute-sanitizer")
+        require_gpu(check, "compute-sanitizer", target.host.where)
         progress(f"running {target.kernel.id} v{target.job.version} under compute-sanitizer --tool {tool}")
-        result_path = target.workdir / "result.json"
+        result_path = target.on_host("result.json")
         argv = [sanitizer, "--tool", tool, "--print-limit", "100",
                 *target.argv("sanitize", result_path, shape=0)]
-        run = run_tool(argv, timeout_s, env=child_env({"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}))
+        run = target.host.run(argv, timeout_s, {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"})
+        target.host.collect()
         log = target.run_dir / LOG_FILE
         log.write_text(run.output)
         if run.timed_out:

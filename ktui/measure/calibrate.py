@@ -26,7 +26,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from ktui.measure.clocks import ClockMonitor, driver_version
 from ktui.measure.devices import lookup
@@ -259,6 +259,34 @@ def describe(cal: Calibration) -> list[str]:
     return lines
 
 
+@dataclass
+class Reply:
+    """What the measuring process said: its calibration's fields, or why there is none."""
+
+    record: dict[str, Any] | None = None
+    error: str = ""
+    no_gpu: bool = False
+
+
+def read_reply(lines: Iterable[str], progress: Callable[[str], None]) -> Reply:
+    """Read the measuring process's lines (``main``'s protocol), telling its progress as it comes."""
+    reply = Reply()
+    for line in lines:
+        try:
+            message = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(message, dict):
+            continue
+        if "progress" in message:
+            progress(str(message["progress"]))
+        elif isinstance(message.get("calibration"), dict):
+            reply.record = message["calibration"]
+        elif "error" in message:
+            reply.error, reply.no_gpu = str(message["error"]), bool(message.get("no_gpu"))
+    return reply
+
+
 def main(argv: list[str] | None = None) -> int:
     """The measuring process: ``python -m ktui.measure.calibrate [--time S]``.
 
@@ -275,6 +303,12 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(record, default=str), flush=True)
 
     try:
+        import torch
+
+        if not torch.cuda.is_available():
+            say({"error": "calibrate needs a CUDA GPU (torch.cuda.is_available() is False on this machine)",
+                 "no_gpu": True})
+            return 2
         result = measure(args.time, lambda text: say({"progress": text}))
     except Exception as exc:
         say({"error": f"{type(exc).__name__}: {exc}" if not isinstance(exc, RuntimeError) else str(exc)})

@@ -80,7 +80,8 @@ def make_sshd(folder: Path) -> Sshd:
         f"Port {port}\nListenAddress 127.0.0.1\nHostKey {folder / 'host_key'}\n"
         f"AuthorizedKeysFile {folder / 'authorized_keys'}\nPidFile {folder / 'sshd.pid'}\n"
         "StrictModes no\nUsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
-        "PubkeyAuthentication yes\nPermitRootLogin yes\nSubsystem sftp internal-sftp\nLogLevel ERROR\n")
+        "PubkeyAuthentication yes\nPermitRootLogin yes\nSubsystem sftp internal-sftp\nLogLevel ERROR\n"
+        "AcceptEnv KTUI_NCU KTUI_COMPUTE_SANITIZER\n")  # a test may point the remote at a tool
     client = folder / "ssh_config"
     client.write_text(
         f"Host *\n  HostName 127.0.0.1\n  Port {port}\n  IdentityFile {folder / 'client_key'}\n  IdentitiesOnly yes\n"

@@ -8,22 +8,29 @@ Standard library and ``ktui.protocol`` only (it runs next to the synced copy of 
 - ``kill PGID TOKEN``: the worker's group and whatever carries its token (cancel, replace).
 - ``prepare WS RUN_DIR``: reads the synced file list (NUL-separated) on stdin, removes the files
   of ``WS`` that are no longer in it, creates ``RUN_DIR``.
+- ``tool SECONDS [NAME=VALUE ...] -- ARGV``: runs a tool (ncu, compute-sanitizer, the target) in
+  a process group of its own with that time limit, its output on stdout, then its exit status on
+  stderr; the group ends at the limit, or as soon as the ssh session is gone.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import uuid
 
 from ktui.protocol import processes
 
 PID_MARK = "\x00ktui:remote-worker-pid:"
 EXIT_MARK = "\x00ktui:remote-worker-exit:"
+TOOL_MARK = "\x00ktui:remote-tool-exit:"
 MARK_END = "\x00"
 
 
@@ -44,6 +51,50 @@ def launch(args: list[str]) -> int:
     threading.Thread(target=watch, daemon=True).start()
     code = worker.wait()
     sys.stderr.write(f"{EXIT_MARK}{code}{MARK_END}\n")
+    sys.stderr.flush()
+    return 0
+
+
+def _end_with_session(pid: int, token: str) -> None:
+    """End ``pid``'s group and what carries ``token`` once sshd's session process is gone."""
+    session = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == session:
+            time.sleep(processes.WATCH_PARENT_S)
+        end(pid, token)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def tool(args: list[str]) -> int:
+    timeout_s, rest = float(args[0]), args[1:]
+    split = rest.index("--")
+    env = dict(os.environ)
+    env.update(pair.split("=", 1) for pair in rest[:split])
+    token = uuid.uuid4().hex
+    env[processes.TOKEN_ENV] = token
+    status: dict = {"returncode": None, "timed_out": False}
+    with tempfile.TemporaryFile() as out:
+        try:
+            proc = subprocess.Popen(rest[split + 1:], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    env=env, start_new_session=True)
+        except OSError as exc:
+            status["error"] = f"cannot start {rest[split + 1]}: {exc.strerror or exc}"
+        else:
+            _end_with_session(proc.pid, token)
+            try:
+                status["returncode"] = proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                status["timed_out"] = True
+                end(proc.pid, token)
+                status["returncode"] = proc.wait()
+            end(proc.pid, token)  # what it left running in its group
+        out.seek(0)
+        shutil.copyfileobj(out, sys.stdout.buffer)
+    sys.stdout.flush()
+    sys.stderr.write(f"{TOOL_MARK}{json.dumps(status)}{MARK_END}\n")
     sys.stderr.flush()
     return 0
 
@@ -82,6 +133,8 @@ def main(argv: list[str]) -> int:
         return 0
     if verb == "prepare":
         return prepare(rest[0], rest[1])
+    if verb == "tool":
+        return tool(rest)
     print(f"ktui remote agent: unknown verb {verb!r}", file=sys.stderr)
     return 2
 

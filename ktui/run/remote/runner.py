@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import socket
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -27,6 +28,7 @@ from ktui.protocol.events import (
     event_from_json,
 )
 from ktui.protocol.job import Job
+from ktui.protocol.statedir import CALIBRATION, STATE_DIR, calibration_file
 from ktui.run.remote.address import RemoteAddress
 from ktui.run.remote.link import Link, LinkDown
 from ktui.run.remote.sync import Syncer, workspace_files
@@ -35,6 +37,17 @@ from ktui.run.runner import LocalRunner, WorkerConfig, WorkerProcess, WorkerStar
 
 PACKAGE = Path(ktui.__file__).resolve().parent
 DEFAULT_DIR = "~/.ktui-remote"
+
+
+@dataclass(frozen=True)
+class Staged:
+    """A job made ready on the remote: its folder there, the Job as the remote sees it, its run
+    folder there, and the (remote, local) path pairs that turn the remote's paths back into ours."""
+
+    base: str
+    job: Job
+    remote_run: str
+    back: list[tuple[str, str]]
 
 
 class RemoteRunner(LocalRunner):
@@ -104,25 +117,46 @@ class RemoteRunner(LocalRunner):
         self.syncer.mirror(PACKAGE, f"{base}/pkg/ktui")
         self._set_up.add(base)
 
-    def run(self, job: Job) -> Iterator[Event]:
+    def connect_to(self, root: str) -> str:
+        """Connect, and give the remote folder of the workspace at ``root`` this ktui; its path."""
+        self.link.connect()
+        base = self.base_for(root)
+        if base != self._base:
+            self._discard_worker()  # its folder is another workspace's
+        self._base = base
+        self._setup(base)
+        return base
+
+    def stage(self, job: Job) -> Staged:
+        """Everything a remote run of ``job`` needs, there: this ktui, the workspace (and its
+        calibration), an empty run folder; the Job with the remote's paths. LinkDown, RuntimeError,
+        ValueError or OSError when that fails. Used by runs and by the tools (profile, sanitize)."""
         local_root, local_run = job.root, job.run_dir
+        base = self.connect_to(local_root)
+        names = workspace_files(Path(local_root))
+        self.syncer.send(Path(local_root), names, f"{base}/ws")
+        if calibration_file(Path(local_root)).is_file():  # the benchmark there uses the ceilings measured there
+            self.syncer.send(Path(local_root), [f"{STATE_DIR}/{CALIBRATION}"], f"{base}/ws")
+        remote_run = f"{base}/runs/{job.run_id}"
+        self.link.run([*self.agent_command(base), "prepare", f"{base}/ws", remote_run],
+                      input="\0".join(names).encode("utf-8", "surrogateescape"))
+        remote_job = Job.from_json(_to_remote(job.to_json(), local_root, f"{base}/ws", local_run, remote_run))
+        return Staged(base, remote_job, remote_run, [(remote_run, local_run), (f"{base}/ws", local_root)])
+
+    def fetch_run(self, staged: Staged, local_run: str) -> None:
+        """The remote run folder's files into the local one, as a local run leaves them; then
+        the remote copy is removed."""
+        self.syncer.fetch(staged.remote_run, Path(local_run))
+        self.link.run(["rm", "-rf", "--", staged.remote_run], check=False)
+
+    def run(self, job: Job) -> Iterator[Event]:
+        local_run = job.run_dir
         try:
-            self.link.connect()
-            base = self.base_for(local_root)
-            if base != self._base:
-                self._discard_worker()  # its folder is another workspace's
-            self._base = base
-            self._setup(base)
-            names = workspace_files(Path(local_root))
-            self.syncer.send(Path(local_root), names, f"{base}/ws")
-            remote_run = f"{base}/runs/{job.run_id}"
-            self.link.run([*self._agent(base), "prepare", f"{base}/ws", remote_run],
-                          input="\0".join(names).encode("utf-8", "surrogateescape"))
-            remote_job = Job.from_json(_to_remote(job.to_json(), local_root, f"{base}/ws", local_run, remote_run))
+            staged = self.stage(job)
         except (LinkDown, RuntimeError, ValueError, OSError) as exc:
             yield from self._not_started(job, exc)
             return
-        back = [(remote_run, local_run), (f"{base}/ws", local_root)]
+        remote_job, remote_run, back = staged.job, staged.remote_run, staged.back
         stream = super().run(remote_job)
         held: RungFinished | None = None
         try:
@@ -172,8 +206,13 @@ class RemoteRunner(LocalRunner):
         event.summary = {**event.summary, "host": self.host}
         return event
 
-    def _agent(self, base: str) -> list[str]:
-        return ["env", f"PYTHONPATH={base}/pkg", self.python, "-m", "ktui.run.remote.agent"]
+    def agent_command(self, base: str) -> list[str]:
+        """``python -m ktui.run.remote.agent`` with the synced ktui first on the remote's path."""
+        return [*self.python_command(base), "-m", "ktui.run.remote.agent"]
+
+    def python_command(self, base: str) -> list[str]:
+        """The remote's Python with the synced ktui importable (``base`` from ``connect_to``)."""
+        return ["env", f"PYTHONPATH={base}/pkg", "PYTHONUNBUFFERED=1", self.python]
 
     def _not_started(self, job: Job, exc: Exception) -> Iterator[Event]:
         verdict = INTERRUPTED if isinstance(exc, LinkDown) else ERROR
