@@ -99,7 +99,8 @@ def test_an_agent_runs_the_whole_loop_on_the_cpu_tier(tmp_path):
 
             latest = await call(session, "latest", kernel="add_triton")
             assert latest["verdict"] == "passed" and latest["stale"] is False
-            assert {"rung": "integrity", "status": "ok", "message": latest["rungs"][-5]["message"]} in latest["rungs"]
+            statuses = {r["rung"]: r["status"] for r in latest["rungs"]}
+            assert statuses["integrity"] == statuses["dumps"] == statuses["correctness[size=1000]"] == "ok", statuses
 
             page = await call(session, "dump", kernel="kernels/add_triton.py", kind="ptx", max_chars=300)
             assert page["function"] == "add_kernel" and len(page["text"]) == 300 and page["next_offset"] == 300

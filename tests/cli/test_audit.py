@@ -195,3 +195,37 @@ def test_what_cannot_be_audited_is_said_before_anything_runs(ws):
     orphan = audit("kernels/orphan_triton.py", cwd=ws)
     assert orphan.returncode == 2 and "no reference for orphan_triton.py" in orphan.stderr
     (ws / "kernels" / "orphan_triton.py").unlink()
+
+
+BATCHNORM_PROBLEM = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, num_features: int):
+        super().__init__()
+        self.bn = nn.BatchNorm2d(num_features=num_features)
+
+    def forward(self, x):
+        return self.bn(x)
+
+
+def get_inputs():
+    return [torch.rand(8, 4, 16, 16)]
+
+
+def get_init_inputs():
+    return [4]
+'''
+
+
+def test_a_kernelbench_batchnorm_normalises_with_the_batch_as_their_evaluator_does(tmp_path):
+    # KernelBench's evaluator leaves the model in training mode; in eval mode a fresh BatchNorm is
+    # the identity and a copy of the non-negative input would pass for it.
+    (tmp_path / "batchnorm.py").write_text(BATCHNORM_PROBLEM)
+    proc = audit("--json", "--reference", "batchnorm.py", cwd=tmp_path)
+    events = parse_events(proc.stdout)
+    copy = [e for e in events if e["type"] == "rung_finished" and e["rung"].startswith("mutant[copy of")]
+    assert copy, proc.stderr[-2000:]
+    assert all(not e["figures"]["passes"] and e["figures"]["caught"] for e in copy), copy
+    assert finished(events)["verdict"] == "strong", finished(events)["message"]

@@ -42,9 +42,12 @@ class KernelBenchProblem(Problem):
                 torch.manual_seed(seed)
                 self.model_new = candidate.ModelNew(*init)
         weights = copy_weights(self.model, self.model_new) if self.model_new is not None else "no candidate"
-        self.model.to(tier.torch_device).eval()
+        # Left in training mode, as KernelBench's own evaluator leaves them: BatchNorm and
+        # InstanceNorm then normalise with the batch's statistics. In eval mode a fresh BatchNorm
+        # is the identity, so a copy of the input would pass for it.
+        self.model.to(tier.torch_device)
         if self.model_new is not None:
-            self.model_new.to(tier.torch_device).eval()
+            self.model_new.to(tier.torch_device)
         self.figures = {"weights": weights, "weight_seed": seed, "init_inputs": len(init)}
         self.notes.append(WEIGHT_NOTES[weights].format(seed=seed))
         if not tier.is_gpu:
