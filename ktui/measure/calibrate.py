@@ -4,10 +4,10 @@ Datasheet peaks are not reachable: a copy reaches ~85-93% of the HBM peak, a mat
 the tensor-core peak. A kernel "at 80% of roofline" against the datasheet may already be as fast
 as the device allows. So ktui measures two ceilings the way a kernel would meet them:
 
-- **copy bandwidth**: a device-to-device copy of a buffer far larger than the L2, counting both
-  the bytes read and the bytes written (``2 × size / time``): the best of ktui's own streaming
-  Triton copies (``ktui.measure.copykernel``) and torch's ``copy_``, each kept in the details, so
-  that no honest memory-bound kernel reads more than 100% of it;
+- **memory bandwidth**: the best a streaming kernel reaches over buffers far larger than the L2,
+  counting the bytes each really reads and writes: ktui's own Triton kernels for a 1:1 copy, a
+  2-read-1-write add and a read-only sum, and torch's ``copy_`` (``ktui.measure.bandwidth``), each
+  pattern kept in the details, so that no honest memory-bound kernel reads more than 100% of it;
 - **matmul rate** per dtype through torch (cuBLAS): a square product large enough to fill the
   device, ``2·n³ / time``, for fp64, fp32 (TF32 off), tf32, fp16, bf16 and fp8 where supported.
 
@@ -21,13 +21,13 @@ them in preference to the datasheet, saying so in its ``ceiling`` figure.
 from __future__ import annotations
 
 import datetime as _dt
-import functools
 import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from ktui.measure import bandwidth as _bandwidth
 from ktui.measure.clocks import ClockMonitor, driver_version
 from ktui.measure.devices import lookup
 from ktui.measure.roofline import Ceiling
@@ -64,7 +64,7 @@ class Calibration:
         note = f"calibrated {self.date[:10]}"
         sources = {k: note for k in self.tflops}
         if self.bandwidth_gbs:
-            sources["bandwidth"] = note
+            sources["bandwidth"] = note + _bandwidth.source_note(self.details)
         return Ceiling(self.device, self.bandwidth_gbs, dict(self.tflops), sources)
 
 
@@ -136,9 +136,8 @@ def measure(time_s: float = 2.0, progress: Callable[[str], None] = lambda _: Non
 
     l2, _ = l2_bytes()
     size = max(COPY_MIN_BYTES, 16 * (l2 or 0))
-    size -= size % (1 << 20)  # a whole number of every copy config's blocks
-    progress(f"copy: 2 × {size / 2**30:.2f} GiB")
-    bandwidth = _copy_bandwidth(size, timed, details)
+    size -= size % (1 << 20)  # a whole number of every streaming config's blocks
+    bandwidth = _bandwidth.measure(size, timed, details, progress)
 
     tflops: dict[str, float] = {}
     for key in MATMUL_DTYPES:
@@ -162,39 +161,6 @@ def measure(time_s: float = 2.0, progress: Callable[[str], None] = lambda _: Non
         tflops=tflops,
         details=details,
     )
-
-
-def _copy_bandwidth(size: int, timed: Callable, details: dict[str, Any]) -> float:
-    """GB/s of the fastest copy of ``size`` bytes: ktui's Triton configs and torch's ``copy_``."""
-    import torch
-
-    src = torch.ones(size // 4, dtype=torch.float32, device="cuda")
-    dst = torch.empty_like(src)
-    results: dict[str, tuple[float, dict[str, Any]]] = {}
-    try:
-        from ktui.measure import copykernel
-
-        for block, warps in copykernel.CONFIGS:
-            copy = copykernel.stream_copy(src, dst, block, warps)
-            copy()
-            torch.cuda.synchronize()
-            if not torch.equal(dst[:: max(1, dst.numel() // 4096)], src[:: max(1, src.numel() // 4096)]):
-                raise RuntimeError("the streaming copy did not copy")
-            dst.zero_()
-            results[f"triton block={block * 4 // 1024}KiB warps={warps}"] = timed(copy)
-    except Exception as exc:  # the torch copy still gives a ceiling
-        details["copy_triton_error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
-    results["torch copy_"] = timed(functools.partial(dst.copy_, src))
-    del src, dst
-    gbs = {name: 2 * size / seconds / 1e9 for name, (seconds, _) in results.items()}
-    best = max(gbs, key=gbs.get)
-    details["copy"] = {"bytes_per_buffer": size, "counted_bytes": 2 * size, "kernel": best, **results[best][1]}
-    details["copy_each_gbs"] = gbs
-    triton_best = [v for k, v in gbs.items() if k.startswith("triton")]
-    if triton_best:
-        details["copy_triton_gbs"] = max(triton_best)
-    details["copy_torch_gbs"] = gbs["torch copy_"]
-    return gbs[best]
 
 
 def _matmul(key: str, n: int) -> Callable[[], Any]:
@@ -237,17 +203,7 @@ def describe(cal: Calibration) -> list[str]:
     lines = [f"{cal.device} · driver {cal.driver} ({cal.driver_source}) · torch {cal.torch} · {cal.date}"]
     if spec is None:
         lines.append("  (not in the datasheet table: no peak to compare with)")
-    copy = cal.details.get("copy", {})
-    if cal.bandwidth_gbs:
-        share = f" = {cal.bandwidth_gbs / spec.bandwidth_gbs:.0%} of the datasheet {spec.bandwidth_gbs:.0f} GB/s" if spec else ""
-        lines.append(f"  copy bandwidth   {cal.bandwidth_gbs:8.0f} GB/s{share} "
-                     f"(read+write of 2 × {copy.get('bytes_per_buffer', 0) / 2**30:.2f} GiB, n={copy.get('samples')}, "
-                     f"±{copy.get('rse', 0):.2%}{', ' + copy['kernel'] if copy.get('kernel') else ''})")
-        for label, key in (("Triton copy", "copy_triton_gbs"), ("torch copy_", "copy_torch_gbs")):
-            if cal.details.get(key):
-                lines.append(f"    {label:<14} {cal.details[key]:8.0f} GB/s")
-        if cal.details.get("copy_triton_error"):
-            lines.append(f"    Triton copy    not measured: {cal.details['copy_triton_error']}")
+    lines += _bandwidth.describe(cal.bandwidth_gbs, cal.details, spec.bandwidth_gbs if spec else None)
     for key in MATMUL_DTYPES:
         info = cal.details.get(f"matmul_{key}", {})
         if key in cal.tflops:

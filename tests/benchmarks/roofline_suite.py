@@ -155,7 +155,9 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         c = json.loads(cal.stdout.strip().splitlines()[-1])
         d = c.get("details", {})
-        ceilings = (f"calibrated {c['date']}: copy {c['bandwidth_gbs']:.0f} GB/s ({d.get('copy', {}).get('kernel', '?')}; "
+        ceilings = (f"calibrated {c['date']}: memory {c['bandwidth_gbs']:.0f} GB/s "
+                    f"({d.get('bandwidth', {}).get('title', '1:1 copy')}, "
+                    f"{d.get('bandwidth', d.get('copy', {})).get('kernel', '?')}; "
                     f"Triton copy {_fmt(d.get('copy_triton_gbs'), '.0f')}, torch copy_ {_fmt(d.get('copy_torch_gbs'), '.0f')} GB/s)"
                     f", bf16 matmul {_fmt(c.get('tflops', {}).get('bf16'), '.0f')} TFLOP/s")
     bench = ["--bench-time", str(args.bench_time)]

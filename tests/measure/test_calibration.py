@@ -6,8 +6,9 @@ import pytest
 from conftest import ktui, make_workspace
 
 from ktui.loop.rungs.bench import ceilings
-from ktui.measure import calibrate
+from ktui.measure import bandwidth, calibrate
 from ktui.measure.calibrate import Calibration, CalibrationError
+from ktui.measure.roofline import evaluate
 
 
 def h200(driver="570.124.06", bandwidth=4310.0, bf16=760.0) -> Calibration:
@@ -84,3 +85,72 @@ def test_calibrate_on_a_machine_without_a_gpu_says_so(tmp_path):
 def test_calibrate_outside_a_workspace_says_where_it_looked(tmp_path):
     proc = ktui("calibrate", str(tmp_path), cwd=tmp_path)
     assert proc.returncode == 2 and "no workspace found" in proc.stderr
+
+
+SAVED_BEFORE_THE_PATTERNS = {  # an entry as ktui calibrate wrote it when only the copy was measured
+    "bandwidth_gbs": 4241.5, "date": "2026-11-30T06:46:19+00:00", "device": "NVIDIA H200", "driver": "580.159.04",
+    "driver_source": "nvml", "tflops": {"bf16": 740.2}, "torch": "2.11.0+cu130",
+    "details": {"clock_source": "nvml", "copy": {"bytes_per_buffer": 1 << 30, "counted_bytes": 2 << 30,
+                                                 "kernel": "torch copy_", "median_us": 506.3, "rse": 0.0009,
+                                                 "samples": 10, "stop": "noise"},
+                "copy_each_gbs": {"torch copy_": 4241.5, "triton block=16KiB warps=4": 4073.0},
+                "copy_torch_gbs": 4241.5, "copy_triton_gbs": 4073.0},
+}
+
+
+def test_a_calibration_saved_before_the_patterns_still_loads_and_reads_as_a_copy(tmp_path):
+    (tmp_path / ".ktui").mkdir()
+    (tmp_path / ".ktui" / "calibration.json").write_text(json.dumps(
+        {"NVIDIA H200 | driver 580.159.04": SAVED_BEFORE_THE_PATTERNS}))
+    ceiling, _, note = ceilings("NVIDIA H200", tmp_path, "580.159.04")
+    assert note == "" and ceiling.bandwidth_gbs == 4241.5 and ceiling.source_of("bandwidth") == "calibrated 2026-11-30"
+    lines = calibrate.describe(calibrate.load(tmp_path, "NVIDIA H200", "580.159.04"))
+    assert any(line.startswith("  copy bandwidth       4242 GB/s = 88%") and "torch copy_" in line for line in lines)
+    assert any("Triton copy" in line and "4073 GB/s" in line for line in lines)
+
+
+def measured_patterns() -> dict:
+    size = 1 << 30
+
+    def figures(title, kernel, gbs, read, written, **more):
+        return {"title": title, "kernel": kernel, "gbs": gbs, "bytes_read": read, "bytes_written": written,
+                "counted_bytes": read + written, "median_us": (read + written) / gbs / 1e3, "rse": 0.001,
+                "samples": 10, **more}
+
+    return {
+        "copy": figures("1:1 copy", "torch copy_", 4242.0, size, size, reads=1, writes=1,
+                        each_gbs={"torch copy_": 4242.0, "triton block=8KiB warps=4": 4150.0}),
+        "add": figures("2-read-1-write add", "triton block=4KiB warps=4", 4393.0, 2 * size, size, reads=2, writes=1,
+                       each_gbs={"triton block=4KiB warps=4": 4393.0}),
+        "sum": {"title": "read-only sum", "reads": 1, "writes": 0,
+                "error": "triton block=16KiB warps=8 persistent 4/SM: OutOfResources: shared memory"},
+    }
+
+
+def test_the_ceiling_figure_names_the_access_pattern_that_set_it(tmp_path):
+    details = {}
+    best = bandwidth._record(1 << 30, measured_patterns(), details)
+    assert best == 4393.0 and details["bandwidth"]["pattern"] == "add"
+    calibrate.save(tmp_path, Calibration(
+        device="NVIDIA H200", driver="580.159.04", driver_source="nvml", date="2026-12-01T10:00:00+00:00",
+        torch="2.11.0", bandwidth_gbs=best, tflops={"bf16": 740.0}, details=details))
+    ceiling, _, _ = ceilings("NVIDIA H200", tmp_path, "580.159.04")
+    assert ceiling.source_of("bandwidth") == "calibrated 2026-12-01, 2-read-1-write add"
+    roof = evaluate(3 * (1 << 28) * 4 / 4393e9, 3 * (1 << 28) * 4, None, "fp32", ceiling)
+    assert roof.fraction == pytest.approx(1.0) and roof.ceiling == "4393 GB/s (calibrated 2026-12-01, 2-read-1-write add)"
+
+
+def test_describe_lists_every_pattern_labelled_and_marks_the_ceiling():
+    details = {}
+    best = bandwidth._record(1 << 30, measured_patterns(), details)
+    lines = calibrate.describe(Calibration(device="NVIDIA H200", driver="580.159.04", driver_source="nvml",
+                                           date="2026-12-01T10:00:00+00:00", torch="2.11.0", bandwidth_gbs=best,
+                                           details=details))
+    head = next(line for line in lines if "memory bandwidth" in line)
+    assert "4393 GB/s = 92% of the datasheet 4800 GB/s" in head and "2-read-1-write add" in head
+    add = next(line for line in lines if line.strip().startswith("2-read-1-write add"))
+    assert "4393 GB/s" in add and "3.00 GiB counted" in add and add.endswith("← ceiling")
+    copy = next(line for line in lines if line.strip().startswith("1:1 copy"))
+    assert "4242 GB/s" in copy and "torch copy_" in copy and "ceiling" not in copy
+    assert any(line.strip().startswith("read-only sum") and "not measured: triton" in line for line in lines)
+    assert any("Triton copy" in line and "4150 GB/s" in line for line in lines)

@@ -1,0 +1,199 @@
+"""The calibrated memory ceiling: the best that a streaming kernel reaches on this device.
+
+HBM sustains more when reads outnumber writes, so a 1:1 copy is not the ceiling of every honest
+memory-bound kernel (on an H200 a Triton add, 2 reads and 1 write, read 104% of the best copy).
+``ktui calibrate`` therefore times a few access patterns with ktui's own Triton kernels
+(``ktui.measure.streamkernels``), each over buffers far larger than the L2 and each counting the
+bytes it really moves, plus torch's ``copy_``; the ceiling is the best of them. Every pattern's
+figure is kept in the calibration's details, labelled, with the one that set the ceiling.
+
+Details written (older calibrations have only the ``copy*`` keys, which are still written):
+``bandwidth`` (which pattern and kernel set the ceiling), ``bandwidth_patterns`` (per pattern:
+its best kernel, its bytes and timing, every config's GB/s, any errors), and for the copy alone
+``copy``, ``copy_each_gbs``, ``copy_triton_gbs``, ``copy_torch_gbs``, ``copy_triton_error``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+TORCH_COPY = "torch copy_"
+
+
+@dataclass(frozen=True)
+class Pattern:
+    name: str
+    title: str  # what the ceiling figure and ``describe`` call it
+    reads: int  # buffers read per element
+    writes: int  # buffers written per element (the sum's partials are counted, not listed here)
+
+
+PATTERNS = {p.name: p for p in (Pattern("copy", "1:1 copy", 1, 1), Pattern("add", "2-read-1-write add", 2, 1),
+                                Pattern("sum", "read-only sum", 1, 0))}
+
+
+def _short(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
+
+
+def measure(size: int, timed: Callable, details: dict[str, Any], progress: Callable[[str], None]) -> float:
+    """GB/s of the best pattern over buffers of ``size`` bytes (a whole number of every block),
+    filling ``details``; each kernel's result is checked before it is timed."""
+    import torch
+
+    patterns = _measure_patterns(size, timed, progress)  # its buffers are freed when it returns
+    torch.cuda.empty_cache()
+    return _record(size, patterns, details)
+
+
+def _measure_patterns(size: int, timed: Callable, progress: Callable[[str], None], device: str = "cuda",
+                      sms: int | None = None) -> dict[str, dict[str, Any]]:
+    """Every pattern's record over buffers on ``device`` (the CPU under Triton's interpreter in tests)."""
+    import torch
+
+    from ktui.measure import streamkernels as sk
+
+    if sms is None:
+        sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    n = size // sk.ELEMENT_BYTES
+    gen = torch.Generator(device=device).manual_seed(0)
+    # Small integers: random data (nothing a memory system could compress), exact fp32 sums.
+    a = torch.randint(0, 4, (n,), generator=gen, device=device, dtype=torch.float32)
+    b = torch.randint(0, 4, (n,), generator=gen, device=device, dtype=torch.float32)
+    c = torch.empty_like(a)
+    want_sum = float(torch.sum(a, dtype=torch.float64))
+
+    def launch(name: str, config: Any) -> tuple[Any, Callable[[], bool]]:
+        c.fill_(math.nan)  # a kernel that skips an element cannot pass the check
+        if name == "copy":
+            return sk.copy(a, c, config, sms), lambda: torch.equal(c, a)
+        if name == "add":
+            return sk.add(a, b, c, config, sms), lambda: torch.equal(c, a + b)
+        stream, partials = sk.total(a, config, sms)
+        return stream, lambda: abs(float(torch.sum(partials, dtype=torch.float64)) - want_sum) <= 1e-6 * want_sum
+
+    def torch_copy() -> tuple[Any, Callable[[], bool]]:
+        c.fill_(math.nan)
+
+        def run() -> None:
+            c.copy_(a)
+
+        return sk.Stream(run, a.numel() * a.element_size(), c.numel() * c.element_size()), lambda: torch.equal(c, a)
+
+    patterns: dict[str, dict[str, Any]] = {}
+    for name, pattern in PATTERNS.items():
+        progress(f"bandwidth {pattern.title}: {pattern.reads} read{'s' if pattern.reads > 1 else ''} + "
+                 f"{pattern.writes} write{'s' if pattern.writes != 1 else ''} of {size / 2**30:.2f} GiB buffers")
+        candidates = [(config.label, functools.partial(launch, name, config)) for config in sk.CONFIGS[name]]
+        if name == "copy":
+            candidates.append((TORCH_COPY, torch_copy))
+        patterns[name] = _best_of(pattern, candidates, timed)
+    return patterns
+
+
+def _best_of(pattern: Pattern, candidates: list, timed: Callable) -> dict[str, Any]:
+    """One pattern's record: each candidate checked, then timed; the fastest one's figures."""
+    import torch
+
+    each: dict[str, float] = {}
+    errors: dict[str, str] = {}
+    best: dict[str, Any] = {}
+    for label, make in candidates:
+        try:
+            stream, right = make()
+            stream.run()
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            if not right():
+                raise RuntimeError("computed wrong values")
+            seconds, info = timed(stream.run)
+        except Exception as exc:  # the other configs and patterns still give a ceiling
+            errors[label] = _short(exc)
+            continue
+        each[label] = stream.counted_bytes / seconds / 1e9
+        if each[label] == max(each.values()):
+            best = {"kernel": label, "bytes_read": stream.bytes_read, "bytes_written": stream.bytes_written,
+                    "counted_bytes": stream.counted_bytes, **info}
+    record: dict[str, Any] = {"title": pattern.title, "reads": pattern.reads, "writes": pattern.writes}
+    if each:
+        record.update(gbs=max(each.values()), **best, each_gbs=each)
+    else:
+        record["error"] = "; ".join(f"{k}: {v}" for k, v in errors.items())
+    if errors:
+        record["errors"] = errors
+    return record
+
+
+def _record(size: int, patterns: dict[str, dict[str, Any]], details: dict[str, Any]) -> float:
+    """Put the figures into ``details`` (new keys and the copy's old ones); the ceiling, or NaN."""
+    details["bandwidth_patterns"] = patterns
+    copy = patterns.get("copy", {})
+    each = copy.get("each_gbs", {})
+    if each:
+        details["copy"] = {"bytes_per_buffer": size, **{k: v for k, v in copy.items()
+                                                         if k not in ("title", "reads", "writes", "gbs", "each_gbs",
+                                                                      "errors")}}
+        details["copy_each_gbs"] = each
+    triton = [v for k, v in each.items() if k != TORCH_COPY]
+    if triton:
+        details["copy_triton_gbs"] = max(triton)
+    elif copy.get("errors"):
+        details["copy_triton_error"] = next((v for k, v in copy["errors"].items() if k != TORCH_COPY), "")
+    if TORCH_COPY in each:
+        details["copy_torch_gbs"] = each[TORCH_COPY]
+    measured = {name: p["gbs"] for name, p in patterns.items() if "gbs" in p}
+    if not measured:
+        return math.nan
+    best = max(measured, key=measured.get)
+    details["bandwidth"] = {"pattern": best, "title": patterns[best]["title"], "kernel": patterns[best]["kernel"],
+                            "gbs": measured[best], "bytes_per_buffer": size}
+    return measured[best]
+
+
+def source_note(details: dict[str, Any]) -> str:
+    """What set the calibrated bandwidth, for the ceiling figure: ``", read-only sum"`` or ``""``
+    (a calibration saved before the patterns were measured, where the copy set it)."""
+    title = details.get("bandwidth", {}).get("title") if isinstance(details.get("bandwidth"), dict) else None
+    return f", {title}" if title else ""
+
+
+def describe(bandwidth_gbs: float | None, details: dict[str, Any], datasheet_gbs: float | None) -> list[str]:
+    """The bandwidth lines of ``ktui calibrate``'s report: the ceiling, then each pattern labelled."""
+    if not bandwidth_gbs:
+        return []
+    share = f" = {bandwidth_gbs / datasheet_gbs:.0%} of the datasheet {datasheet_gbs:.0f} GB/s" if datasheet_gbs else ""
+    patterns = details.get("bandwidth_patterns")
+    if not isinstance(patterns, dict):  # saved before the patterns were measured: the copy was the ceiling
+        copy = details.get("copy", {})
+        lines = [f"  copy bandwidth   {bandwidth_gbs:8.0f} GB/s{share} "
+                 f"(read+write of 2 × {copy.get('bytes_per_buffer', 0) / 2**30:.2f} GiB, n={copy.get('samples')}, "
+                 f"±{copy.get('rse', 0):.2%}{', ' + copy['kernel'] if copy.get('kernel') else ''})"]
+        for label, key in (("Triton copy", "copy_triton_gbs"), ("torch copy_", "copy_torch_gbs")):
+            if details.get(key):
+                lines.append(f"    {label:<14} {details[key]:8.0f} GB/s")
+        if details.get("copy_triton_error"):
+            lines.append(f"    Triton copy    not measured: {details['copy_triton_error']}")
+        return lines
+    best = details.get("bandwidth", {})
+    top = patterns.get(best.get("pattern"), {})
+    lines = [f"  memory bandwidth {bandwidth_gbs:8.0f} GB/s{share} (best of {len(patterns)} access patterns over "
+             f"{best.get('bytes_per_buffer', 0) / 2**30:.2f} GiB buffers: {best.get('title')}, {best.get('kernel')}, "
+             f"n={top.get('samples')}, ±{top.get('rse', 0):.2%})"]
+    for name, p in patterns.items():
+        title = f"{p.get('title', name)}"
+        if "gbs" not in p:
+            lines.append(f"    {title:<20} not measured: {p.get('error', '')}")
+            continue
+        mark = "  ← ceiling" if name == best.get("pattern") else ""
+        lines.append(f"    {title:<20} {p['gbs']:8.0f} GB/s  {p.get('kernel')}, "
+                     f"{p.get('counted_bytes', 0) / 2**30:.2f} GiB counted{mark}")
+        if name == "copy":
+            for label, key in (("Triton copy", "copy_triton_gbs"), ("torch copy_", "copy_torch_gbs")):
+                if details.get(key):
+                    lines.append(f"      {label:<18} {details[key]:8.0f} GB/s")
+        for label, error in p.get("errors", {}).items():
+            lines.append(f"      {label} not measured: {error}")
+    return lines
