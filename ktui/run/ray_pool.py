@@ -4,18 +4,20 @@ Ray places the work; ktui keeps its rules. Each GPU gets one long-lived actor (`
 holding a ``LocalRunner``, so its compile caches stay warm and a job reaches an actor only when
 the previous one has finished: never two timed runs on one GPU. The CPU tier gets one actor per
 CPU. The parent prepares every Job (versions, run folders) and feeds the events each actor sends
-back through the same ``Session`` consumers, in the order the jobs finish. An actor that dies
-(killed, its node lost) ends its run ``crashed`` with Ray's reason, and a fresh actor takes its
-place for the jobs still to run.
+back through the same ``Session`` consumers as they come: each actor's run is a Ray streaming
+generator, so an event (a rung's result) reaches the history and ``--json`` when its rung ends,
+not when the job does. An actor that dies (killed, its node lost) ends its run ``crashed`` with
+Ray's reason, and a fresh actor takes its place for the jobs still to run.
 
-Run folders are written by the actors' workers directly: this assumes the actors share the
-parent's filesystem (one machine, or a shared mount).
+An actor's worker writes its run folder in a scratch folder of its own node; the files come back
+with the events and land where a local run puts them (``ray_files``).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import shutil
 import socket
 from collections import deque
 from dataclasses import dataclass
@@ -23,6 +25,7 @@ from typing import Any, Callable, Iterator
 
 from ktui.protocol.events import CRASHED, ERROR, Event, RunFinished, RunStarted, event_from_json
 from ktui.protocol.job import Job, Options
+from ktui.run.ray_files import MAX_FILE_BYTES, MAX_RUN_BYTES, ScratchRun, scratch_root, write_shipped
 from ktui.run.runner import LocalRunner, WorkerConfig
 from ktui.run.session import Consumer, Session
 from ktui.workspace.kernels import Kernel
@@ -44,27 +47,42 @@ def import_ray():
 
 
 class EvalWorker:
-    """The body of one Ray actor: a warm ``LocalRunner`` and the place it runs (node, GPU)."""
+    """The body of one Ray actor: a warm ``LocalRunner``, the place it runs (node, GPU), and the
+    node-private scratch folder its runs write into."""
 
-    def __init__(self, config: dict[str, Any], fresh_each_run: bool = False):
+    def __init__(self, config: dict[str, Any], fresh_each_run: bool = False,
+                 max_file_bytes: int = MAX_FILE_BYTES, max_run_bytes: int = MAX_RUN_BYTES):
         import ray
 
         self.runner = LocalRunner(WorkerConfig(**config), fresh_each_run=fresh_each_run)
+        self.scratch = scratch_root()
+        self.limits = (max_file_bytes, max_run_bytes)
         context = ray.get_runtime_context()
         gpus = ray.get_gpu_ids()
         self.where = {"node": socket.gethostname(), "node_id": context.get_node_id(),
                       "gpu": _gpu_index(gpus[0]) if gpus else None, "pid": os.getpid()}
 
     def ran_on(self) -> dict[str, Any]:
-        return dict(self.where)
+        return {**self.where, "scratch": str(self.scratch)}
 
-    def run(self, job: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        """One job's events as JSON dicts (the worker's own stream, timeouts and crashes included)."""
-        events = [event.to_json() for event in self.runner.run(Job.from_json(job))]
-        return events, dict(self.where)
+    def run(self, job: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        """One job, streamed: for each event, ``{"files": ..., "event": ..., "where": ...}`` with the
+        run folder's files written since the previous event (so a file is here before the event
+        that follows it, and all of them before ``run_finished``)."""
+        scratch = ScratchRun(self.scratch, Job.from_json(job), *self.limits)
+        place = f"node {self.where['node']} ({self.where['node_id'][:12]})"
+        try:
+            for event in self.runner.run(scratch.job):
+                files = scratch.new_files()
+                yield {"files": files, "event": scratch.back(event.to_json(), place), "where": dict(self.where)}
+        finally:
+            scratch.close()
 
     def close(self) -> None:
-        self.runner.close()
+        try:
+            self.runner.close()
+        finally:
+            shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 def _gpu_index(gpu: Any) -> int | str:
@@ -88,22 +106,33 @@ class Placement:
 
 
 class RayPool:
-    """Actors on a Ray cluster that run Jobs, one at a time each, and hand back their events.
+    """Actors on a Ray cluster that run Jobs, one at a time each, and stream back their events.
 
     ``address``: ``local`` (start Ray here, or use the instance this process already started),
-    ``auto`` or ``ray://host:port`` (join a cluster). ``on_dispatch(job, actor)`` is called as
-    each job is handed to an actor."""
+    ``auto`` or ``ray://host:port`` (join a cluster). ``resources``: custom Ray resources each
+    actor asks for, which puts the actors on the nodes that have them (and no more actors than
+    those nodes hold). ``on_dispatch(job, actor)`` is called as each job is handed to an actor.
+    ``max_file_bytes`` / ``max_run_bytes``: what an actor ships back of a run folder."""
 
     def __init__(self, address: str = LOCAL, config: WorkerConfig | None = None, fresh_each_run: bool = False,
-                 num_cpus: int | None = None, on_dispatch: Callable[[Job, Any], None] | None = None):
+                 num_cpus: int | None = None, on_dispatch: Callable[[Job, Any], None] | None = None,
+                 resources: dict[str, float] | None = None, max_file_bytes: int = MAX_FILE_BYTES,
+                 max_run_bytes: int = MAX_RUN_BYTES):
         self.ray = import_ray()
         self.config = config or WorkerConfig()
         self.fresh_each_run = fresh_each_run
         self.on_dispatch = on_dispatch
+        self.resources = dict(resources or {})
+        self.limits = (max_file_bytes, max_run_bytes)
         self._started_ray = False
         if not self.ray.is_initialized():
             self._init(address, num_cpus)
-        self.placement = self._placement(num_cpus)
+        try:
+            self.placement = self._placement(num_cpus)
+        except ValueError:
+            if self._started_ray:  # nothing of this pool outlives its refusal
+                self.ray.shutdown()
+            raise
         self._actor_class = self.ray.remote(EvalWorker)
         self.actors = [self._new_actor() for _ in range(self.placement.actors)]
 
@@ -121,55 +150,83 @@ class RayPool:
         resources = self.ray.cluster_resources()
         gpus = 0 if self.config.force_cpu else int(resources.get("GPU", 0))
         cpus = max(1, min(int(resources.get("CPU", 1)), num_cpus or int(resources.get("CPU", 1))))
+        for name, amount in self.resources.items():  # as many actors as the nodes with them can hold
+            room = int(resources.get(name, 0) // amount) if amount > 0 else cpus
+            if room < 1:
+                raise ValueError(f"no node of the Ray cluster has the resource {name!r} ({amount} per actor)")
+            gpus, cpus = min(gpus, room), min(cpus, room)
         return Placement(gpus=gpus, cpus=cpus)
 
     def _new_actor(self):
         shape = {"num_gpus": 1, "num_cpus": 0} if self.placement.gpus else {"num_cpus": 1}
+        if self.resources:
+            shape["resources"] = self.resources
         config = {"arch": self.config.arch, "force_cpu": self.config.force_cpu}
         return self._actor_class.options(max_restarts=0, max_task_retries=0, **shape).remote(
-            config, self.fresh_each_run)
+            config, self.fresh_each_run, *self.limits)
 
-    def run(self, jobs: list[Job]) -> Iterator[tuple[Job, list[Event]]]:
-        """Each job with its events, in the order the jobs finish."""
+    def run(self, jobs: list[Job]) -> Iterator[tuple[Job, Event]]:
+        """Each event of every job as it arrives, with its job; a job's last is its ``RunFinished``.
+        The files shipped with an event are in the job's run folder before the event is handed on."""
         pending = deque(jobs)
         idle = deque(self.actors)
-        running: dict[Any, tuple[Job, Any]] = {}
+        running: dict[Any, _Streaming] = {}
         while pending or running:
             if not running and not idle:  # every actor died and none could replace them
                 job = pending.popleft()
-                yield job, _ended(job, CRASHED, "no Ray actor left to run it: the cluster has no room for one",
-                                  "NoActorLeft")
+                for event in _ended(job, CRASHED, "no Ray actor left to run it: the cluster has no room for one",
+                                    "NoActorLeft"):
+                    yield job, event
                 continue
             while pending and idle:
                 job, actor = pending.popleft(), idle.popleft()
-                ref = actor.run.remote(job.to_json())
-                running[ref] = (job, actor)
+                stream = actor.run.options(num_returns="streaming").remote(job.to_json())
+                running[stream] = _Streaming(job, actor)
                 if self.on_dispatch is not None:
                     self.on_dispatch(job, actor)
-            done, _ = self.ray.wait(list(running), num_returns=1)
-            ref = done[0]
-            job, actor = running.pop(ref)
-            try:
-                events, where = self.ray.get(ref)
-            except (self.ray.exceptions.RayActorError, self.ray.exceptions.WorkerCrashedError) as exc:
-                yield job, self._lost(job, exc)
-                actor = self._replace(actor)
-            except self.ray.exceptions.RayTaskError as exc:  # the actor lives; its worker could not start
-                cause = getattr(exc, "cause", None) or exc
-                yield job, _ended(job, ERROR, f"the Ray actor could not run it: {type(cause).__name__}: {cause}",
-                                  type(cause).__name__)
-            else:
-                yield job, _with_place([event_from_json(e) for e in events], where)
-            if actor is not None:
-                idle.append(actor)
+            ready, _ = self.ray.wait(list(running), num_returns=1)
+            stream = ready[0]
+            run = running[stream]
+            events, ended = self._next(stream, run)
+            for event in events:
+                yield run.job, event
+            if ended:
+                running.pop(stream)
+                if run.actor is not None:
+                    idle.append(run.actor)
 
-    def _lost(self, job: Job, exc: Exception) -> list[Event]:
-        """The run of an actor that died: started and ended ``crashed``, with Ray's reason."""
+    def _next(self, stream, run: _Streaming) -> tuple[list[Event], bool]:
+        """The events the stream's next item brings (its files written first), and whether the run
+        has ended; an actor that died or failed ends it with Ray's reason."""
+        job = run.job
+        try:
+            item = self.ray.get(next(stream))
+        except StopIteration:
+            if run.finished:
+                return [], True
+            return _closing(job, run, CRASHED, "the Ray actor's stream ended before the run finished",
+                            "StreamEnded"), True
+        except (self.ray.exceptions.RayActorError, self.ray.exceptions.WorkerCrashedError) as exc:
+            events = self._lost(job, run, exc)
+            run.actor = self._replace(run.actor)
+            return events, True
+        except self.ray.exceptions.RayTaskError as exc:  # the actor lives; its worker could not start
+            cause = getattr(exc, "cause", None) or exc
+            return _closing(job, run, ERROR, f"the Ray actor could not run it: {type(cause).__name__}: {cause}",
+                            type(cause).__name__), True
+        write_shipped(job.run_dir, item["files"])
+        event = _with_place(event_from_json(item["event"]), item["where"])
+        run.started = run.started or isinstance(event, RunStarted)
+        run.finished = isinstance(event, RunFinished)
+        return [event], False  # ended by the stream's end, which follows its run_finished
+
+    def _lost(self, job: Job, run: _Streaming, exc: Exception) -> list[Event]:
+        """The run of an actor that died: ended ``crashed``, with Ray's reason."""
         kind = "RayActorError" if isinstance(exc, self.ray.exceptions.RayActorError) else "WorkerCrashedError"
         if type(exc).__name__ != kind:
             kind += f" ({type(exc).__name__})"
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else "no reason given"
-        return _ended(job, CRASHED, f"the Ray actor running it died: {kind}: {reason}", type(exc).__name__)
+        return _closing(job, run, CRASHED, f"the Ray actor running it died: {kind}: {reason}", type(exc).__name__)
 
     def _replace(self, dead):
         """A fresh actor in place of ``dead``, or None when the cluster has no room left for one."""
@@ -196,6 +253,24 @@ class RayPool:
             self.actors = []
             if self._started_ray:
                 self.ray.shutdown()
+
+
+@dataclass
+class _Streaming:
+    """A job an actor is running: what of its stream has arrived so far."""
+
+    job: Job
+    actor: Any
+    started: bool = False
+    finished: bool = False
+
+
+def _closing(job: Job, run: _Streaming, verdict: str, message: str, error: str) -> list[Event]:
+    """The end of a run its actor did not finish: its start too, unless that already arrived."""
+    if run.finished:
+        return []
+    events = _ended(job, verdict, message, error)
+    return events[1:] if run.started else events
 
 
 def _ended(job: Job, verdict: str, message: str, error: str) -> list[Event]:
@@ -225,30 +300,38 @@ def _reachable(address: str, timeout_s: float = 5.0) -> None:
         raise ConnectionError(f"nothing answers at {host}:{port} ({exc})") from None
 
 
-def _with_place(events: list[Event], where: dict[str, Any]) -> list[Event]:
-    """The run's summary names the node and GPU that ran it (``ran_on``)."""
-    for event in events:
-        if isinstance(event, RunFinished):
-            event.summary = {**event.summary, "ran_on": {"node": where["node"], "node_id": where["node_id"],
-                                                         "gpu": where["gpu"]}}
-    return events
+def _with_place(event: Event, where: dict[str, Any]) -> Event:
+    """A run's summary names the node and GPU that ran it (``ran_on``)."""
+    if isinstance(event, RunFinished):
+        event.summary = {**event.summary, "ran_on": {"node": where["node"], "node_id": where["node_id"],
+                                                     "gpu": where["gpu"]}}
+    return event
 
 
-class FinishedRuns:
-    """A ``Runner`` that hands a ``Session`` the events an actor already produced, so they pass
-    through the session's consumers (compare, history, reports, printers) like a local run's."""
+class StreamedRuns:
+    """A ``Runner`` that hands a ``Session`` the events the pool streams back, so they pass
+    through the session's consumers (compare, history, reports, printers) like a local run's,
+    each as it arrives: ``feed`` one event, then pull it through the session's stream."""
 
     def __init__(self):
-        self._events: dict[str, list[Event]] = {}
+        self._events: dict[str, deque[Event]] = {}
 
-    def add(self, job: Job, events: list[Event]) -> None:
-        self._events[job.run_id] = events
+    def feed(self, job: Job, event: Event) -> None:
+        self._events.setdefault(job.run_id, deque()).append(event)
 
     def describe(self) -> dict[str, Any]:
         return {"tier": "ray"}
 
     def run(self, job: Job) -> Iterator[Event]:
-        yield from self._events.pop(job.run_id)
+        queue = self._events.setdefault(job.run_id, deque())
+        try:
+            while True:
+                event = queue.popleft()  # fed just before the session pulls it
+                yield event
+                if isinstance(event, RunFinished):
+                    return
+        finally:
+            self._events.pop(job.run_id, None)
 
     def cancel(self, reason: str = "") -> None:
         pass
@@ -260,27 +343,37 @@ class FinishedRuns:
 def evaluate(pool: RayPool, kernels: list[Kernel], options: Options,
              consumers: list[Consumer] = ()) -> list[RunFinished]:
     """Every kernel run on ``pool``: prepared here (versions, run folders, one ``Session`` per
-    workspace), judged there, and recorded here in the order the runs finish."""
-    finished_runs = FinishedRuns()
+    workspace), judged there, and recorded here event by event as the runs stream back (the
+    events of runs on different actors interleave; each run's stay in order)."""
+    streamed = StreamedRuns()
     sessions: dict[Any, Session] = {}
     session_of: dict[str, Session] = {}
+    following: dict[str, Iterator[Event]] = {}
     jobs: list[Job] = []
     verdicts: list[RunFinished] = []
     try:
         for kernel in kernels:
             session = sessions.get(kernel.root)
             if session is None:
-                session = sessions[kernel.root] = Session(kernel.root, runner=finished_runs, consumers=consumers)
+                session = sessions[kernel.root] = Session(kernel.root, runner=streamed, consumers=consumers)
             job = session.prepare(kernel, options)
             if job.reference_path:
                 jobs.append(job)
                 session_of[job.run_id] = session
             else:  # no reference: judged unrunnable here, never shipped
                 verdicts.append(_last(session.events(job)))
-        for job, events in pool.run(jobs):
-            finished_runs.add(job, events)
-            verdicts.append(_last(session_of[job.run_id].events(job)))
+        for job, event in pool.run(jobs):
+            streamed.feed(job, event)
+            stream = following.get(job.run_id)
+            if stream is None:
+                stream = following[job.run_id] = session_of[job.run_id].events(job)
+            seen = next(stream)
+            if isinstance(seen, RunFinished):
+                following.pop(job.run_id).close()
+                verdicts.append(seen)
     finally:
+        for stream in following.values():
+            stream.close()
         for session in sessions.values():
             session.close()
     return verdicts

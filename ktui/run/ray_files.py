@@ -1,0 +1,127 @@
+"""A Ray run's folder: written in a scratch folder on the actor's node, shipped back with its events.
+
+On a cluster an actor runs on another machine, where the workspace's ``.ktui/runs/...`` is not
+the driver's. So the actor never writes into the path the driver named: its worker writes into a
+scratch folder of its own node (under the node's temporary directory), the actor ships each file
+it finds there as it appears (a dump, ``resources.json``, a profile), together with the next
+event, and the driver writes it into the run folder where a local run puts it, before that event
+reaches anyone. The events' paths name the driver's run folder, never the scratch one.
+
+Always shipped, whichever node ran the job: one path for every run (the single-node tests cover
+the multi-node code), no guess about whether a path the actor sees is the driver's (two Ray nodes
+may share a hostname, containers share paths that are not the same disk), and cheap — a run's
+files are kilobytes to a few megabytes, which on the driver's own node travel through shared
+memory. A file over ``MAX_FILE_BYTES``, or past ``MAX_RUN_BYTES`` in all, stays behind; the run's
+message and its summary (``not_shipped``) say which and why.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ktui.protocol.job import Job
+
+MAX_FILE_BYTES = 32 * 2**20
+MAX_RUN_BYTES = 128 * 2**20
+SOURCE = "source.py"  # written by the driver when it prepared the run: never shipped back
+
+
+def scratch_root() -> Path:
+    """This node's scratch folder for one actor: node-private, removed when the actor closes."""
+    return Path(tempfile.mkdtemp(prefix="ktui-ray-"))
+
+
+class ScratchRun:
+    """One job's run folder on the actor's node: the Job pointed at it, the files it gained."""
+
+    def __init__(self, root: Path, job: Job, max_file_bytes: int = MAX_FILE_BYTES,
+                 max_run_bytes: int = MAX_RUN_BYTES):
+        self.local_run = job.run_dir
+        self.path = Path(root) / job.run_id
+        self.path.mkdir(parents=True)
+        (self.path / SOURCE).write_text(job.source, encoding="utf-8")  # as the driver's run folder has it
+        self.job = Job.from_json({**job.to_json(), "run_dir": str(self.path)})
+        self.max_file_bytes = max_file_bytes
+        self.max_run_bytes = max_run_bytes
+        self.shipped_bytes = 0
+        self.not_shipped: dict[str, str] = {}
+        self._seen: dict[str, tuple[int, int]] = {}
+
+    def new_files(self) -> dict[str, bytes]:
+        """The files written or changed since the last call, by path relative to the run folder."""
+        found: dict[str, bytes] = {}
+        for path in sorted(self.path.rglob("*")):
+            if not path.is_file() or path.is_symlink():
+                continue
+            name = path.relative_to(self.path).as_posix()
+            stat = path.stat()
+            key = (stat.st_size, stat.st_mtime_ns)
+            if name == SOURCE or self._seen.get(name) == key or name in self.not_shipped:
+                continue
+            self._seen[name] = key
+            refused = self._refusal(name, stat.st_size)
+            if refused:
+                self.not_shipped[name] = refused
+                continue
+            found[name] = path.read_bytes()
+            self.shipped_bytes += len(found[name])
+        return found
+
+    def _refusal(self, name: str, size: int) -> str:
+        if size > self.max_file_bytes:
+            return (f"{name} ({_mib(size)}) was not shipped back from the Ray node that ran it: "
+                    f"a file may be at most {_mib(self.max_file_bytes)}")
+        if self.shipped_bytes + size > self.max_run_bytes:
+            return (f"{name} ({_mib(size)}) was not shipped back from the Ray node that ran it: "
+                    f"the run's files may be at most {_mib(self.max_run_bytes)} in all")
+        return ""
+
+    def back(self, event: dict[str, Any], where: str = "") -> dict[str, Any]:
+        """An event of the scratch run as the driver's: its paths name the driver's run folder;
+        a ``run_finished`` says which files stayed behind on ``where``."""
+        event = _replaced(event, str(self.path), self.local_run)
+        if event.get("type") == "run_finished" and self.not_shipped:
+            reasons = [f"{reason} ({where})" if where else reason for reason in self.not_shipped.values()]
+            event["message"] = "\n".join(filter(None, [event.get("message", ""), *reasons]))
+            event["summary"] = {**event.get("summary", {}), "not_shipped": reasons}
+        return event
+
+    def close(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def write_shipped(run_dir: str, files: dict[str, bytes]) -> None:
+    """Files shipped from an actor, into the driver's run folder (each atomically: a reader never
+    sees half a file). A name that would leave the folder is refused."""
+    base = Path(run_dir).resolve()
+    for name, data in files.items():
+        target = (base / name).resolve()
+        if base not in target.parents:
+            raise ValueError(f"a shipped file named {name!r} would land outside the run folder {base}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+def _replaced(value: Any, old: str, new: str) -> Any:
+    if isinstance(value, str):
+        return value.replace(old, new)
+    if isinstance(value, dict):
+        return {k: _replaced(v, old, new) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_replaced(v, old, new) for v in value]
+    return value
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:.1f} MiB" if size >= 2**20 else f"{size} B"
