@@ -85,7 +85,8 @@ class WorkerProcess:
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
         self.lines_seen = 0  # every stderr line so far (the tail keeps the last STDERR_TAIL)
         self.token = uuid.uuid4().hex
-        env = child_env({**_tree_env(self.token), **config.env()})
+        pinned = config.env() if isinstance(config, WorkerConfig) else {}  # other processes (an audit) see every GPU
+        env = child_env({**_tree_env(self.token), **pinned})
         self.proc = subprocess.Popen(
             config.argv(),
             stdin=subprocess.PIPE,
