@@ -24,8 +24,13 @@ HANG = (FIXTURES / "kernels" / "hang.py").read_text()
 TWO = [Device("0"), Device("1")]
 
 
-def _loop(ws, got, **options):
-    pool = DevicePool(TWO, WorkerConfig(force_cpu=True))
+# add_triton whose first call sleeps 20 s: its run is still in flight a while after it started
+SLOW_ADD = ADD.replace("    out = torch.empty_like(x)", "    if not _slept:\n        _slept.append(1)\n"
+                       "        time.sleep(20)\n    out = torch.empty_like(x)", 1) + "\n\nimport time\n\n_slept = []\n"
+
+
+def _loop(ws, got, pool=None, **options):
+    pool = pool or DevicePool(TWO, WorkerConfig(force_cpu=True))
     return WatchLoop(Workspace.at(ws), Options(seed=0, benchmark=False, **options), got,
                      WatchSettings(debounce_s=0.05, audit=False), runner=pool)
 
@@ -89,5 +94,34 @@ def test_a_save_cancels_only_its_own_kernels_run_and_the_other_gpu_runs_on(tmp_p
         # the other kernel's run was never touched: still in flight on its GPU
         assert not [e for e in got.of(RunFinished) if e.run_id == starts["add_other"].run_id]
         assert _one_run_per_gpu_at_a_time(got.items) == {"0", "1"}
+    finally:
+        loop.close()
+
+
+def test_a_worker_killed_on_one_gpu_ends_only_its_run_and_the_other_gpu_runs_on_to_its_verdict(tmp_path):
+    import os
+    import signal
+
+    assert "time.sleep(20)" in SLOW_ADD
+    ws = make_workspace(tmp_path / "ws")
+    (ws / "kernels" / "add_hang.py").write_text(HANG)
+    (ws / "kernels" / "add_slow.py").write_text(SLOW_ADD)
+    got = Collector()
+    pool = DevicePool(TWO, WorkerConfig(force_cpu=True))
+    loop = _loop(ws, got, pool=pool, timeouts={"compile": 300})
+    loop.start()
+    try:
+        starts = {k: got.wait_for(lambda e, k=k: isinstance(e, RunStarted) and e.kernel == k)
+                  for k in ("add_hang", "add_slow")}
+        for start in starts.values():
+            got.wait_for(lambda e, s=start: isinstance(e, RungStarted) and e.run_id == s.run_id and e.rung == "compile")
+        victim = pool.runners[[d.index for d in TWO].index(starts["add_hang"].gpu)]
+        os.kill(victim._worker.proc.pid, signal.SIGKILL)
+        crashed = got.wait_for(lambda e: isinstance(e, RunFinished) and e.run_id == starts["add_hang"].run_id)
+        assert crashed.verdict == "crashed" and "SIGKILL" in crashed.message
+        done = got.wait_for(lambda e: isinstance(e, RunFinished) and e.run_id == starts["add_slow"].run_id, timeout=300)
+        assert done.verdict == "passed"
+        assert got.items.index(done) > got.items.index(crashed)  # it was still running when the other died
+        assert starts["add_slow"].gpu != starts["add_hang"].gpu
     finally:
         loop.close()
