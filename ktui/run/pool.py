@@ -37,12 +37,11 @@ class DevicePool:
         self.runners = [LocalRunner(dataclasses.replace(base, gpu=d.index, gpu_uuid=d.uuid, pin_gpu=True),
                                     fresh_each_run=fresh_each_run) for d in self.devices]
 
-    def run(self, jobs: list[Job]) -> Iterator[tuple[Job, Event]]:
-        """Each event with its job as it comes (the runs of different GPUs interleave, each run's
-        in order, ending with its ``RunFinished``); a GPU whose worker cannot start ends its job
-        ``error`` and takes no more (the others take the rest)."""
+    def run(self, jobs: list[Job]) -> Iterator[tuple[Job, list[Event]]]:
+        """Each job with its events, in the order the jobs finish; a GPU whose worker cannot start
+        ends its job ``error`` and takes no more (the others take the rest)."""
         pending = deque(jobs)
-        results: queue.Queue[tuple[Job, Event]] = queue.Queue()
+        results: queue.Queue[tuple[Job, list[Event]]] = queue.Queue()
         lock = threading.Lock()
         stop = threading.Event()
 
@@ -53,11 +52,9 @@ class DevicePool:
                         return
                     job = pending.popleft()
                 try:
-                    for event in runner.run(job):
-                        results.put((job, _placed(event, device)))
+                    results.put((job, _placed(list(runner.run(job)), device)))
                 except WorkerStartError as exc:
-                    for event in ended(job, ERROR, f"{device.label()}: {exc}"):
-                        results.put((job, event))
+                    results.put((job, ended(job, ERROR, f"{device.label()}: {exc}")))
                     return
 
         threads = [threading.Thread(target=serve, args=(d, r), name=f"ktui-gpu-{d.index}", daemon=True)
@@ -77,11 +74,9 @@ class DevicePool:
                         pending.clear()
                     for job in left:
                         handed += 1
-                        for event in ended(job, ERROR, "no GPU left to run it: no worker would start"):
-                            yield job, event
+                        yield job, ended(job, ERROR, "no GPU left to run it: no worker would start")
                     continue
-                if isinstance(item[1], RunFinished):
-                    handed += 1
+                handed += 1
                 yield item
         finally:
             stop.set()
@@ -105,12 +100,13 @@ class DevicePool:
             thread.join(timeout=30)
 
 
-def _placed(event: Event, device: Device) -> Event:
+def _placed(events: list[Event], device: Device) -> list[Event]:
     """The run's summary names the GPU that ran it (``ran_on``, as a Ray run's does)."""
-    if isinstance(event, RunFinished):
-        event.summary = {**event.summary, "ran_on": {"node": socket.gethostname(), "gpu": device.index,
-                                                     "gpu_uuid": device.uuid}}
-    return event
+    for event in events:
+        if isinstance(event, RunFinished):
+            event.summary = {**event.summary, "ran_on": {"node": socket.gethostname(), "gpu": device.index,
+                                                         "gpu_uuid": device.uuid}}
+    return events
 
 
 def ended(job: Job, verdict: str, message: str) -> list[Event]:
