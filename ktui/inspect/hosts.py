@@ -83,6 +83,7 @@ class LocalHost:
 
     where = "here"
     remote = False
+    progress_suffix = ""  # what a progress line adds to say where: nothing, here
 
     def stage(self, job: Job, workdir: Path) -> tuple[str, str, str]:
         """(the job file, a private folder, the run folder) as the tool's host names them."""
@@ -123,6 +124,7 @@ class RemoteHost:
     def __init__(self, runner: RemoteRunner):
         self.runner = runner
         self.where = f"on {runner.host}"
+        self.progress_suffix = f" {self.where}"
         self._staged: Staged | None = None
         self._local_run = ""
         self._workdir = ""

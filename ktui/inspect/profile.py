@@ -126,7 +126,7 @@ def profile(path: Path, options: ProfileOptions, progress: Progress = lambda mes
     target = prepare(path, reference=reference, host=host)
     try:
         ncu = find_ncu(target.host)
-        progress(f"loading {target.kernel.id} v{target.job.version}" + (f" {target.host.where}" if target.host.remote else ""))
+        progress(f"loading {target.kernel.id} v{target.job.version}{target.host.progress_suffix}")
         check = preflight(target, options.shape)
         require_loaded(check)
         require_gpu(check, "ncu profiling", target.host.where)

@@ -166,7 +166,7 @@ def sanitize(path: Path, tool: str = "memcheck", timeout_s: float = DEFAULT_TIME
     target = prepare(path, reference=reference, host=host)
     try:
         sanitizer = find_sanitizer(target.host)
-        progress(f"loading {target.kernel.id} v{target.job.version}" + (f" {target.host.where}" if target.host.remote else ""))
+        progress(f"loading {target.kernel.id} v{target.job.version}{target.host.progress_suffix}")
         check = preflight(target, 0, tests=True)
         require_loaded(check)
         require_gpu(check, "compute-sanitizer", target.host.where)
