@@ -5,7 +5,8 @@
 #     bash tests/benchmarks/gpu_session.sh part1   # pytest -m gpu, then the recorded fixtures
 #     bash tests/benchmarks/gpu_session.sh part2   # timer fidelity, calibrate, screenshots
 #     bash tests/benchmarks/gpu_session.sh part3   # loop latency, one plain run
-#     bash tests/benchmarks/gpu_session.sh verify  # the GPU suite, every command on every format (MEMORY=1: memory)
+#     bash tests/benchmarks/gpu_session.sh verify  # the GPU suite
+#     bash tests/benchmarks/gpu_session.sh commands  # every command on every format, calibrate (MEMORY=1: memory)
 #     bash tests/benchmarks/gpu_session.sh suite   # the roofline kernel suite, watch latency by stage
 #     CORPORA=.corpora bash tests/benchmarks/gpu_session.sh audit   # ktui audit of both public corpora
 #
@@ -52,9 +53,12 @@ case "${1:-}" in
     step figures.log 100 "$PY" tests/benchmarks/loop_latency.py --reps 3 --json "$OUT/loop_latency.json"
     step run.log 60 "$PY" -m ktui run kernels/ --seed 1 --bench-time 1
     ;;
-  verify)  # about 9 minutes: the GPU suite, every command on every format, memory at real sizes
+  verify)  # about 9 minutes: the GPU suite alone (it outgrew a shared 10-minute call)
     machine verify.log
-    step verify.log 340 "$PY" -m pytest "${GPU_TESTS[@]}"
+    step verify.log 540 "$PY" -m pytest "${GPU_TESTS[@]}"
+    ;;
+  commands)  # about 3 minutes: every command on every format, the calibration, memory at real sizes
+    machine commands.log
     work=$(mktemp -d)
     cp -r tests/fixtures/gpumode "$work/gm" && mkdir "$work/pair"
     cp tests/fixtures/kernelbench/scale_shift_relu.py "$work/pair/problem.py"
@@ -65,6 +69,7 @@ case "${1:-}" in
     (cd "$work/pair" && step commands.log 60 "$PY" -m ktui run candidate.py --reference problem.py --bench-time 1 \
       && step commands.log 60 "$PY" -m ktui profile candidate.py --reference problem.py \
       && step commands.log 60 "$PY" -m ktui sanitize candidate.py --reference problem.py)
+    step commands.log 90 "$PY" -m ktui calibrate --json
     [ -n "${MEMORY:-}" ] && step memory.log 200 "$PY" tests/benchmarks/memory_footprint.py --json "$OUT/memory_footprint.json"
     ;;
   suite)  # about 7 minutes: the roofline kernel suite, then save → verdict through the watcher
@@ -85,7 +90,7 @@ case "${1:-}" in
     tar -czf "$OUT/corpus.tgz" -C /tmp corpus 2>> "$OUT/corpus.log"
     ;;
   *)
-    echo "usage: OUT=dir bash $0 part1|part2|part3|verify|suite|audit|corpus" >&2
+    echo "usage: OUT=dir bash $0 part1|part2|part3|verify|commands|suite|audit|corpus" >&2
     exit 2
     ;;
 esac
