@@ -4,8 +4,10 @@ HBM sustains more when reads outnumber writes, so a 1:1 copy is not the ceiling 
 memory-bound kernel (on an H200 a Triton add, 2 reads and 1 write, read 104% of the best copy).
 ``ktui calibrate`` therefore times a few access patterns with ktui's own Triton kernels
 (``ktui.measure.streamkernels``), each over buffers far larger than the L2 and each counting the
-bytes it really moves, plus torch's ``copy_``; the ceiling is the best of them. Every pattern's
-figure is kept in the calibration's details, labelled, with the one that set the ceiling.
+bytes it really moves, plus torch's ``copy_``. Every pattern's figure is kept in the
+calibration's details, labelled; the calibration's one bandwidth figure is the best of them, and
+a benchmark is held to the pattern that matches its own mix of reads and writes (``mixes``, and
+``ktui.measure.roofline.Ceiling.for_reads``), so a 1:1 kernel is compared with a 1:1 copy.
 
 Details written (older calibrations have only the ``copy*`` keys, which are still written):
 ``bandwidth`` (which pattern and kernel set the ceiling), ``bandwidth_patterns`` (per pattern:
@@ -19,6 +21,8 @@ import functools
 import math
 from dataclasses import dataclass
 from typing import Any, Callable
+
+from ktui.measure.roofline import Mix
 
 TORCH_COPY = "torch copy_"
 
@@ -153,6 +157,19 @@ def _record(size: int, patterns: dict[str, dict[str, Any]], details: dict[str, A
     return measured[best]
 
 
+def mixes(details: dict[str, Any]) -> tuple[Mix, ...]:
+    """Each measured pattern as a ceiling for kernels of its read share (none for a calibration
+    saved before the patterns were measured: its one figure serves every kernel)."""
+    patterns = details.get("bandwidth_patterns")
+    if not isinstance(patterns, dict):
+        return ()
+    out = []
+    for p in patterns.values():
+        if isinstance(p, dict) and p.get("gbs") and p.get("reads"):
+            out.append(Mix(p.get("title", "?"), p["reads"] / (p["reads"] + p.get("writes", 0)), float(p["gbs"])))
+    return tuple(sorted(out, key=lambda m: m.read_share))
+
+
 def source_note(details: dict[str, Any]) -> str:
     """What set the calibrated bandwidth, for the ceiling figure: ``", read-only sum"`` or ``""``
     (a calibration saved before the patterns were measured, where the copy set it)."""
@@ -187,7 +204,7 @@ def describe(bandwidth_gbs: float | None, details: dict[str, Any], datasheet_gbs
         if "gbs" not in p:
             lines.append(f"    {title:<20} not measured: {p.get('error', '')}")
             continue
-        mark = "  ← ceiling" if name == best.get("pattern") else ""
+        mark = "  ← highest" if name == best.get("pattern") else ""
         lines.append(f"    {title:<20} {p['gbs']:8.0f} GB/s  {p.get('kernel')}, "
                      f"{p.get('counted_bytes', 0) / 2**30:.2f} GiB counted{mark}")
         if name == "copy":
@@ -196,4 +213,5 @@ def describe(bandwidth_gbs: float | None, details: dict[str, Any], datasheet_gbs
                     lines.append(f"      {label:<18} {details[key]:8.0f} GB/s")
         for label, error in p.get("errors", {}).items():
             lines.append(f"      {label} not measured: {error}")
+    lines.append("    each benchmark is held to the pattern at or just above its own share of reads")
     return lines

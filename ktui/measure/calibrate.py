@@ -65,7 +65,7 @@ class Calibration:
         sources = {k: note for k in self.tflops}
         if self.bandwidth_gbs:
             sources["bandwidth"] = note + _bandwidth.source_note(self.details)
-        return Ceiling(self.device, self.bandwidth_gbs, dict(self.tflops), sources)
+        return Ceiling(self.device, self.bandwidth_gbs, dict(self.tflops), sources, _bandwidth.mixes(self.details))
 
 
 def device_key(device: str, driver: str) -> str:

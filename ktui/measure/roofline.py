@@ -6,7 +6,10 @@ than ``flops / compute rate``. The roofline time is the larger floor, and the fr
 roofline is ``floor / measured`` (1.0 = at the hardware limit).
 
 Ceilings come from ``ktui calibrate`` (this device, measured) in preference to the datasheet
-table (``ktui.measure.devices``). A calibrated ceiling is an achieved rate, not a peak, so a kernel may
+table (``ktui.measure.devices``). HBM sustains more the larger the share of reads, so a calibrated
+memory ceiling is the one measured for the access mix at or just above the kernel's own share of
+reads (``Ceiling.for_reads``): a softmax (half reads) is held to the 1:1 copy, an add (two thirds)
+to the 2-read-1-write add, a reduction to the read-only sum. A calibrated ceiling is an achieved rate, not a peak, so a kernel may
 slightly beat it; the **impossible** flag is therefore judged against the datasheet peak, which
 nothing can beat — a kernel faster than that floor has a measurement or correctness problem
 (or a wrong model in the reference), and must not be celebrated.
@@ -14,7 +17,7 @@ nothing can beat — a kernel faster than that floor has a measurement or correc
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ktui.measure.devices import DeviceSpec
 
@@ -59,9 +62,35 @@ class Ceiling:
     bandwidth_gbs: float | None
     tflops: dict[str, float] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)  # "bandwidth"/dtype key → "calibrated …"/"datasheet …"
+    mixes: tuple[Mix, ...] = ()  # calibrated bandwidth per access mix; empty: one figure for every kernel
 
     def source_of(self, part: str) -> str:
         return self.sources.get(part, "")
+
+    def for_reads(self, read_share: float | None) -> Ceiling:
+        """This ceiling with the bandwidth of the measured mix whose share of reads is the kernel's
+        or the next above it (an upper bound: more reads never make HBM slower); itself when no
+        mixes were measured or the kernel's share is unknown."""
+        if not self.mixes or read_share is None:
+            return self
+        above = [m for m in self.mixes if m.read_share >= read_share - MIX_SLACK]
+        mix = min(above, key=lambda m: m.read_share) if above else max(self.mixes, key=lambda m: m.gbs)
+        base = self.sources.get("bandwidth", "").split(", ")[0]
+        note = f"{base}, {mix.title} for {read_share:.0%} reads" if base else f"{mix.title} for {read_share:.0%} reads"
+        return replace(self, bandwidth_gbs=mix.gbs, sources={**self.sources, "bandwidth": note})
+
+
+@dataclass(frozen=True)
+class Mix:
+    """One calibrated access pattern: its share of the bytes that are reads, and its bandwidth."""
+
+    title: str
+    read_share: float
+    gbs: float
+
+
+# A kernel's share of reads is estimated from its tensors; this much below a mix still uses it.
+MIX_SLACK = 0.02
 
 
 def datasheet_ceiling(spec: DeviceSpec) -> Ceiling:
@@ -81,7 +110,7 @@ def choose_ceiling(device: str, spec: DeviceSpec | None, calibrated: Ceiling | N
     bandwidth = calibrated.bandwidth_gbs if calibrated.bandwidth_gbs else sheet.bandwidth_gbs
     if not calibrated.bandwidth_gbs and sheet.bandwidth_gbs:
         sources["bandwidth"] = sheet.sources["bandwidth"]
-    return Ceiling(device, bandwidth, tflops, sources)
+    return Ceiling(device, bandwidth, tflops, sources, calibrated.mixes if calibrated.bandwidth_gbs else ())
 
 
 def impossibility_limit(spec: DeviceSpec | None, calibrated: Ceiling | None) -> Ceiling | None:

@@ -149,8 +149,70 @@ def test_describe_lists_every_pattern_labelled_and_marks_the_ceiling():
     head = next(line for line in lines if "memory bandwidth" in line)
     assert "4393 GB/s = 92% of the datasheet 4800 GB/s" in head and "2-read-1-write add" in head
     add = next(line for line in lines if line.strip().startswith("2-read-1-write add"))
-    assert "4393 GB/s" in add and "3.00 GiB counted" in add and add.endswith("← ceiling")
+    assert "4393 GB/s" in add and "3.00 GiB counted" in add and add.endswith("← highest")
     copy = next(line for line in lines if line.strip().startswith("1:1 copy"))
-    assert "4242 GB/s" in copy and "torch copy_" in copy and "ceiling" not in copy
+    assert "4242 GB/s" in copy and "torch copy_" in copy and "highest" not in copy
+    assert lines[-1].strip() == "each benchmark is held to the pattern at or just above its own share of reads"
     assert any(line.strip().startswith("read-only sum") and "not measured: triton" in line for line in lines)
     assert any("Triton copy" in line and "4150 GB/s" in line for line in lines)
+
+
+def all_patterns() -> dict:
+    patterns = measured_patterns()
+    patterns["sum"] = {"title": "read-only sum", "kernel": "triton block=64KiB warps=16", "gbs": 4551.0,
+                       "reads": 1, "writes": 0}
+    return patterns
+
+
+def saved_ceiling(tmp_path, patterns):
+    details = {}
+    best = bandwidth._record(1 << 30, patterns, details)
+    calibrate.save(tmp_path, Calibration(
+        device="NVIDIA H200", driver="580.159.04", driver_source="nvml", date="2026-12-01T10:00:00+00:00",
+        torch="2.11.0", bandwidth_gbs=best, tflops={"bf16": 740.0}, details=details))
+    return ceilings("NVIDIA H200", tmp_path, "580.159.04")[0]
+
+
+def test_a_kernel_is_held_to_the_calibrated_mix_at_or_above_its_share_of_reads(tmp_path):
+    ceiling = saved_ceiling(tmp_path, all_patterns())
+    assert ceiling.bandwidth_gbs == 4551.0  # the calibration's one figure is its highest
+    half = ceiling.for_reads(0.5)  # softmax, RMSNorm: as many bytes written as read
+    assert half.bandwidth_gbs == 4242.0 and half.source_of("bandwidth") == "calibrated 2026-12-01, 1:1 copy for 50% reads"
+    assert ceiling.for_reads(0.66).bandwidth_gbs == 4393.0  # an add, its share estimated a little low
+    assert ceiling.for_reads(0.8).bandwidth_gbs == 4551.0  # more reads than the add: only the sum bounds it
+    assert ceiling.for_reads(0.2).bandwidth_gbs == 4242.0  # write-heavy: the copy, the lowest share measured
+    assert ceiling.for_reads(None) is ceiling
+    assert ceiling.tflops == half.tflops  # compute ceilings do not depend on the mix
+
+
+def test_a_softmax_at_copy_speed_reads_as_at_the_roofline_not_below_the_read_only_sum(tmp_path):
+    ceiling = saved_ceiling(tmp_path, all_patterns())
+    moved = 2 * (1 << 28) * 4
+    roof = evaluate(moved / 4242e9, moved, None, "fp32", ceiling.for_reads(0.5))
+    assert roof.fraction == pytest.approx(1.0)
+    assert evaluate(moved / 4242e9, moved, None, "fp32", ceiling).fraction == pytest.approx(4242 / 4551)
+
+
+def test_without_the_sum_a_read_heavy_kernel_is_held_to_the_fastest_mix_measured(tmp_path):
+    ceiling = saved_ceiling(tmp_path, measured_patterns())  # the sum failed to run
+    assert ceiling.for_reads(0.9).bandwidth_gbs == 4393.0
+
+
+def test_a_calibration_saved_before_the_patterns_holds_every_kernel_to_its_one_figure(tmp_path):
+    (tmp_path / ".ktui").mkdir()
+    (tmp_path / ".ktui" / "calibration.json").write_text(json.dumps(
+        {"NVIDIA H200 | driver 580.159.04": SAVED_BEFORE_THE_PATTERNS}))
+    ceiling, _, _ = ceilings("NVIDIA H200", tmp_path, "580.159.04")
+    assert ceiling.for_reads(0.5) is ceiling and ceiling.for_reads(1.0).bandwidth_gbs == 4241.5
+
+
+def test_the_read_share_counts_input_tensors_against_the_output():
+    import torch
+
+    from ktui.loop.rungs.bench import read_share
+
+    x, y = torch.empty(1000), torch.empty(1000)
+    assert read_share((x, y), torch.empty(1000)) == pytest.approx(2 / 3)
+    assert read_share((x, 3.0), torch.empty(1000)) == pytest.approx(0.5)
+    assert read_share((x,), torch.empty(())) == pytest.approx(1000 / 1001)
+    assert read_share((), None) is None

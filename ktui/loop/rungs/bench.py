@@ -76,6 +76,10 @@ def run(ctx: RunContext, shape: dict) -> Outcome:
         figures["ceiling_note"] = ceiling_note
     if dtype:
         figures["dtype"] = dtype
+    share = read_share(sets[0], check.expected[0])
+    if share is not None:
+        figures["read_share"] = share
+    ceiling = ceiling.for_reads(share) if ceiling is not None else None
     roof = rl.evaluate(figures["kernel_us"] * 1e-6, model.get("bytes"), model.get("flops"), dtype, ceiling, limit,
                        done=settings.roofline_done, check_impossible=not settings.hot_cache)
     figures.update(roof.figures())
@@ -177,6 +181,14 @@ def roofline_model(ctx: RunContext, shape: dict, inputs: tuple) -> tuple[dict[st
         floating = [t for t in tensors_in(inputs) if t.dtype.is_floating_point]
         dtype = rl.dtype_key(floating[0].dtype) if floating else None
     return model, dtype, notes
+
+
+def read_share(inputs: tuple, output: Any) -> float | None:
+    """The share of the kernel's tensor bytes that it reads (its inputs) rather than writes (the
+    reference's output for the same inputs), which picks the calibrated access mix it is held to."""
+    read = sum(t.numel() * t.element_size() for t in tensors_in(inputs))
+    written = sum(t.numel() * t.element_size() for t in tensors_in(output))
+    return read / (read + written) if read + written else None
 
 
 def ceilings(device: str, root: Path, driver: str) -> tuple[rl.Ceiling | None, rl.Ceiling | None, str]:
