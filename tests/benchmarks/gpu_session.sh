@@ -8,6 +8,8 @@
 #     bash tests/benchmarks/gpu_session.sh verify  # the GPU suite
 #     bash tests/benchmarks/gpu_session.sh commands  # every command on every format, calibrate (MEMORY=1: memory)
 #     bash tests/benchmarks/gpu_session.sh suite   # the roofline kernel suite, watch latency by stage
+#     bash tests/benchmarks/gpu_session.sh stories # each kernel's path, version by version
+#     bash tests/benchmarks/gpu_session.sh cute    # the CuTeDSL kernels alone, verbose
 #     CORPORA=.corpora bash tests/benchmarks/gpu_session.sh audit   # ktui audit of both public corpora
 #
 # Each step has its own time limit and its own log under $OUT; a failing step never stops the
@@ -77,6 +79,18 @@ case "${1:-}" in
     step suite.log 360 "$PY" tests/benchmarks/roofline_suite.py kernels
     step suite.log 120 "$PY" tests/benchmarks/watch_latency.py --reps 6 --json "$OUT/watch_latency.json"
     ;;
+  stories)  # about 5 minutes: each kernel's path, version by version, replayed through ktui run
+    machine stories.log
+    for name in rmsnorm_triton gemm_bf16_triton; do
+      step stories.log 200 "$PY" tests/benchmarks/version_story.py . "$name" tests/benchmarks/stories/"$name"/*.py \
+        --json "$OUT/story_$name.json"
+    done
+    ;;
+  cute)  # about 2 minutes: the CuTeDSL kernels alone, verbose
+    machine cute.log
+    step cute.log 240 "$PY" -m ktui run kernels/softmax_cutedsl.py kernels/rmsnorm_cutedsl.py kernels/gemm_bf16_cutedsl.py \
+      --bench-time 1 -v
+    ;;
   audit)  # about 9 minutes; CORPORA names the folder holding gpumode/ and kernelbench/
     machine audit.log
     step audit.log 540 "$PY" tests/benchmarks/audit_corpus.py --kernelbench "${CORPORA:?}/kernelbench/KernelBench/level1" \
@@ -90,7 +104,7 @@ case "${1:-}" in
     tar -czf "$OUT/corpus.tgz" -C /tmp corpus 2>> "$OUT/corpus.log"
     ;;
   *)
-    echo "usage: OUT=dir bash $0 part1|part2|part3|verify|commands|suite|audit|corpus" >&2
+    echo "usage: OUT=dir bash $0 part1|part2|part3|verify|commands|suite|stories|cute|audit|corpus" >&2
     exit 2
     ;;
 esac
