@@ -131,6 +131,7 @@ class VersionPoint:
     code: CodeFacts | None = None  # what its compiled code holds (the dumps rung), timed or not
     correct: tuple[int, int] | None = None  # correctness shapes passed, of all
     code_missing: str = ""  # why ``code`` is None: what its dumps rung said
+    gpu: str = ""  # which GPU of the host ran it, where several were in use
 
 
 @dataclass(frozen=True)
@@ -221,6 +222,8 @@ class DashboardState:
         if item.tier not in ("", "-"):
             view.tier, view.device, view.arch = item.tier, item.device, item.arch
             self.tier, self.device, self.arch = item.tier, item.device, item.arch
+        if item.gpus:  # one worker per GPU
+            self.device += f" ×{len(item.gpus)} (GPUs {','.join(item.gpus)})"
         return {view.id, ""}
 
     def _rung_started(self, item: RungStarted) -> set[str]:
@@ -269,7 +272,7 @@ class DashboardState:
         queued = set(item.queued)
         for view in self.kernels.values():
             want = view.state
-            if view.id == item.running:
+            if view.id == item.running or view.id in item.also_running:
                 want = RUNNING
             elif view.id in queued:
                 want = QUEUED
@@ -334,6 +337,8 @@ class DashboardState:
 
     def _runner_ready(self, item: RunnerReady) -> set[str]:
         self.tier, self.device, self.arch = item.tier, item.device, item.arch
+        if item.gpus:  # one worker per GPU
+            self.device += f" ×{len(item.gpus)} (GPUs {','.join(item.gpus)})"
         self.problem = ""
         return {""}
 
@@ -401,6 +406,7 @@ def version_history(store: Store, kernel_id: str, limit: int = 500) -> list[Vers
             code=code_facts(dumps.get(run.run_id)),
             code_missing=code_missing(dumps.get(run.run_id)),
             correct=(int(correct[0]), int(correct[1])) if isinstance(correct, list) and len(correct) == 2 else None,
+            gpu=run.gpu,
         )
     return [points[v] for v in sorted(points)]
 

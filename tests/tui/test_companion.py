@@ -193,3 +193,29 @@ def test_a_row_whose_file_changed_shows_new_while_it_waits_or_runs(tmp_path):
             assert klist._cells(view, 0.0)[2].plain == f"v{old}"
 
     asyncio.run(scenario())
+
+
+def test_the_history_list_names_the_gpu_of_each_version_once_several_gpus_ran_them():
+    def points(gpus):
+        return [VersionPoint(version=v, verdict="passed", speedup=None, roofline=None, tier="gpu", finished=float(v),
+                             gpu=gpu) for v, gpu in enumerate(gpus, start=1)]
+
+    text = _head(points(["0", "1", "1"]), []).plain
+    assert "v1\u00a0✓\u00a0passed\u00a0gpu0" in text and "v3\u00a0✓\u00a0passed\u00a0gpu1" in text
+    assert "gpu" not in _head(points(["0", "0"]), []).plain  # one GPU: nothing to tell apart
+    assert "gpu" not in _head(points(["", ""]), []).plain  # runs from before GPUs were recorded
+
+
+def test_kernels_running_on_two_gpus_at_once_are_both_shown_running_with_the_gpus_in_the_device():
+    from pathlib import Path
+
+    from ktui.tui.state import RUNNING, DashboardState
+    from ktui.watch.scheduler import QueueChanged, RunnerReady
+
+    state = DashboardState(Path("/ws"))
+    for name in ("a", "b", "c"):
+        state.kernels[name] = KernelView(id=name, path=f"/ws/kernels/{name}.py", reference="")
+    state.apply(QueueChanged(running="a", queued=("c",), also_running=("b",)))
+    assert [state.kernels[k].state == RUNNING for k in ("a", "b", "c")] == [True, True, False]
+    state.apply(RunnerReady(tier="gpu", device="NVIDIA H200", arch="sm_90a", gpus=("0", "1")))
+    assert state.device == "NVIDIA H200 ×2 (GPUs 0,1)"
