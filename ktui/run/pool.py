@@ -37,11 +37,12 @@ class DevicePool:
         self.runners = [LocalRunner(dataclasses.replace(base, gpu=d.index, gpu_uuid=d.uuid, pin_gpu=True),
                                     fresh_each_run=fresh_each_run) for d in self.devices]
 
-    def run(self, jobs: list[Job]) -> Iterator[tuple[Job, list[Event]]]:
-        """Each job with its events, in the order the jobs finish; a GPU whose worker cannot start
-        ends its job ``error`` and takes no more (the others take the rest)."""
+    def run(self, jobs: list[Job]) -> Iterator[tuple[Job, Event]]:
+        """Each event with its job as it comes (the runs of different GPUs interleave, each run's
+        in order, ending with its ``RunFinished``); a GPU whose worker cannot start ends its job
+        ``error`` and takes no more (the others take the rest)."""
         pending = deque(jobs)
-        results: queue.Queue[tuple[Job, list[Event]]] = queue.Queue()
+        results: queue.Queue[tuple[Job, Event]] = queue.Queue()
         lock = threading.Lock()
         stop = threading.Event()
 
@@ -52,9 +53,11 @@ class DevicePool:
                         return
                     job = pending.popleft()
                 try:
-                    results.put((job, _placed(list(runner.run(job)), device)))
+                    for event in runner.run(job):
+                        results.put((job, _placed(event, device)))
                 except WorkerStartError as exc:
-                    results.put((job, ended(job, ERROR, f"{device.label()}: {exc}")))
+                    for event in ended(job, ERROR, f"{device.label()}: {exc}"):
+                        results.put((job, event))
                     return
 
         threads = [threading.Thread(target=serve, args=(d, r), name=f"ktui-gpu-{d.index}", daemon=True)
@@ -74,9 +77,11 @@ class DevicePool:
                         pending.clear()
                     for job in left:
                         handed += 1
-                        yield job, ended(job, ERROR, "no GPU left to run it: no worker would start")
+                        for event in ended(job, ERROR, "no GPU left to run it: no worker would start"):
+                            yield job, event
                     continue
-                handed += 1
+                if isinstance(item[1], RunFinished):
+                    handed += 1
                 yield item
         finally:
             stop.set()
@@ -100,13 +105,12 @@ class DevicePool:
             thread.join(timeout=30)
 
 
-def _placed(events: list[Event], device: Device) -> list[Event]:
+def _placed(event: Event, device: Device) -> Event:
     """The run's summary names the GPU that ran it (``ran_on``, as a Ray run's does)."""
-    for event in events:
-        if isinstance(event, RunFinished):
-            event.summary = {**event.summary, "ran_on": {"node": socket.gethostname(), "gpu": device.index,
-                                                         "gpu_uuid": device.uuid}}
-    return events
+    if isinstance(event, RunFinished):
+        event.summary = {**event.summary, "ran_on": {"node": socket.gethostname(), "gpu": device.index,
+                                                     "gpu_uuid": device.uuid}}
+    return event
 
 
 def ended(job: Job, verdict: str, message: str) -> list[Event]:

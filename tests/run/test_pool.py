@@ -42,6 +42,18 @@ def _jobs(ws: Path, names: list[str], options: Options):
         session.close()
 
 
+def _runs(stream) -> list[list]:
+    """The streamed ``(job, event)`` pairs as each run's events, in the order the runs finish."""
+    open_runs: dict[str, list] = {}
+    finished = []
+    for job, event in stream:
+        open_runs.setdefault(job.run_id, []).append(event)
+        if isinstance(event, RunFinished):
+            finished.append(open_runs.pop(job.run_id))
+    assert not open_runs, "a run's events stopped before its run_finished"
+    return finished
+
+
 def _summary(events) -> tuple[str, str, str, float, float]:
     start = next(e for e in events if isinstance(e, RunStarted))
     end = next(e for e in events if isinstance(e, RunFinished))
@@ -52,7 +64,7 @@ def test_a_kernel_hanging_on_one_gpu_does_not_hold_up_the_other_and_results_come
     options = Options(seed=1, benchmark=False, timeouts={"compile": 45})
     jobs = _jobs(ws, ["hang", "add_triton"], options)  # the hang is handed out first
     (first, first_gpu, first_verdict, *_), (second, second_gpu, second_verdict, *_) = (
-        _summary(events) for _, events in pool.run(jobs))
+        _summary(events) for events in _runs(pool.run(jobs)))
     # add_triton ran beside the hang, on the other GPU, and came back first
     assert (first, first_verdict) == ("add_triton", "passed")
     assert (second, second_verdict) == ("hang", "timed_out")
@@ -69,7 +81,7 @@ def test_each_worker_sees_only_its_own_gpu(pool):
 def test_a_worker_crash_on_one_gpu_leaves_the_run_on_the_other_gpu_finishing(ws, pool):
     options = Options(seed=2, benchmark=False)
     jobs = _jobs(ws, ["crash_segfault", "add_triton", "add_triton"], options)
-    results = [_summary(events) for _, events in pool.run(jobs)]
+    results = [_summary(events) for events in _runs(pool.run(jobs))]
     crash = results[0]
     assert crash[:1] + crash[2:3] == ("crash_segfault", "crashed")
     # the run that was in flight on the other GPU when the worker died went on and passed
