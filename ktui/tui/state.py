@@ -152,6 +152,7 @@ class DashboardState:
     tier: str = ""
     device: str = ""
     arch: str = ""
+    gpus: tuple[str, ...] = ()  # one worker per GPU: their indices (the runner's, not a run's)
     watcher: str = "starting"
     watcher_reason: str = ""
     queue: QueueChanged = field(default_factory=lambda: QueueChanged(None, ()))
@@ -222,8 +223,6 @@ class DashboardState:
         if item.tier not in ("", "-"):
             view.tier, view.device, view.arch = item.tier, item.device, item.arch
             self.tier, self.device, self.arch = item.tier, item.device, item.arch
-        if item.gpus:  # one worker per GPU
-            self.device += f" ×{len(item.gpus)} (GPUs {','.join(item.gpus)})"
         return {view.id, ""}
 
     def _rung_started(self, item: RungStarted) -> set[str]:
@@ -268,6 +267,8 @@ class DashboardState:
         return {view.id}
 
     def _queue_changed(self, item: QueueChanged) -> set[str]:
+        if item.seq and item.seq < self.queue.seq:
+            return set()  # taken before the one shown (another thread's notice overtook it): stale
         changed = {""}
         queued = set(item.queued)
         for view in self.kernels.values():
@@ -337,8 +338,7 @@ class DashboardState:
 
     def _runner_ready(self, item: RunnerReady) -> set[str]:
         self.tier, self.device, self.arch = item.tier, item.device, item.arch
-        if item.gpus:  # one worker per GPU
-            self.device += f" ×{len(item.gpus)} (GPUs {','.join(item.gpus)})"
+        self.gpus = item.gpus
         self.problem = ""
         return {""}
 

@@ -50,6 +50,9 @@ class QueueChanged(Notice):
     cancelling: bool = False  # a run in flight is stale and being cancelled
     background: str | None = None  # what background work is in flight ("auditing relu"), not a kernel's run
     also_running: tuple[str, ...] = ()  # with several GPUs: the kernels running on the others
+    # The order the snapshots were taken in: several threads emit them, so a listener may receive
+    # an older one after a newer one (and must then keep the newer).
+    seq: int = 0
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,7 @@ class Scheduler:
         self._queue: list[_Entry] = []
         self._background: list[_Entry] = []  # starts only when _queue is empty
         self._ids: dict[Path, str] = {}
+        self._seq = 0  # the last snapshot's number
         self._slots: list[_Current | None] = [None] * len(self.runners)  # what each runner runs now
         self._cond = threading.Condition()
         self._stopping = False
@@ -217,12 +221,14 @@ class Scheduler:
             running = [cur for _, cur in self._running()]
             runs = [cur.kernel_id for cur in running if cur.entry.kind != BACKGROUND]
             background = next((cur.kernel_id for cur in running if cur.entry.kind == BACKGROUND), None)
+            self._seq += 1
             return QueueChanged(
                 running=runs[0] if runs else None,
                 queued=tuple(self._ids.get(e.path, e.path.stem) for e in self._queue),
                 cancelling=any(cur.stale for cur in running),
                 background=background,
                 also_running=tuple(runs[1:]),
+                seq=self._seq,
             )
 
     @property
