@@ -139,17 +139,47 @@ def add_remote_flags(parser: argparse.ArgumentParser, help_text: str = REMOTE_HE
                         help="the remote's Python, with torch and Triton (default python3)")
 
 
-def runner_for(args: argparse.Namespace, fresh_each_run: bool = False, root: Path | None = None):
-    """A ``RemoteRunner`` with ``--remote``, else a ``LocalRunner``; ValueError for a bad address."""
-    if getattr(args, "remote", None) is None:
-        from ktui.run.runner import LocalRunner  # deferred for start-up speed
+def add_gpus_flag(parser: argparse.ArgumentParser) -> None:
+    """``--gpus 0,1``: the GPUs of this host to run on, one warm worker each (read by ``runner_for``)."""
+    parser.add_argument("--gpus", default=None, metavar="LIST",
+                        help="GPUs of this host to run on, one worker per GPU and different kernels in parallel, "
+                             "e.g. --gpus 0,1 (default: every visible GPU)")
 
-        return LocalRunner(worker_config(args), fresh_each_run=fresh_each_run)
+
+def runner_for(args: argparse.Namespace, fresh_each_run: bool = False, root: Path | None = None):
+    """A ``RemoteRunner`` with ``--remote``, a ``DevicePool`` where several GPUs are picked or
+    visible, else a ``LocalRunner``; ValueError for a bad address or ``--gpus`` list."""
+    gpus = getattr(args, "gpus", None)
+    if gpus is not None and getattr(args, "remote", None) is not None:
+        raise ValueError("--gpus picks GPUs of this host: it cannot be combined with --remote")
+    if getattr(args, "remote", None) is None:
+        return local_runner(args, fresh_each_run)
     from ktui.run.remote.address import parse_remote  # deferred for start-up speed
     from ktui.run.remote.runner import RemoteRunner
 
     return RemoteRunner(parse_remote(args.remote), worker_config(args), fresh_each_run=fresh_each_run,
                         ssh_config=args.ssh_config, python=args.remote_python, root=root)
+
+
+def local_runner(args: argparse.Namespace, fresh_each_run: bool = False):
+    """One warm worker per GPU where several are picked (``--gpus``) or visible; otherwise one
+    worker as always, its runs recorded on the one GPU where it is known. ``--cpu`` without
+    ``--gpus`` looks for no GPU; ``--cpu --gpus 0,1`` runs a CPU-tier worker per entry."""
+    import dataclasses
+
+    from ktui.run.devices import visible_devices  # deferred for start-up speed
+    from ktui.run.runner import LocalRunner
+
+    config = worker_config(args)
+    gpus = getattr(args, "gpus", None)
+    devices = [] if (config.force_cpu and gpus is None) else visible_devices(gpus)
+    if len(devices) > 1:
+        from ktui.run.pool import DevicePool  # deferred for start-up speed
+
+        return DevicePool(devices, config, fresh_each_run=fresh_each_run)
+    if devices:
+        config = dataclasses.replace(config, gpu=devices[0].index, gpu_uuid=devices[0].uuid, pin_gpu=gpus is not None)
+    return LocalRunner(config, fresh_each_run=fresh_each_run)
 
 
 def tool_host_for(args: argparse.Namespace):

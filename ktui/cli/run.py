@@ -9,6 +9,7 @@ from pathlib import Path
 from ktui.cli.exits import EXIT_CANNOT_RUN, exit_code
 from ktui.cli.options import (
     add_bench_flags,
+    add_gpus_flag,
     add_loop_flags,
     add_ray_flag,
     add_reference,
@@ -31,16 +32,22 @@ def add_parser(subparsers) -> None:
     run.add_argument("-v", "--verbose", action="store_true", help="also print what the kernel printed")
     add_bench_flags(run)
     add_ray_flag(run)
+    add_gpus_flag(run)
     add_remote_flags(run)
     run.set_defaults(handler=cmd_run)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     # deferred for start-up speed
+    from ktui.run.pool import DevicePool
     from ktui.run.runner import WorkerStartError
     from ktui.run.session import Session
     from ktui.workspace.kernels import ProblemError, discover
 
+    if args.ray is not None and args.gpus is not None:
+        print("ktui: --gpus picks GPUs of this host: with --ray, Ray places the runs (one worker per GPU it has)",
+              file=sys.stderr)
+        return EXIT_CANNOT_RUN
     if args.ray is not None:
         from ktui.cli.ray_run import cmd_run_ray  # deferred: Ray is an optional extra
 
@@ -58,6 +65,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"ktui: {exc}", file=sys.stderr)
         return EXIT_CANNOT_RUN
+    if isinstance(runner, DevicePool):  # several GPUs: the kernels in parallel, printed as they finish
+        from ktui.run.ray_pool import evaluate  # its recording in finish order; Ray itself is not imported
+
+        try:
+            return exit_code([run.verdict for run in evaluate(runner, kernels, options, consumers=[printer])])
+        finally:
+            runner.close()
     sessions: dict[Path, Session] = {}
     try:
         for kernel in kernels:

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from ktui.cli.exits import EXIT_CANNOT_RUN
-from ktui.cli.options import add_loop_flags, add_remote_flags, loop_options, runner_for
+from ktui.cli.options import add_gpus_flag, add_loop_flags, add_remote_flags, loop_options, runner_for
 
 
 def add_parser(subparsers) -> None:
@@ -24,6 +24,7 @@ def add_parser(subparsers) -> None:
     watch.add_argument("--strict", action="store_true",
                        help="start in strict mode (key s toggles it): fresh process, more seeds, every timed output re-checked")
     watch.add_argument("-v", "--verbose", action="store_true", help="headless: also print what kernels printed")
+    add_gpus_flag(watch)
     add_remote_flags(watch)
     watch.set_defaults(handler=cmd_watch)
 
@@ -45,7 +46,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
         return EXIT_CANNOT_RUN
     settings = WatchSettings(debounce_s=args.debounce_ms / 1000.0, force_polling=args.poll, catch_up=not args.lazy)
     try:
-        runner = runner_for(args, root=workspace.root) if args.remote else None  # None: the watch loop's own local worker
+        runner = runner_for(args, root=workspace.root)  # one worker per GPU where several are picked or visible
     except ValueError as exc:
         print(f"ktui: {exc}", file=sys.stderr)
         return EXIT_CANNOT_RUN

@@ -96,6 +96,8 @@ ADDED_COLUMNS = (
     ("runs", "owner_host", "TEXT NOT NULL DEFAULT ''"),
     ("runs", "owner_pid", "INTEGER NOT NULL DEFAULT 0"),
     ("runs", "owner_start", "INTEGER NOT NULL DEFAULT 0"),
+    ("runs", "gpu", "TEXT NOT NULL DEFAULT ''"),  # the GPU index that ran it ('' before several GPUs were known)
+    ("runs", "gpu_uuid", "TEXT NOT NULL DEFAULT ''"),
 )
 
 
@@ -118,6 +120,8 @@ class RunRecord:
     duration_s: float | None
     strict: bool = False
     reference_hash: str = ""
+    gpu: str = ""
+    gpu_uuid: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -237,11 +241,11 @@ class Store:
             with self._tx() as db:
                 db.execute(
                     "INSERT OR REPLACE INTO runs (run_id, kernel, version, path, content_hash, reference, reference_hash,"
-                    " tier, device, arch, strict, run_dir, started, owner_host, owner_pid, owner_start)"
-                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    " tier, device, arch, strict, run_dir, started, owner_host, owner_pid, owner_start, gpu, gpu_uuid)"
+                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (event.run_id, event.kernel, event.version, event.path, event.content_hash, event.reference,
                      event.reference_hash, event.tier, event.device, event.arch, int(event.strict), event.run_dir,
-                     event.time, *_owner()),
+                     event.time, *_owner(), event.gpu, event.gpu_uuid),
                 )
             self._rung_index[event.run_id] = 0
         elif isinstance(event, RungFinished):
@@ -344,6 +348,16 @@ class Store:
                                     float(speedup) if isinstance(speedup, (int, float)) else None))
         return out
 
+    def other_devices(self, kernel: str, device: str, reference_hash: str, exclude_version: int) -> list[str]:
+        """The other GPU models that other versions of ``kernel`` passed on against the same
+        reference: the runs ``benchmark_baselines`` leaves out of a comparison on ``device``."""
+        rows = self._conn().execute(
+            "SELECT DISTINCT device FROM runs WHERE kernel=? AND device!=? AND reference_hash=? AND version!=?"
+            " AND tier='gpu' AND verdict='passed' ORDER BY device",
+            (kernel, device, reference_hash, exclude_version),
+        ).fetchall()
+        return [r["device"] for r in rows]
+
     def iter_versions(self, kernel: str) -> Iterator[tuple[int, str]]:
         for r in self._conn().execute("SELECT version, content_hash FROM versions WHERE kernel=? ORDER BY version", (kernel,)):
             yield int(r[0]), r[1]
@@ -417,6 +431,8 @@ def _run_record(row: sqlite3.Row) -> RunRecord:
         duration_s=row["duration_s"],
         strict=bool(row["strict"]),
         reference_hash=row["reference_hash"],
+        gpu=row["gpu"],
+        gpu_uuid=row["gpu_uuid"],
     )
 
 

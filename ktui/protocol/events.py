@@ -98,6 +98,8 @@ class RunStarted(Event):
     arch: str  # e.g. "sm_90a"
     run_dir: str
     strict: bool = False
+    gpu: str = ""  # which GPU of the host ran it (its index), "" when not known or the CPU tier
+    gpu_uuid: str = ""
 
 
 @dataclass

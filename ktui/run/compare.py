@@ -10,6 +10,9 @@ adds to each ok ``benchmark[...]`` rung and to the run's summary:
 - against the **best** version so far (``ktui.history.best``: the highest speedup): ``best_version``,
   ``best_ratio``, ``best_label``.
 
+Only runs on the same GPU model are compared: where other versions ran on another model, the
+summary's ``compare_note`` says which were left out.
+
 Two runs are not interleaved, so the interval of ``old/new`` comes from the two medians' relative
 standard errors, and a change is only called when that interval clears a run-to-run noise floor
 (what one run's samples cannot see: another process, another allocation, another clock state).
@@ -98,6 +101,7 @@ class VersionComparer:
         self.state_dir = state_dir
         self.jump = jump
         self._runs: dict[str, _RunState] = {}
+        self._notes: dict[str, str] = {}  # run id → why some earlier versions were not compared
 
     def __call__(self, event: Event) -> Event:
         if isinstance(event, RunStarted):
@@ -105,7 +109,12 @@ class VersionComparer:
                 baselines = self.store.benchmark_baselines(event.kernel, event.device, event.reference_hash, event.version)
                 if baselines:
                     self._runs[event.run_id] = _RunState(baselines[0], best_of(baselines), event.kernel, event.version)
+                note = self._other_models(event, bool(baselines))
+                if note:
+                    self._notes[event.run_id] = note
             return event
+        if isinstance(event, RunFinished) and event.run_id in self._notes:
+            event = dataclasses.replace(event, summary={**event.summary, "compare_note": self._notes.pop(event.run_id)})
         state = self._runs.get(event.run_id)
         if state is None:
             return event
@@ -125,6 +134,16 @@ class VersionComparer:
                                                      "first_failure": first_failure("benchmark", "suspicious", doubt)})
             return event
         return event
+
+    def _other_models(self, event: RunStarted, compared: bool) -> str:
+        """A note when earlier versions passed on another GPU model: their times are not this one's."""
+        others = self.store.other_devices(event.kernel, event.device, event.reference_hash, event.version)
+        if not others:
+            return ""
+        where = ", ".join(others)
+        if compared:
+            return f"compared only with runs on {event.device}; runs on {where} were left out"
+        return f"not compared: earlier versions ran on {where}, this one on {event.device}"
 
     def _unbelievable_jump(self, state: _RunState, vs_best: dict | None) -> str:
         """A version ``jump``× faster than the best one with the same SASS: the speed comes from

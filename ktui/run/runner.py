@@ -60,6 +60,12 @@ class WorkerStartError(RuntimeError):
 class WorkerConfig:
     arch: str | None = None
     force_cpu: bool = False
+    gpu: str = ""  # the GPU its runs are recorded on (an index, ``ktui.run.devices``); "" when unknown
+    gpu_uuid: str = ""
+    pin_gpu: bool = False  # the worker sees only ``gpu`` (CUDA_VISIBLE_DEVICES): one worker per GPU
+
+    def env(self) -> dict[str, str]:
+        return {"CUDA_VISIBLE_DEVICES": self.gpu} if self.pin_gpu and self.gpu else {}
 
     def argv(self) -> list[str]:
         args = [sys.executable, "-m", "ktui.loop.worker"]
@@ -79,7 +85,8 @@ class WorkerProcess:
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
         self.lines_seen = 0  # every stderr line so far (the tail keeps the last STDERR_TAIL)
         self.token = uuid.uuid4().hex
-        env = child_env(_tree_env(self.token))
+        pinned = config.env() if isinstance(config, WorkerConfig) else {}  # other processes (an audit) see every GPU
+        env = child_env({**_tree_env(self.token), **pinned})
         self.proc = subprocess.Popen(
             config.argv(),
             stdin=subprocess.PIPE,
@@ -199,7 +206,7 @@ class Runner(Protocol):
 
     def run(self, job: Job) -> Iterator[Event]: ...
 
-    def cancel(self, reason: str = ...) -> None: ...
+    def cancel(self, reason: str = ..., run_id: str | None = ...) -> None: ...
 
     def close(self) -> None: ...
 
@@ -214,6 +221,7 @@ class LocalRunner:
         self._lock = threading.Lock()
         self._cancelled = threading.Event()
         self._cancel_reason = REPLACED
+        self._run_id = ""  # the job in flight (or last run)
         if prestart:
             self._ensure_worker()
 
@@ -236,9 +244,19 @@ class LocalRunner:
                 self._worker.kill()
                 self._worker = None
 
-    def cancel(self, reason: str = REPLACED) -> None:
+    def cancel(self, reason: str = REPLACED, run_id: str | None = None) -> None:
         """Stop the run in flight (from any thread): its worker's process group is killed; the run
-        ends ``cancelled`` with the message ``reason``."""
+        ends ``cancelled`` with the message ``reason``. With ``run_id``, only if that run is the one
+        in flight: a cancel that arrives late never ends the next kernel's run."""
+        if run_id is not None:
+            with self._lock:  # held while killing: the next job cannot take this worker meanwhile
+                if run_id != self._run_id:
+                    return
+                self._cancel_reason = reason
+                self._cancelled.set()
+                if self._worker is not None:
+                    self._worker.kill()
+            return
         self._cancel_reason = reason
         self._cancelled.set()
         with self._lock:
@@ -253,8 +271,10 @@ class LocalRunner:
                 self._worker = None
 
     def run(self, job: Job) -> Iterator[Event]:
-        self._cancelled.clear()
-        self._cancel_reason = REPLACED
+        with self._lock:
+            self._run_id = job.run_id
+            self._cancelled.clear()
+            self._cancel_reason = REPLACED
         fresh = self.fresh_each_run or job.options.strict
         if fresh:  # strict: nothing a previous version left in the process survives
             self._discard_worker()
@@ -273,6 +293,8 @@ class LocalRunner:
             arch=info.get("arch", "?"),
             run_dir=job.run_dir,
             strict=job.options.strict,
+            gpu=self.config.gpu,
+            gpu_uuid=self.config.gpu_uuid,
         )
         started = time.monotonic()
         worker.send(job)

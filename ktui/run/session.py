@@ -62,9 +62,10 @@ class Session:
             problem=dict(kernel.problem),
         )
 
-    def events(self, job: Job) -> Iterator[Event]:
-        """The run's events, labelled against the history and already handed to every consumer."""
-        stream = self.runner.run(job) if job.reference_path else self._unrunnable(job)
+    def events(self, job: Job, runner: Runner | None = None) -> Iterator[Event]:
+        """The run's events, labelled against the history and already handed to every consumer;
+        ``runner``: where it runs when not the session's own (one GPU of several)."""
+        stream = (runner or self.runner).run(job) if job.reference_path else self._unrunnable(job)
         try:
             for event in stream:
                 event = self.compare(event)

@@ -307,7 +307,7 @@ class KtuiApp(DashboardActions, App[int]):
         queue = self.state.queue
         running = self.state.kernels.get(queue.running) if queue.running else None
         self.query_one(StatusBar).info = StatusInfo(
-            tier=self.state.tier, device=self.state.device, arch=self.state.arch,
+            tier=self.state.tier, device=self.state.device, arch=self.state.arch, gpus=self.state.gpus,
             running=queue.running, running_rung=running.rung_progress() if running else "",
             queued=len(queue.queued), cancelling=queue.cancelling,
             watcher=self.state.watcher if self.live else "off (viewer)", watcher_reason=self.state.watcher_reason,

@@ -131,6 +131,7 @@ class VersionPoint:
     code: CodeFacts | None = None  # what its compiled code holds (the dumps rung), timed or not
     correct: tuple[int, int] | None = None  # correctness shapes passed, of all
     code_missing: str = ""  # why ``code`` is None: what its dumps rung said
+    gpu: str = ""  # which GPU of the host ran it, where several were in use
 
 
 @dataclass(frozen=True)
@@ -151,6 +152,7 @@ class DashboardState:
     tier: str = ""
     device: str = ""
     arch: str = ""
+    gpus: tuple[str, ...] = ()  # one worker per GPU: their indices (the runner's, not a run's)
     watcher: str = "starting"
     watcher_reason: str = ""
     queue: QueueChanged = field(default_factory=lambda: QueueChanged(None, ()))
@@ -265,11 +267,13 @@ class DashboardState:
         return {view.id}
 
     def _queue_changed(self, item: QueueChanged) -> set[str]:
+        if item.seq and item.seq < self.queue.seq:
+            return set()  # taken before the one shown (another thread's notice overtook it): stale
         changed = {""}
         queued = set(item.queued)
         for view in self.kernels.values():
             want = view.state
-            if view.id == item.running:
+            if view.id == item.running or view.id in item.also_running:
                 want = RUNNING
             elif view.id in queued:
                 want = QUEUED
@@ -334,6 +338,7 @@ class DashboardState:
 
     def _runner_ready(self, item: RunnerReady) -> set[str]:
         self.tier, self.device, self.arch = item.tier, item.device, item.arch
+        self.gpus = item.gpus
         self.problem = ""
         return {""}
 
@@ -401,6 +406,7 @@ def version_history(store: Store, kernel_id: str, limit: int = 500) -> list[Vers
             code=code_facts(dumps.get(run.run_id)),
             code_missing=code_missing(dumps.get(run.run_id)),
             correct=(int(correct[0]), int(correct[1])) if isinstance(correct, list) and len(correct) == 2 else None,
+            gpu=run.gpu,
         )
     return [points[v] for v in sorted(points)]
 

@@ -64,11 +64,13 @@ def speedup_text(value: float | None) -> str:
     return "" if value is None else f"{value:.2f}x"
 
 
-def device_text(tier: str, device: str, arch: str) -> str:
-    """``NVIDIA H200 · sm_90a`` or ``CPU · Triton interpreter · sm_90a``."""
+def device_text(tier: str, device: str, arch: str, gpus: tuple[str, ...] = ()) -> str:
+    """``NVIDIA H200 · sm_90a`` or ``CPU · Triton interpreter · sm_90a``; with one worker per
+    GPU, ``NVIDIA H200 ×2 (GPUs 0,1) · sm_90a``."""
     if not tier:
         return "device: starting…"
+    several = f" ×{len(gpus)} (GPUs {','.join(gpus)})" if gpus else ""
     if tier == "cpu":
         inner = device.split("(", 1)[1].rstrip(")") if "(" in device else "Triton interpreter"
-        return f"CPU · {inner} · {arch}"
-    return f"{device} · {arch}"
+        return f"CPU · {inner}{several} · {arch}"
+    return f"{device}{several} · {arch}"

@@ -17,6 +17,7 @@ from watchdog.observers import Observer
 
 from ktui.history.store import Store
 from ktui.protocol.job import Options
+from ktui.run.pool import DevicePool
 from ktui.run.runner import LocalRunner, Runner, WorkerConfig
 from ktui.run.session import Session
 from ktui.watch.audits import BackgroundAudits
@@ -72,7 +73,7 @@ class WatchLoop:
         options: Options,
         listener: Listener,
         settings: WatchSettings | None = None,
-        runner: Runner | None = None,
+        runner: Runner | DevicePool | None = None,
         tasks: dict[str, Callable[[WatchLoop], Task]] | None = None,
         observer_factory=Observer,
     ):
@@ -81,10 +82,11 @@ class WatchLoop:
         self.listener = listener
         self.settings = settings or WatchSettings()
         runner = runner or LocalRunner(WorkerConfig(arch=options.arch, force_cpu=options.force_cpu))
-        self.session = Session(workspace.root, runner=runner)
+        runners: list[Runner] = list(runner.runners) if isinstance(runner, DevicePool) else [runner]  # one per GPU
+        self.session = Session(workspace.root, runner=runners[0])
         self.scheduler = Scheduler(
             self.session, options, listener, resolve=workspace.kernel,
-            tasks={name: make(self) for name, make in (tasks or {}).items()},
+            tasks={name: make(self) for name, make in (tasks or {}).items()}, runners=runners,
         )
         self.audits = BackgroundAudits(self.scheduler, listener, workspace.kernel, options) if self.settings.audit else None
         self.index = KernelIndex(workspace)  # touched only from the watcher's thread after start

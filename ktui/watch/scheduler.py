@@ -1,14 +1,17 @@
-"""Which run happens next: one at a time, never two of one kernel, the newest content always.
+"""Which run happens next: one at a time per GPU, never two of one kernel, the newest content always.
 
 Saves arrive from the watcher thread, key presses from the UI; runs happen here, in one thread
-of their own, through a ``Session`` (so the store and ``.ktui/latest/`` see every event). Runs of
-different kernels queue — the machine has one GPU — and a kernel saved while it runs has its
-stale run cancelled (``Runner.cancel`` kills the worker's process group) and goes to the front of
-the queue. The job snapshots the file when it starts, so whatever was saved last is what runs.
+per runner (one runner per GPU: ``ktui.run.pool``), through a ``Session`` (so the store and
+``.ktui/latest/`` see every event). Runs of different kernels queue for the next free GPU, and a
+kernel saved while it runs has its stale run cancelled (``Runner.cancel`` kills that worker's
+process group, and only if that run is still the one in flight) and goes to the front of the
+queue; no other GPU takes it before the stale run has ended. The job snapshots the file when it
+starts, so whatever was saved last is what runs. Tasks (a profile) run on the first GPU only,
+the one their own process sees first.
 
 Background work (``submit_background``: the reference audits of ``ktui.watch.audits``) has the
-lowest priority: it starts only when no run or task waits, and any submit pre-empts it — its
-``cancel`` is set, it ends what it started, and it starts again from the beginning once the
+lowest priority: it starts only when no run or task waits or runs, and any submit pre-empts it —
+its ``cancel`` is set, it ends what it started, and it starts again from the beginning once the
 queue is empty. It never shares the machine with a run, so never with a timed benchmark.
 """
 
@@ -22,7 +25,7 @@ from typing import Any, Callable, ClassVar
 
 from ktui.protocol.events import Event, RunFinished, RunStarted
 from ktui.protocol.job import Options
-from ktui.run.runner import WorkerStartError
+from ktui.run.runner import Runner, WorkerStartError
 from ktui.run.session import Session
 from ktui.workspace.kernels import Kernel
 
@@ -42,10 +45,14 @@ class Notice:
 @dataclass(frozen=True)
 class QueueChanged(Notice):
     type: ClassVar[str] = "watch_queue"
-    running: str | None  # kernel id of the run in flight
+    running: str | None  # kernel id of the run in flight (the first GPU's, with several)
     queued: tuple[str, ...] = ()  # kernel ids waiting, in order
-    cancelling: bool = False  # the run in flight is stale and being cancelled
+    cancelling: bool = False  # a run in flight is stale and being cancelled
     background: str | None = None  # what background work is in flight ("auditing relu"), not a kernel's run
+    also_running: tuple[str, ...] = ()  # with several GPUs: the kernels running on the others
+    # The order the snapshots were taken in: several threads emit them, so a listener may receive
+    # an older one after a newer one (and must then keep the newer).
+    seq: int = 0
 
 
 @dataclass(frozen=True)
@@ -56,6 +63,7 @@ class RunnerReady(Notice):
     tier: str
     device: str
     arch: str
+    gpus: tuple[str, ...] = ()  # with several GPUs: the index of each, one worker per GPU
 
 
 @dataclass(frozen=True)
@@ -94,6 +102,7 @@ class _Current:
     stale: bool = False  # saved again since this run's snapshot
     live: bool = False  # the worker has the job: cancelling now kills the right process
     cancel: threading.Event = field(default_factory=threading.Event)
+    run_id: str = ""  # the job the worker has (set with ``live``)
     finished: bool = False  # background work that was not pre-empted
 
 
@@ -106,8 +115,10 @@ class Scheduler:
         resolve: Callable[[Path], Kernel | None],
         tasks: dict[str, Task] | None = None,
         warm_up: bool = True,
+        runners: list[Runner] | None = None,
     ):
         self.session = session
+        self.runners: list[Runner] = list(runners or [session.runner])  # one per GPU, the session's first
         self.options = options
         self.listener = listener
         self.resolve = resolve
@@ -115,14 +126,20 @@ class Scheduler:
         self._queue: list[_Entry] = []
         self._background: list[_Entry] = []  # starts only when _queue is empty
         self._ids: dict[Path, str] = {}
-        self._current: _Current | None = None
+        self._seq = 0  # the last snapshot's number
+        self._slots: list[_Current | None] = [None] * len(self.runners)  # what each runner runs now
         self._cond = threading.Condition()
         self._stopping = False
         self._warm_up = warm_up
-        self._thread = threading.Thread(target=self._main, name="ktui-scheduler", daemon=True)
+        self._threads = [threading.Thread(target=self._main, args=(slot,), name=f"ktui-scheduler-{slot}", daemon=True)
+                         for slot in range(len(self.runners))]
 
     def start(self) -> None:
-        self._thread.start()
+        for thread in self._threads:
+            thread.start()
+
+    def _running(self) -> list[tuple[int, _Current]]:
+        return [(slot, cur) for slot, cur in enumerate(self._slots) if cur is not None]
 
     # -- asking for work (any thread) ----------------------------------------------------------
     def set_options(self, options: Options) -> None:
@@ -144,8 +161,7 @@ class Scheduler:
         is dropped — the work reads what it needs when it starts)."""
         entry = _Entry(BACKGROUND, Path(path), work)
         with self._cond:
-            current = self._current
-            if self._stopping or (current is not None and current.entry.key() == entry.key()):
+            if self._stopping or any(cur.entry.key() == entry.key() for _, cur in self._running()):
                 return
             if all(e.key() != entry.key() for e in self._background):
                 self._ids[entry.path] = label
@@ -153,31 +169,45 @@ class Scheduler:
             self._cond.notify_all()
 
     def _enqueue(self, entry: _Entry, kernel_id: str, restart: bool) -> None:
-        kill = False
+        kill: tuple[Runner, str] | None = None
         with self._cond:
             self._ids[entry.path] = kernel_id
-            current = self._current
-            if current is not None and current.entry.kind == BACKGROUND:
-                current.cancel.set()  # pre-empted: a run never waits for background work
-            if current is not None and current.entry.key() == entry.key():
+            running = self._running()
+            for _, cur in running:
+                if cur.entry.kind == BACKGROUND:
+                    cur.cancel.set()  # pre-empted: a run never waits for background work
+            same = next(((slot, cur) for slot, cur in running if cur.entry.key() == entry.key()), None)
+            free = self._free_slot(entry)
+            if same is not None:
+                slot, current = same
                 if not restart:
                     return
                 current.stale = True
                 current.cancel.set()
-                kill = current.live and entry.kind == "run"
+                if current.live and entry.kind == "run":
+                    kill = self.runners[slot], current.run_id
                 self._queue = [e for e in self._queue if e.key() != entry.key()]
                 self._queue.insert(0, entry)
-            elif current is None and not self._queue and not self._stopping:
+            elif free is not None and not self._queue and not self._stopping:
                 # Idle: the job starts now. Hand it to the run thread directly, so the first
                 # notice already says "running" (no "queued" in between while that thread wakes).
-                self._current = _Current(entry, kernel_id)
+                self._slots[free] = _Current(entry, kernel_id)
             elif all(e.key() != entry.key() for e in self._queue):
                 self._queue.append(entry)
             self._cond.notify_all()
-        if kill:
+        if kill is not None:
             # LocalRunner.cancel may wait for its lock while a worker starts: never block the caller.
-            threading.Thread(target=self.session.runner.cancel, name="ktui-cancel", daemon=True).start()
+            runner, run_id = kill
+            threading.Thread(target=_cancel, args=(runner, run_id), name="ktui-cancel", daemon=True).start()
         self._notify_queue()
+
+    def _free_slot(self, entry: _Entry) -> int | None:
+        """The runner that may take ``entry`` now: a free one (a task: the first only), none while
+        background work runs or ``entry``'s kernel still runs (a stale run being cancelled)."""
+        if self._blocked(entry):
+            return None
+        slots = [0] if entry.kind not in ("run", BACKGROUND) else range(len(self._slots))
+        return next((slot for slot in slots if self._slots[slot] is None), None)
 
     def forget(self, path: Path) -> None:
         """A kernel file was removed: drop its queued work (a run in flight finishes or fails)."""
@@ -188,19 +218,23 @@ class Scheduler:
 
     def snapshot(self) -> QueueChanged:
         with self._cond:
-            cur = self._current
-            background = cur is not None and cur.entry.kind == BACKGROUND
+            running = [cur for _, cur in self._running()]
+            runs = [cur.kernel_id for cur in running if cur.entry.kind != BACKGROUND]
+            background = next((cur.kernel_id for cur in running if cur.entry.kind == BACKGROUND), None)
+            self._seq += 1
             return QueueChanged(
-                running=cur.kernel_id if cur and not background else None,
+                running=runs[0] if runs else None,
                 queued=tuple(self._ids.get(e.path, e.path.stem) for e in self._queue),
-                cancelling=bool(cur and cur.stale),
-                background=cur.kernel_id if cur and background else None,
+                cancelling=any(cur.stale for cur in running),
+                background=background,
+                also_running=tuple(runs[1:]),
+                seq=self._seq,
             )
 
     @property
     def idle(self) -> bool:
         with self._cond:
-            return self._current is None and not self._queue
+            return not self._running() and not self._queue
 
     def close(self, reason: str = "cancelled: the watch stopped") -> None:
         """Stop: the run in flight is cancelled with ``reason``; nothing queued runs."""
@@ -208,14 +242,18 @@ class Scheduler:
             self._stopping = True
             self._queue.clear()
             self._background.clear()
-            current = self._current
-            if current is not None:
+            running = self._running()
+            for _, current in running:
                 current.cancel.set()
             self._cond.notify_all()
-        if current is not None and current.entry.kind != BACKGROUND:
-            self.session.runner.cancel(reason)
-        if self._thread.is_alive():
-            self._thread.join(timeout=15)
+        for slot, current in running:
+            if current.entry.kind != BACKGROUND:
+                self.runners[slot].cancel(reason)
+        for thread in self._threads:
+            if thread.is_alive():
+                thread.join(timeout=15)
+        for runner in self.runners[1:]:  # the first is the session's own, closed with it
+            runner.close()
         self.session.close()
 
     # -- the run thread ------------------------------------------------------------------------
@@ -228,24 +266,24 @@ class Scheduler:
         except Exception:
             traceback.print_exc()
 
-    def _main(self) -> None:
+    def _main(self, slot: int) -> None:
         if self._warm_up:
-            self._describe()
+            self._describe(slot)
         while True:
             with self._cond:
-                while self._current is None and not self._queue and not self._background and not self._stopping:
+                while True:
+                    if self._stopping:
+                        return
+                    handed = self._slots[slot] is not None
+                    if handed or self._take(slot):
+                        break
                     self._cond.wait()
-                if self._stopping:
-                    return
-                handed = self._current is not None
-                if not handed:
-                    entry = self._queue.pop(0) if self._queue else self._background.pop(0)
-                    self._current = _Current(entry, self._ids.get(entry.path, entry.path.stem))
-                current = self._current
+                current = self._slots[slot]
+                assert current is not None
             if not handed:
                 self._notify_queue()
             try:
-                self._run(current)
+                self._run(current, slot)
             except WorkerStartError as exc:
                 self._emit(JobProblem(current.kernel_id, str(exc)))
             except Exception as exc:
@@ -253,21 +291,43 @@ class Scheduler:
                 self._emit(JobProblem(current.kernel_id, f"ktui could not run this job: {exc!r}\n{detail}"))
             finally:
                 with self._cond:
-                    self._current = None
+                    self._slots[slot] = None
                     if (current.entry.kind == BACKGROUND and not current.finished and current.cancel.is_set()
                             and not self._stopping):
                         self._background.insert(0, current.entry)  # pre-empted: again once the runs are done
+                    self._cond.notify_all()  # another runner may take what waited for this one
                 self._notify_queue()
 
-    def _describe(self) -> None:
+    def _blocked(self, entry: _Entry) -> bool:
+        """Background work runs (it has the machine to itself), or ``entry``'s kernel still runs."""
+        return any(cur.entry.kind == BACKGROUND or cur.entry.key() == entry.key() for _, cur in self._running())
+
+    def _take(self, slot: int) -> bool:
+        """Give runner ``slot`` the first queued entry it may run (the caller holds the lock), or
+        background work when nothing runs or waits anywhere."""
+        for i, entry in enumerate(self._queue):
+            if not self._blocked(entry) and (entry.kind == "run" or slot == 0):
+                self._slots[slot] = _Current(self._queue.pop(i), self._ids.get(entry.path, entry.path.stem))
+                return True
+        if self._background and not self._queue and not self._running():
+            entry = self._background.pop(0)
+            self._slots[slot] = _Current(entry, self._ids.get(entry.path, entry.path.stem))
+            return True
+        return False
+
+    def _describe(self, slot: int) -> None:
+        """Start runner ``slot``'s worker; the first one says where runs happen."""
         try:
-            info = self.session.runner.describe()
+            info = self.runners[slot].describe()
         except WorkerStartError as exc:
             self._emit(JobProblem("", str(exc)))
             return
-        self._emit(RunnerReady(tier=info.get("tier", "?"), device=info.get("device", "?"), arch=info.get("arch", "?")))
+        if slot == 0:
+            gpus = tuple(getattr(getattr(r, "config", None), "gpu", "") for r in self.runners)
+            self._emit(RunnerReady(tier=info.get("tier", "?"), device=info.get("device", "?"), arch=info.get("arch", "?"),
+                                   gpus=gpus if len(self.runners) > 1 else ()))
 
-    def _run(self, current: _Current) -> None:
+    def _run(self, current: _Current, slot: int) -> None:
         if current.entry.kind == BACKGROUND:
             assert current.entry.work is not None
             current.finished = current.entry.work(current.cancel)
@@ -282,12 +342,22 @@ class Scheduler:
         job = self.session.prepare(kernel, self.options)
         if current.cancel.is_set():
             return  # saved again while preparing: the newer content is already queued
-        for event in self.session.events(job):
+        runner = self.runners[slot]
+        for event in self.session.events(job, runner=runner):
             if not isinstance(event, RunStarted) and not current.live:
                 # The worker has the job from here on: a pending cancel can kill it now.
                 with self._cond:
                     current.live = True
+                    current.run_id = job.run_id
                     pending = current.cancel.is_set()
                 if pending and not isinstance(event, RunFinished):
-                    self.session.runner.cancel()
+                    _cancel(runner, job.run_id)
             self._emit(event)
+
+
+def _cancel(runner: Runner, run_id: str) -> None:
+    """Cancel ``run_id`` on ``runner``, if it is still the run in flight there."""
+    try:
+        runner.cancel(run_id=run_id)  # type: ignore[call-arg]
+    except TypeError:  # a runner that only knows its run in flight
+        runner.cancel()

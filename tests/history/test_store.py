@@ -119,6 +119,28 @@ def test_a_history_from_before_runs_named_their_process_opens_and_keeps_its_runn
     assert {r.run_id for r in store.runs("k")} == {"old", "new"}
 
 
+def test_a_history_from_before_gpus_were_recorded_gains_the_columns_and_keeps_its_runs(tmp_path):
+    import dataclasses
+    import sqlite3
+
+    from ktui.history.store import SCHEMA
+
+    path = tmp_path / "history.db"
+    old = sqlite3.connect(path)
+    old.executescript(SCHEMA)  # the runs table as it was: no gpu, no gpu_uuid
+    old.execute("INSERT INTO runs (run_id, kernel, version, path, content_hash, reference, tier, device, arch, run_dir,"
+                " started, verdict) VALUES ('old', 'k', 1, 'k.py', 'h', 'r.py', 'gpu', 'NVIDIA H200', 'sm_90a', 'd', 1.0,"
+                " 'passed')")
+    old.commit()
+    old.close()
+    assert "gpu" not in {r[1] for r in sqlite3.connect(path).execute("PRAGMA table_info(runs)")}
+    store = Store(path)
+    store.record(dataclasses.replace(_start("new"), gpu="1", gpu_uuid="GPU-5e1f"))
+    runs = {r.run_id: r for r in store.runs("k")}
+    assert (runs["old"].gpu, runs["old"].gpu_uuid) == ("", "")  # not known: not guessed
+    assert (runs["new"].gpu, runs["new"].gpu_uuid) == ("1", "GPU-5e1f")
+
+
 def test_a_writer_killed_mid_run_leaves_a_readable_history(tmp_path):
     path = str(tmp_path / "history.db")
     store = Store(path)

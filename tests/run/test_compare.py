@@ -97,6 +97,22 @@ def test_runs_on_another_device_another_reference_or_cache_mode_are_not_compared
     assert "label" not in figures[SHAPES[0]] and "vs_previous" not in summary
 
 
+def test_a_run_on_another_gpu_model_is_compared_only_with_that_model_and_says_what_was_left_out(store):
+    h100 = "NVIDIA H100 80GB HBM3"
+    _, summary = new_run(store, "d", 4, [7.0, 70.0], device=h100)
+    assert summary["compare_note"] == f"not compared: earlier versions ran on NVIDIA H200, this one on {h100}"
+    record(store, "e", 5, [7.0, 70.0], device=h100)
+    _, summary = new_run(store, "f", 6, [7.0, 70.0], device=h100)
+    assert summary["vs_previous"]["version"] == 5 and summary["vs_best"]["version"] == 5  # H100 runs only
+    assert summary["compare_note"] == f"compared only with runs on {h100}; runs on NVIDIA H200 were left out"
+    _, summary = new_run(store, "g", 7, [7.0, 70.0])  # on the H200 again: the H100 runs are left out
+    assert summary["vs_previous"]["version"] == 3 and "NVIDIA H100" in summary["compare_note"]
+
+
+def test_a_run_on_the_same_gpu_model_as_every_earlier_one_has_no_note(store):
+    assert "compare_note" not in new_run(store, "d", 4, [7.0, 70.0])[1]
+
+
 def test_failed_runs_and_cpu_runs_are_no_baseline(tmp_path):
     s = Store(tmp_path / "history.db")
     record(s, "a", 1, [5.0, 50.0], verdict="failed")

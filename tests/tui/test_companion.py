@@ -9,7 +9,7 @@ import pytest
 from dashboard_fixture import replay_cpu_history
 from textual.widgets import DataTable, TabbedContent
 
-from ktui.protocol.events import RunFinished
+from ktui.protocol.events import RunFinished, RunStarted
 from ktui.tui.app import KtuiApp, LoopItem
 from ktui.tui.key_bar import KeyBar
 from ktui.tui.panes.history import _head
@@ -17,6 +17,7 @@ from ktui.tui.panes.output import printed
 from ktui.tui.panes.rungs import _rows
 from ktui.tui.panes.status_bar import StatusBar, StatusInfo
 from ktui.tui.state import KernelView, VersionPoint
+from ktui.tui.text import device_text
 from ktui.workspace.folder import Workspace
 
 
@@ -193,3 +194,35 @@ def test_a_row_whose_file_changed_shows_new_while_it_waits_or_runs(tmp_path):
             assert klist._cells(view, 0.0)[2].plain == f"v{old}"
 
     asyncio.run(scenario())
+
+
+def test_the_history_list_names_the_gpu_of_each_version_once_several_gpus_ran_them():
+    def points(gpus):
+        return [VersionPoint(version=v, verdict="passed", speedup=None, roofline=None, tier="gpu", finished=float(v),
+                             gpu=gpu) for v, gpu in enumerate(gpus, start=1)]
+
+    text = _head(points(["0", "1", "1"]), []).plain
+    assert "v1\u00a0✓\u00a0passed\u00a0gpu0" in text and "v3\u00a0✓\u00a0passed\u00a0gpu1" in text
+    assert "gpu" not in _head(points(["0", "0"]), []).plain  # one GPU: nothing to tell apart
+    assert "gpu" not in _head(points(["", ""]), []).plain  # runs from before GPUs were recorded
+
+
+def test_kernels_running_on_two_gpus_at_once_are_both_shown_running_and_the_status_line_names_the_gpus():
+    from pathlib import Path
+
+    from ktui.tui.state import RUNNING, DashboardState
+    from ktui.watch.scheduler import QueueChanged, RunnerReady
+
+    state = DashboardState(Path("/ws"))
+    for name in ("a", "b", "c"):
+        state.kernels[name] = KernelView(id=name, path=f"/ws/kernels/{name}.py", reference="")
+    state.apply(QueueChanged(running="a", queued=("c",), also_running=("b",)))
+    assert [state.kernels[k].state == RUNNING for k in ("a", "b", "c")] == [True, True, False]
+    state.apply(RunnerReady(tier="gpu", device="NVIDIA H200", arch="sm_90a", gpus=("0", "1")))
+    assert device_text(state.tier, state.device, state.arch, state.gpus) == "NVIDIA H200 ×2 (GPUs 0,1) · sm_90a"
+    # a run on one of them names its own GPU; the runner's GPUs stay in the status line
+    state.apply(RunStarted("r1", kernel="b", path="/ws/kernels/b.py", version=1, content_hash="h", reference="",
+                           reference_hash="", tier="gpu", device="NVIDIA H200", arch="sm_90a", run_dir="/r1", gpu="1"))
+    assert state.kernels["b"].run_id == "r1" and state.gpus == ("0", "1")
+    assert device_text("cpu", "CPU (Triton interpreter)", "sm_90a", ("0", "1")) == \
+        "CPU · Triton interpreter ×2 (GPUs 0,1) · sm_90a"

@@ -66,10 +66,12 @@ def _head(points: list[VersionPoint], timed: list[VersionPoint], current: int | 
     listed = points[-LISTED:]
     if current is not None and all(p.version != current for p in listed):
         listed = [p for p in points if p.version == current] + points[-(LISTED - 1):]
+    gpus = len({p.gpu for p in points if p.gpu})
     for p in listed:
         glyph, word = STATUS_LABELS.get(p.verdict, ("?", p.verdict))
         speed = f" {p.speedup:.2f}x" if p.speedup is not None else ""
-        item = f"v{p.version} {glyph} {word}{speed}".replace(" ", NBSP)
+        where = f" gpu{p.gpu}" if p.gpu and gpus > 1 else ""  # which GPU ran it, once several did
+        item = f"v{p.version} {glyph} {word}{speed}{where}".replace(" ", NBSP)
         text.append(item, style="bold" if p.version == current else "")
         text.append("   ")
     return text

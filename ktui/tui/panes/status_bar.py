@@ -16,6 +16,7 @@ class StatusInfo:
     tier: str = ""
     device: str = ""
     arch: str = ""
+    gpus: tuple[str, ...] = ()  # one worker per GPU: their indices
     running: str | None = None
     running_rung: str = ""
     queued: int = 0
@@ -53,7 +54,7 @@ class StatusBar(Static):
             parts.append(Text(info.note, style=warn))
         if info.remote:
             parts.append(Text(info.remote, style=warn if not info.remote.endswith("· up") else ""))
-        parts.append(Text(device_text(info.tier, info.device, info.arch)))
+        parts.append(Text(device_text(info.tier, info.device, info.arch, info.gpus)))
         if info.running:
             what = f"running {info.running}" + (f" ({info.running_rung})" if info.running_rung else "")
             if info.cancelling:
