@@ -13,6 +13,10 @@ may share a hostname, containers share paths that are not the same disk), and ch
 files are kilobytes to a few megabytes, which on the driver's own node travel through shared
 memory. A file over ``MAX_FILE_BYTES``, or past ``MAX_RUN_BYTES`` in all, stays behind; the run's
 message and its summary (``not_shipped``) say which and why.
+
+The other way, the workspace the job reads comes with the job (``ray_ship``): ``WorkspaceCopies``
+writes each version once into the actor's scratch folder, and the scratch run's Job names the
+copy; its events name the driver's files again.
 """
 
 from __future__ import annotations
@@ -20,31 +24,43 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections import OrderedDict
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ktui.protocol.job import Job
+from ktui.workspace.shipped import moved_job
 
 MAX_FILE_BYTES = 32 * 2**20
 MAX_RUN_BYTES = 128 * 2**20
 SOURCE = "source.py"  # written by the driver when it prepared the run: never shipped back
+OUTSIDE = ".ktui-outside"  # in a workspace copy: the GPU MODE modules kept outside the workspace
+WORKSPACES = "workspaces"  # in an actor's scratch folder: one copy per workspace version
+KEEP_COPIES = 4  # workspace versions an actor keeps written
 
 
 def scratch_root() -> Path:
     """This node's scratch folder for one actor: node-private, removed when the actor closes."""
-    return Path(tempfile.mkdtemp(prefix="ktui-ray-"))
+    return Path(tempfile.mkdtemp(prefix="ktui-ray-")).resolve()  # as the worker resolves the workspace's paths
 
 
 class ScratchRun:
     """One job's run folder on the actor's node: the Job pointed at it, the files it gained."""
 
     def __init__(self, root: Path, job: Job, max_file_bytes: int = MAX_FILE_BYTES,
-                 max_run_bytes: int = MAX_RUN_BYTES):
+                 max_run_bytes: int = MAX_RUN_BYTES, copy: Path | None = None, outside: dict[str, str] | None = None):
+        """``copy``: the folder holding the job's workspace on this node (``WorkspaceCopies``), with
+        ``outside`` (original path → name in the copy) for the files kept outside the workspace."""
         self.local_run = job.run_dir
         self.path = Path(root) / job.run_id
         self.path.mkdir(parents=True)
         (self.path / SOURCE).write_text(job.source, encoding="utf-8")  # as the driver's run folder has it
-        self.job = Job.from_json({**job.to_json(), "run_dir": str(self.path)})
+        self.pairs = [(str(self.path), self.local_run)]  # (this node's path, the driver's), longest first
+        if copy is None:
+            self.job = Job.from_json({**job.to_json(), "run_dir": str(self.path)})
+        else:
+            self.job, pairs = _in_copy(job, Path(copy), outside or {}, self.path)
+            self.pairs += pairs
         self.max_file_bytes = max_file_bytes
         self.max_run_bytes = max_run_bytes
         self.shipped_bytes = 0
@@ -73,17 +89,18 @@ class ScratchRun:
 
     def _refusal(self, name: str, size: int) -> str:
         if size > self.max_file_bytes:
-            return (f"{name} ({_mib(size)}) was not shipped back from the Ray node that ran it: "
-                    f"a file may be at most {_mib(self.max_file_bytes)}")
+            return (f"{name} ({mib(size)}) was not shipped back from the Ray node that ran it: "
+                    f"a file may be at most {mib(self.max_file_bytes)}")
         if self.shipped_bytes + size > self.max_run_bytes:
-            return (f"{name} ({_mib(size)}) was not shipped back from the Ray node that ran it: "
-                    f"the run's files may be at most {_mib(self.max_run_bytes)} in all")
+            return (f"{name} ({mib(size)}) was not shipped back from the Ray node that ran it: "
+                    f"the run's files may be at most {mib(self.max_run_bytes)} in all")
         return ""
 
     def back(self, event: dict[str, Any], where: str = "") -> dict[str, Any]:
         """An event of the scratch run as the driver's: its paths name the driver's run folder;
         a ``run_finished`` says which files stayed behind on ``where``."""
-        event = _replaced(event, str(self.path), self.local_run)
+        for here, there in self.pairs:
+            event = _replaced(event, here, there)
         if event.get("type") == "run_finished" and self.not_shipped:
             reasons = [f"{reason} ({where})" if where else reason for reason in self.not_shipped.values()]
             event["message"] = "\n".join(filter(None, [event.get("message", ""), *reasons]))
@@ -94,15 +111,68 @@ class ScratchRun:
         shutil.rmtree(self.path, ignore_errors=True)
 
 
-def write_shipped(run_dir: str, files: dict[str, bytes]) -> None:
+def _in_copy(job: Job, copy: Path, outside: dict[str, str], run: Path) -> tuple[Job, list[tuple[str, str]]]:
+    """``job`` with its workspace at ``copy`` and its run folder at ``run``; the (copy's path,
+    driver's path) pairs that turn the copy's paths back."""
+    data = moved_job(job.to_json(), job.root, str(copy), job.run_dir, str(run), "a Ray run")
+    modules = data["problem"].get("modules")
+    if modules:
+        data["problem"]["modules"] = {name: str(copy / outside[path]) if path in outside else path
+                                      for name, path in modules.items()}
+    pairs = [(str(copy / name), original) for original, name in outside.items()]
+    return Job.from_json(data), [*pairs, (str(copy), job.root)]
+
+
+class WorkspaceCopies:
+    """The workspace versions an actor has written into its scratch folder, one folder per
+    content hash (``workspaces/<hash>/``): written once, reused by the later jobs of that version;
+    the least recently used beyond ``keep`` are removed."""
+
+    def __init__(self, scratch: Path, keep: int = KEEP_COPIES):
+        self.base = Path(scratch) / WORKSPACES
+        self.base.mkdir(parents=True, exist_ok=True)
+        self.keep = keep
+        self._used: OrderedDict[str, None] = OrderedDict()
+
+    def get(self, digest: str, fetch: Callable[[], dict[str, bytes]]) -> Path:
+        """The folder of version ``digest``, written from ``fetch()`` (the shipped files) if this
+        actor has not written it yet."""
+        if not digest.isalnum():
+            raise ValueError(f"a workspace version is named by its hex hash, got {digest!r}")
+        folder = self.base / digest
+        if not folder.is_dir():
+            self._write(folder, fetch())
+        self._used[digest] = None
+        self._used.move_to_end(digest)
+        while len(self._used) > self.keep:
+            old, _ = self._used.popitem(last=False)
+            shutil.rmtree(self.base / old, ignore_errors=True)
+        return folder
+
+    def _write(self, folder: Path, files: dict[str, bytes]) -> None:
+        """All of it or nothing: written beside ``folder``, then renamed into place."""
+        partial = Path(tempfile.mkdtemp(dir=self.base, prefix=f".{folder.name}."))
+        try:
+            write_shipped(str(partial), files, atomic=False)
+            os.rename(partial, folder)
+        except BaseException:
+            shutil.rmtree(partial, ignore_errors=True)
+            raise
+
+
+def write_shipped(run_dir: str, files: dict[str, bytes], atomic: bool = True) -> None:
     """Files shipped from an actor, into the driver's run folder (each atomically: a reader never
-    sees half a file). A name that would leave the folder is refused."""
+    sees half a file; ``atomic=False`` for a folder no one reads yet). A name that would leave the
+    folder is refused."""
     base = Path(run_dir).resolve()
     for name, data in files.items():
         target = (base / name).resolve()
         if base not in target.parents:
             raise ValueError(f"a shipped file named {name!r} would land outside the run folder {base}")
         target.parent.mkdir(parents=True, exist_ok=True)
+        if not atomic:
+            target.write_bytes(data)
+            continue
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as f:
@@ -123,5 +193,5 @@ def _replaced(value: Any, old: str, new: str) -> Any:
     return value
 
 
-def _mib(size: int) -> str:
+def mib(size: int) -> str:
     return f"{size / 2**20:.1f} MiB" if size >= 2**20 else f"{size} B"

@@ -9,8 +9,10 @@ generator, so an event (a rung's result) reaches the history and ``--json`` when
 not when the job does. An actor that dies (killed, its node lost) ends its run ``crashed`` with
 Ray's reason, and a fresh actor takes its place for the jobs still to run.
 
-An actor's worker writes its run folder in a scratch folder of its own node; the files come back
-with the events and land where a local run puts them (``ray_files``).
+No node needs the workspace: the driver ships each job's workspace files with it, once per
+version (``ray_ship``), and the actor runs the job from its own copy. An actor's worker writes its
+run folder in a scratch folder of its own node; the files come back with the events and land where
+a local run puts them (``ray_files``).
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from typing import Any, Callable, Iterator
 
 from ktui.protocol.events import CRASHED, ERROR, Event, RunFinished, RunStarted, event_from_json
 from ktui.protocol.job import Job, Options
-from ktui.run.ray_files import MAX_FILE_BYTES, MAX_RUN_BYTES, ScratchRun, scratch_root, write_shipped
+from ktui.run.ray_files import MAX_FILE_BYTES, MAX_RUN_BYTES, ScratchRun, WorkspaceCopies, scratch_root, write_shipped
+from ktui.run.ray_ship import Bundle, Shipper
 from ktui.run.runner import LocalRunner, WorkerConfig
 from ktui.run.session import Consumer, Session
 from ktui.workspace.kernels import Kernel
@@ -56,6 +59,7 @@ class EvalWorker:
 
         self.runner = LocalRunner(WorkerConfig(**config), fresh_each_run=fresh_each_run)
         self.scratch = scratch_root()
+        self.workspaces = WorkspaceCopies(self.scratch)
         self.limits = (max_file_bytes, max_run_bytes)
         context = ray.get_runtime_context()
         gpus = ray.get_gpu_ids()
@@ -63,13 +67,18 @@ class EvalWorker:
                       "gpu": _gpu_index(gpus[0]) if gpus else None, "pid": os.getpid()}
 
     def ran_on(self) -> dict[str, Any]:
-        return {**self.where, "scratch": str(self.scratch)}
+        return {**self.where, "scratch": str(self.scratch),
+                "workspaces": sorted(p.name for p in self.workspaces.base.iterdir() if not p.name.startswith("."))}
 
-    def run(self, job: dict[str, Any]) -> Iterator[dict[str, Any]]:
-        """One job, streamed: for each event, ``{"files": ..., "event": ..., "where": ...}`` with the
-        run folder's files written since the previous event (so a file is here before the event
-        that follows it, and all of them before ``run_finished``)."""
-        scratch = ScratchRun(self.scratch, Job.from_json(job), *self.limits)
+    def run(self, job: dict[str, Any], shipment: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        """One job, streamed, run from this node's copy of its workspace (``shipment``, from
+        ``ray_ship.Shipper``): for each event, ``{"files": ..., "event": ..., "where": ...}`` with
+        the run folder's files written since the previous event (so a file is here before the
+        event that follows it, and all of them before ``run_finished``)."""
+        import ray
+
+        copy = self.workspaces.get(shipment["digest"], lambda: ray.get(shipment["files"][0]))
+        scratch = ScratchRun(self.scratch, Job.from_json(job), *self.limits, copy=copy, outside=shipment["outside"])
         place = f"node {self.where['node']} ({self.where['node_id'][:12]})"
         try:
             for event in self.runner.run(scratch.job):
@@ -111,14 +120,18 @@ class RayPool:
     ``address``: ``local`` (start Ray here, or use the instance this process already started),
     ``auto`` or ``ray://host:port`` (join a cluster). ``resources``: custom Ray resources each
     actor asks for, which puts the actors on the nodes that have them (and no more actors than
-    those nodes hold). ``on_dispatch(job, actor)`` is called as each job is handed to an actor.
-    ``max_file_bytes`` / ``max_run_bytes``: what an actor ships back of a run folder."""
+    those nodes hold). ``on_shipped(bundles)`` is called once the jobs' workspaces are read and in
+    Ray's store, before any job is dispatched; ``on_dispatch(job, actor)`` as each job is handed to an
+    actor. ``max_file_bytes`` / ``max_run_bytes``: what an actor ships back of a run folder;
+    ``max_workspace_file_bytes``: the largest workspace file shipped to the actors."""
 
     def __init__(self, address: str = LOCAL, config: WorkerConfig | None = None, fresh_each_run: bool = False,
                  num_cpus: int | None = None, on_dispatch: Callable[[Job, Any], None] | None = None,
                  resources: dict[str, float] | None = None, max_file_bytes: int = MAX_FILE_BYTES,
-                 max_run_bytes: int = MAX_RUN_BYTES):
+                 max_run_bytes: int = MAX_RUN_BYTES, max_workspace_file_bytes: int = MAX_FILE_BYTES,
+                 on_shipped: Callable[[list[Bundle]], None] | None = None):
         self.ray = import_ray()
+        self.on_shipped = on_shipped
         self.config = config or WorkerConfig()
         self.fresh_each_run = fresh_each_run
         self.on_dispatch = on_dispatch
@@ -133,6 +146,7 @@ class RayPool:
             if self._started_ray:  # nothing of this pool outlives its refusal
                 self.ray.shutdown()
             raise
+        self.shipper = Shipper(self.ray, max_workspace_file_bytes)
         self._actor_class = self.ray.remote(EvalWorker)
         self.actors = [self._new_actor() for _ in range(self.placement.actors)]
 
@@ -167,8 +181,16 @@ class RayPool:
 
     def run(self, jobs: list[Job]) -> Iterator[tuple[Job, Event]]:
         """Each event of every job as it arrives, with its job; a job's last is its ``RunFinished``.
-        The files shipped with an event are in the job's run folder before the event is handed on."""
-        pending = deque(jobs)
+        The files shipped with an event are in the job's run folder before the event is handed on;
+        a job whose workspace cannot be shipped ends ``error`` with the reason, before any is dispatched."""
+        shipments, refused, bundles = self.shipper.ship(jobs)
+        for job in jobs:
+            if job.run_id in refused:
+                for event in _ended(job, ERROR, refused[job.run_id], "NotShipped"):
+                    yield job, event
+        if self.on_shipped is not None:
+            self.on_shipped(bundles)
+        pending = deque(job for job in jobs if job.run_id in shipments)
         idle = deque(self.actors)
         running: dict[Any, _Streaming] = {}
         while pending or running:
@@ -180,7 +202,7 @@ class RayPool:
                 continue
             while pending and idle:
                 job, actor = pending.popleft(), idle.popleft()
-                stream = actor.run.options(num_returns="streaming").remote(job.to_json())
+                stream = actor.run.options(num_returns="streaming").remote(job.to_json(), shipments[job.run_id])
                 running[stream] = _Streaming(job, actor)
                 if self.on_dispatch is not None:
                     self.on_dispatch(job, actor)

@@ -1,9 +1,11 @@
 """``ktui run --ray`` on a real two-node Ray cluster on this machine: the run folder of a kernel
-judged on the second node comes back to the driver's ``.ktui/runs/``, and events stream."""
+judged on the second node comes back to the driver's ``.ktui/runs/``, events stream, and the
+node runs from the workspace files the driver shipped, not from the driver's paths."""
 
 import json
 import os
 import queue
+import shutil
 import subprocess
 import sys
 import threading
@@ -11,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, make_workspace
+from test_ray_ship import HELPERS, helped_workspace
 
 from ktui.history.store import Store
 from ktui.protocol.job import Options
@@ -22,6 +25,8 @@ ray = pytest.importorskip("ray")  # in the `test` extra: CI always has it
 from ray.cluster_utils import Cluster  # noqa: E402
 
 from ktui.run.ray_pool import RayPool, evaluate  # noqa: E402
+from ktui.run.runner import LocalRunner  # noqa: E402
+from ktui.run.session import Session  # noqa: E402
 
 SECOND = "ktui_second_node"  # a resource only the second node has: an actor asking for it runs there
 OPTIONS = Options(seed=7, benchmark=False)
@@ -44,13 +49,14 @@ def two_nodes():
         cluster.shutdown()
 
 
-def judged_on_the_second_node(ws: Path, **limits) -> tuple[dict, list]:
+def judged_on_the_second_node(ws: Path, consumers=(), **limits) -> tuple[dict, list]:
     pool = RayPool(resources={SECOND: 1}, **limits)
     try:
         assert len(pool.actors) == 1  # only one node has the resource, once
         place = ray.get(pool.actors[0].ran_on.remote())
-        finished = evaluate(pool, discover([ws / "kernels"]), OPTIONS)
-        place["left_in_scratch"] = sorted(os.listdir(place["scratch"]))
+        finished = evaluate(pool, discover([ws / "kernels"]), OPTIONS, consumers)
+        place["left_in_scratch"] = sorted(set(os.listdir(place["scratch"])) - {"workspaces"})
+        place["workspaces"] = ray.get(pool.actors[0].ran_on.remote())["workspaces"]
     finally:
         pool.close()
     return place, finished
@@ -165,3 +171,92 @@ def test_the_first_rung_reaches_json_while_the_run_still_waits_on_it(two_nodes, 
     ends = [e for e in after_go if e["type"] == "run_finished"]
     assert len(ends) == 1 and ends[0]["verdict"] == "passed", ends
     assert next(e["rung"] for e in after_go if e["type"] == "rung_finished") == "compile"  # the rest came after
+
+
+def rung_results(events: list) -> list[tuple[str, str]]:
+    return [(e.rung, e.status) for e in events if e.type == "rung_finished"]
+
+
+def test_a_node_without_the_workspace_judges_a_kernel_and_its_helper_as_a_local_run_does(two_nodes, tmp_path):
+    here = helped_workspace(tmp_path / "here")
+    local_events: list = []
+    session = Session(here, runner=LocalRunner(), consumers=[local_events.append])
+    try:
+        [kernel] = discover([here / "kernels"])
+        local = session.run(kernel, OPTIONS)
+    finally:
+        session.close()
+    assert local.verdict == "passed", local.message
+
+    ws = helped_workspace(tmp_path / "ws")
+    shipped: list = []
+
+    def gone_once_shipped(bundles):
+        """The driver has read and shipped the files: from now on the workspace holds none of
+        them, so a worker that read the driver's paths could import neither kernel nor helper."""
+        shipped.extend(bundles)
+        shutil.rmtree(ws / "kernels")
+        shutil.rmtree(ws / "references")
+        (ws / "add_helpers.py").unlink()
+
+    events: list = []
+    pool = RayPool(resources={SECOND: 1}, on_shipped=gone_once_shipped)
+    try:
+        place = ray.get(pool.actors[0].ran_on.remote())
+        [finish] = evaluate(pool, discover([ws / "kernels"]), OPTIONS, [events.append])
+        after = ray.get(pool.actors[0].ran_on.remote())
+    finally:
+        pool.close()
+    assert not (ws / "kernels").exists() and [b.root for b in shipped] == [str(ws)]
+    assert finish.verdict == local.verdict, finish.message
+    assert rung_results(events) == rung_results(local_events)
+    assert place["node_id"] == finish.summary["ran_on"]["node_id"] == two_nodes["second"]
+    assert after["workspaces"] == [shipped[0].digest]  # one copy, in the actor's scratch folder
+    # the events name the driver's files and run folder, as a local run's do
+    [started] = [e for e in events if e.type == "run_started"]
+    assert (started.path, started.reference) == (str(ws / "kernels" / "add_helped.py"), str(ws / "references" / "add.py"))
+    assert started.run_dir == str(run_dir(state_dir(ws), "add_helped", 1))
+    report = (run_dir(state_dir(ws), "add_helped", 1) / "report.json").read_text()
+    assert place["scratch"] not in report and str(ws / "kernels" / "add_helped.py") in report
+    assert stored_run(ws).verdict == "passed"
+
+
+def test_an_edited_helper_reaches_the_node_as_a_new_version(two_nodes, tmp_path):
+    ws = helped_workspace(tmp_path / "ws")
+    pool = RayPool(resources={SECOND: 1})
+    try:
+        [before] = evaluate(pool, discover([ws / "kernels"]), OPTIONS)
+        (ws / "add_helpers.py").write_text(HELPERS.format(extra=" + 1.0"))  # now wrong by one
+        [after] = evaluate(pool, discover([ws / "kernels"]), OPTIONS)
+        place = ray.get(pool.actors[0].ran_on.remote())
+        versions = list(pool.shipper.versions)
+    finally:
+        pool.close()
+    assert before.verdict == "passed", before.message
+    assert after.verdict == "failed", after.message  # the warm worker used the edited helper
+    assert len(versions) == 2 and versions[0] != versions[1]
+    assert sorted(place["workspaces"]) == sorted(versions)  # each version written once on the node
+
+
+def test_what_a_node_could_not_run_ends_its_run_with_the_reason_and_the_pool_goes_on(two_nodes, tmp_path):
+    ws = helped_workspace(tmp_path / "ws")
+    helped = (ws / "kernels" / "add_helped.py").read_text()
+    (ws / "kernels" / "add_lost.py").write_text(helped.replace("from add_helpers import", "from add_helpers_lost import"))
+    big = make_workspace(tmp_path / "big", ["add_triton"])
+    (big / "data").mkdir()
+    (big / "data" / "table.bin").write_bytes(bytes(9000))  # the largest other file is a few KiB
+    events: list = []
+    pool = RayPool(resources={SECOND: 1}, max_workspace_file_bytes=8000)
+    try:
+        evaluate(pool, discover([ws / "kernels", big / "kernels"]), OPTIONS, [events.append])
+    finally:
+        pool.close()
+    kernel_of = {e.run_id: e.path for e in events if e.type == "run_started"}
+    ends = {Path(kernel_of[e.run_id]).name: e for e in events if e.type == "run_finished"}
+    assert ends["add_helped.py"].verdict == "passed"  # its neighbour's refusal stopped nothing
+    assert ends["add_lost.py"].verdict == ends["add_triton.py"].verdict == "error"
+    assert ends["add_lost.py"].message.startswith(
+        "kernels/add_lost.py:5 imports 'add_helpers_lost', which ktui finds neither among the workspace files")
+    assert (f"{big / 'data' / 'table.bin'} (9000 B) is too large to ship to a Ray node: a workspace file may be at "
+            "most 8000 B") in ends["add_triton.py"].message
+    assert stored_run(big).verdict == "error"  # recorded like any run

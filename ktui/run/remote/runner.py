@@ -28,12 +28,12 @@ from ktui.protocol.events import (
     event_from_json,
 )
 from ktui.protocol.job import Job
-from ktui.protocol.statedir import CALIBRATION, STATE_DIR, calibration_file
 from ktui.run.remote.address import RemoteAddress
 from ktui.run.remote.link import Link, LinkDown
-from ktui.run.remote.sync import Syncer, workspace_files
+from ktui.run.remote.sync import Syncer
 from ktui.run.remote.worker import RemoteWorker
 from ktui.run.runner import LocalRunner, WorkerConfig, WorkerProcess, WorkerStartError
+from ktui.workspace.shipped import moved_job, run_files
 
 PACKAGE = Path(ktui.__file__).resolve().parent
 DEFAULT_DIR = "~/.ktui-remote"
@@ -133,14 +133,13 @@ class RemoteRunner(LocalRunner):
         ValueError or OSError when that fails. Used by runs and by the tools (profile, sanitize)."""
         local_root, local_run = job.root, job.run_dir
         base = self.connect_to(local_root)
-        names = workspace_files(Path(local_root))
+        names = run_files(Path(local_root))  # the workspace and its calibration
         self.syncer.send(Path(local_root), names, f"{base}/ws")
-        if calibration_file(Path(local_root)).is_file():  # the benchmark there uses the ceilings measured there
-            self.syncer.send(Path(local_root), [f"{STATE_DIR}/{CALIBRATION}"], f"{base}/ws")
         remote_run = f"{base}/runs/{job.run_id}"
         self.link.run([*self.agent_command(base), "prepare", f"{base}/ws", remote_run],
                       input="\0".join(names).encode("utf-8", "surrogateescape"))
-        remote_job = Job.from_json(_to_remote(job.to_json(), local_root, f"{base}/ws", local_run, remote_run))
+        remote_job = Job.from_json(moved_job(job.to_json(), local_root, f"{base}/ws", local_run, remote_run,
+                                             "a remote run"))
         return Staged(base, remote_job, remote_run, [(remote_run, local_run), (f"{base}/ws", local_root)])
 
     def fetch_run(self, staged: Staged, local_run: str) -> None:
@@ -228,28 +227,6 @@ class RemoteRunner(LocalRunner):
             super().close()
         finally:
             self.link.close()
-
-
-def _to_remote(data: dict, root: str, remote_ws: str, run_dir: str, remote_run: str) -> dict:
-    """The Job's local paths as the remote's (the source text is left as it is)."""
-    def move(value: Any) -> Any:
-        if isinstance(value, str):
-            if value == run_dir or value.startswith(run_dir + "/"):
-                return remote_run + value[len(run_dir):]
-            if value == root or value.startswith(root + "/"):
-                return remote_ws + value[len(root):]
-            return value
-        if isinstance(value, dict):
-            return {k: move(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [move(v) for v in value]
-        return value
-
-    out = {k: (v if k == "source" else move(v)) for k, v in data.items()}
-    for key in ("kernel_path", "reference_path"):
-        if data[key] and out[key] == data[key]:
-            raise ValueError(f"{data[key]} is outside the workspace {root}: a remote run sends the workspace only")
-    return out
 
 
 def _rewrite(event: Event, pairs: list[tuple[str, str]]) -> Event:

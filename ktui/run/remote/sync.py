@@ -9,7 +9,6 @@ shell: rsync runs with ``--protect-args``, tar is written and read by Python's `
 from __future__ import annotations
 
 import io
-import os
 import shlex
 import shutil
 import subprocess
@@ -17,31 +16,9 @@ import tarfile
 from pathlib import Path
 
 from ktui.run.remote.link import Link, LinkDown
+from ktui.workspace.shipped import workspace_files
 
-MAX_FILES = 5000
-MAX_BYTES = 512 * 1024 * 1024
-SKIPPED = {"__pycache__", "node_modules"}
 SYNC_TIMEOUT_S = 600.0
-
-
-def workspace_files(root: Path) -> list[str]:
-    """What a kernel may import or read from its workspace: every file below ``root`` outside
-    hidden folders (``.ktui/``, ``.git/``), caches and virtual environments, relative to it."""
-    found: list[str] = []
-    total = 0
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIPPED
-                         and not (Path(folder) / d / "pyvenv.cfg").is_file())
-        for name in sorted(files):
-            path = Path(folder) / name
-            if name.startswith(".") or not path.is_file() or path.is_symlink():
-                continue
-            found.append(path.relative_to(root).as_posix())
-            total += path.stat().st_size
-            if len(found) > MAX_FILES or total > MAX_BYTES:
-                raise ValueError(f"{root}: more than {MAX_FILES} files or {MAX_BYTES >> 20} MiB to send to the remote; "
-                                 "run from the kernels' own workspace folder")
-    return found
 
 
 class Syncer:
