@@ -14,9 +14,10 @@ def test_ktui_run_on_two_gpus_prints_the_run_that_finishes_first_first_each_with
     proc = ktui("run", "--json", "--cpu", "--gpus", "0,1", "--no-bench", "--timeout", "compile=45",
                 "kernels/hang.py", "kernels/add_triton.py", cwd=ws, timeout=400)
     events = parse_events(proc.stdout)
-    order = [e["kernel"] for e in events if e["type"] == "run_started"]
-    assert order == ["add_triton", "hang"], proc.stderr  # the hang was handed out first
     runs = by_kernel(events)
+    ids = {e["run_id"]: e["kernel"] for e in events if e["type"] == "run_started"}
+    order = [ids[e["run_id"]] for e in events if e["type"] == "run_finished"]
+    assert order == ["add_triton", "hang"], proc.stderr  # the hang was handed out first, and ends last
     assert finished(runs["add_triton"])["verdict"] == "passed"
     assert finished(runs["hang"])["verdict"] == "timed_out"
     gpus = {kernel: runs[kernel][0]["gpu"] for kernel in runs}
