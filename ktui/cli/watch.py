@@ -21,6 +21,8 @@ def add_parser(subparsers) -> None:
     watch.add_argument("--poll", action="store_true", help="poll the file system instead of using inotify")
     watch.add_argument("--lazy", action="store_true",
                        help="do not run kernels at start whose stored results are stale; mark them stale")
+    watch.add_argument("--no-audit", action="store_true",
+                       help="do not audit each reference version in the background (the `weak test` mark)")
     watch.add_argument("--strict", action="store_true",
                        help="start in strict mode (key s toggles it): fresh process, more seeds, every timed output re-checked")
     watch.add_argument("-v", "--verbose", action="store_true", help="headless: also print what kernels printed")
@@ -44,7 +46,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
     if args.debounce_ms < 0:
         print("ktui: --debounce-ms must be 0 or more", file=sys.stderr)
         return EXIT_CANNOT_RUN
-    settings = WatchSettings(debounce_s=args.debounce_ms / 1000.0, force_polling=args.poll, catch_up=not args.lazy)
+    settings = WatchSettings(debounce_s=args.debounce_ms / 1000.0, force_polling=args.poll, catch_up=not args.lazy,
+                             audit=not args.no_audit)
     try:
         runner = runner_for(args, root=workspace.root)  # one worker per GPU where several are picked or visible
     except ValueError as exc:

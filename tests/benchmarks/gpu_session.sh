@@ -18,6 +18,7 @@ set -u
 : "${OUT:?set OUT to the folder that receives the results}"
 cd "$(dirname "$0")/../.."
 export PYTHONUNBUFFERED=1
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # the commands run from scratch folders outside the checkout
 PY="${PYTHON:-python3}"
 # test_mcp.py holds no GPU test and imports the MCP SDK, which the GPU machine lacks
 GPU_TESTS=(-m gpu -q -p no:cacheprovider -rA --timeout 300 --ignore=tests/agents/test_mcp.py)

@@ -291,7 +291,7 @@ def _with_environ(needle: str) -> list[int]:
 def test_watch_headless_runs_on_the_remote_and_leaves_nothing_there_when_it_stops(sshd, tmp_path):
     ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "ktui", "watch", str(ws), "--headless", "--no-bench",
+    proc = subprocess.Popen([sys.executable, "-m", "ktui", "watch", str(ws), "--headless", "--no-audit", "--no-bench",
                              *remote_flags(sshd, tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=env)
     try:

@@ -135,7 +135,7 @@ def test_processes_started_by_user_code_do_not_outlive_the_run(tmp_path, monkeyp
 def test_a_worker_whose_watcher_was_killed_stops_and_its_run_is_marked_interrupted(tmp_path):
     ws = make_workspace(tmp_path / "ws", fixtures=["hang"])
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "ktui", "watch", str(ws), "--headless", "--timeout", "compile=300"],
+    proc = subprocess.Popen([sys.executable, "-m", "ktui", "watch", str(ws), "--headless", "--no-audit", "--timeout", "compile=300"],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
     workers: list[int] = []
     try:

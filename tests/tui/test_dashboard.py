@@ -57,7 +57,7 @@ def idle(app: KtuiApp) -> bool:
 
 def make_app(ws: Path, **settings) -> KtuiApp:
     return KtuiApp(Workspace.at(ws), Options(seed=0, timeouts={"compile": 120}),
-                   WatchSettings(debounce_s=0.05, **settings))
+                   WatchSettings(debounce_s=0.05, **{"audit": False, **settings}))
 
 
 def test_a_save_written_as_temp_file_and_rename_runs_and_updates_the_panes(tmp_path):

@@ -34,7 +34,7 @@ def test_a_weak_reference_shows_weak_test_in_the_status_line_and_the_rungs_pane_
     ws = relu_workspace(tmp_path / "ws")
 
     async def scenario():
-        app = make_app(ws)
+        app = make_app(ws, audit=True)
         async with app.run_test(size=(120, 30)) as pilot:
             await until(pilot, lambda: app.state.kernels["relu_copy_triton"].verdict == "passed", what="the run")
             assert "weak test" not in plain(app.query_one("#status", Static), width=200)  # not audited yet
@@ -59,7 +59,7 @@ def test_a_strong_reference_shows_no_weak_test(tmp_path):
     ws = relu_workspace(tmp_path / "ws", reference="relu_randn")
 
     async def scenario():
-        app = make_app(ws)
+        app = make_app(ws, audit=True)
         async with app.run_test(size=(120, 30)) as pilot:
             await until(pilot, lambda: app.state.audits, timeout=240, what="the background audit")
             [audit] = app.state.audits.values()

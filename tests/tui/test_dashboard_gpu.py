@@ -23,7 +23,7 @@ def test_on_a_gpu_the_list_and_history_show_speedups_and_p_fills_the_ncu_pane(tm
     ws = make_workspace(tmp_path / "ws", kernels=["softmax_triton"])
 
     async def scenario():
-        app = KtuiApp(Workspace.at(ws), Options(seed=0), WatchSettings(debounce_s=0.05))
+        app = KtuiApp(Workspace.at(ws), Options(seed=0), WatchSettings(debounce_s=0.05, audit=False))
         async with app.run_test(size=(160, 48)) as pilot:
             await until(pilot, lambda: idle(app) and app.state.kernels["softmax_triton"].verdict, timeout=600,
                         what="the first run")

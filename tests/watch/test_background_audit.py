@@ -158,3 +158,18 @@ def test_a_save_during_the_audit_runs_at_once_and_the_audit_is_done_again_after_
     audits_started = [i for i, e in enumerate(items) if isinstance(e, QueueChanged) and e.background]
     assert audits_started[0] < started[0] < audits_started[-1], "pre-empted, then started again after the run"
     assert audit.verdict == "weak" and not audit.cached
+
+
+def test_no_audit_leaves_the_reference_unaudited_through_runs_and_saves(tmp_path):
+    ws = relu_workspace(tmp_path / "ws")
+    watch = Headless(ws, "--no-audit")
+    try:
+        watch.until(lambda e: e["type"] == "run_finished")
+        kernel = ws / "kernels" / "relu_copy_triton.py"
+        kernel.write_text(kernel.read_text() + "\n# saved again\n")
+        watch.until(lambda e: e["type"] == "run_finished")
+    finally:
+        assert watch.stop() == 0, watch.proc.stderr.read()
+    assert not [e for e in watch.seen if e["type"] == "watch_audit"]
+    assert not [e for e in watch.seen if e["type"] == "watch_queue" and e.get("background")]
+    assert not (ws / ".ktui" / "audits").exists()

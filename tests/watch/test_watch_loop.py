@@ -67,7 +67,7 @@ def test_a_save_during_a_run_cancels_it_and_the_newest_content_runs(tmp_path):
     kernel.write_text(HANG)
     got = Collector()
     loop = WatchLoop(Workspace.at(ws), Options(seed=0, timeouts={"compile": 120}), got,
-                     WatchSettings(debounce_s=0.05))
+                     WatchSettings(debounce_s=0.05, audit=False))
     loop.start()
     try:
         stale = got.wait_for(lambda e: isinstance(e, RungStarted) and e.rung == "compile")
@@ -97,7 +97,7 @@ def test_a_reference_save_reruns_every_kernel_that_uses_it(tmp_path):
     ws = make_workspace(tmp_path / "ws", kernels=["add_triton", "softmax_triton"])
     (ws / "kernels" / "add_copy.py").write_text(ADD)
     got = Collector()
-    loop = WatchLoop(Workspace.at(ws), Options(seed=0), got, WatchSettings(debounce_s=0.05, catch_up=False))
+    loop = WatchLoop(Workspace.at(ws), Options(seed=0), got, WatchSettings(debounce_s=0.05, catch_up=False, audit=False))
     loop.start()
     try:
         ref = ws / "references" / "add.py"
@@ -130,7 +130,7 @@ def test_headless_prints_json_lines_writes_latest_and_leaves_no_process(tmp_path
     ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
     tag = uuid.uuid4().hex
     env = {**os.environ, "PYTHONPATH": str(REPO), "KTUI_TEST_TAG": tag}
-    proc = subprocess.Popen([sys.executable, "-m", "ktui", "watch", str(ws), "--headless", "--seed", "0",
+    proc = subprocess.Popen([sys.executable, "-m", "ktui", "watch", str(ws), "--headless", "--no-audit", "--seed", "0",
                              "--debounce-ms", "50"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     lines: queue.Queue[dict] = queue.Queue()
     threading.Thread(target=lambda: [lines.put(json.loads(l)) for l in proc.stdout], daemon=True).start()
@@ -168,7 +168,7 @@ def test_headless_on_a_missing_kernels_folder_says_what_to_create_and_stops_on_s
     ws = tmp_path / "ws"
     (ws / "references").mkdir(parents=True)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "ktui", "watch", str(ws), "--headless"],
+    proc = subprocess.Popen([sys.executable, "-m", "ktui", "watch", str(ws), "--headless", "--no-audit"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         first = json.loads(proc.stdout.readline())
@@ -184,7 +184,7 @@ def test_headless_on_a_missing_kernels_folder_says_what_to_create_and_stops_on_s
 def test_headless_stops_when_its_reader_goes_away(tmp_path):
     ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "ktui", "watch", str(ws), "--headless", "--lazy"],
+    proc = subprocess.Popen([sys.executable, "-m", "ktui", "watch", str(ws), "--headless", "--no-audit", "--lazy"],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
     try:
         assert json.loads(proc.stdout.readline())["type"] == "watch_state"
@@ -231,7 +231,7 @@ def test_sigterm_of_headless_cancels_the_run_saying_the_watcher_stopped(tmp_path
     ws = make_workspace(tmp_path / "ws")
     (ws / "kernels" / "add_slow.py").write_text(HANG)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "ktui", "watch", str(ws), "--headless", "--timeout", "compile=300"],
+    proc = subprocess.Popen([sys.executable, "-m", "ktui", "watch", str(ws), "--headless", "--no-audit", "--timeout", "compile=300"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         for line in proc.stdout:
