@@ -101,11 +101,27 @@ def workspace_imports(root: str, kernel_dir: str, modules: dict[str, str] | None
             sys.modules.update(shadowed)
         for name in set(sys.modules) - before:
             module = sys.modules.get(name)
-            file = getattr(module, "__file__", None) or ""
-            if name.startswith("ktui_user_") or file.startswith(root_path):
+            if name.startswith("ktui_user_") or is_workspace_source(getattr(module, "__file__", None), root_path):
                 sys.modules.pop(name, None)
         for name in [n for n in sys.modules if n.startswith("ktui_user_")]:
             sys.modules.pop(name, None)
+
+
+INSTALLED = ("site-packages", "dist-packages")
+
+
+def is_workspace_source(file: str | None, root: str) -> bool:
+    """Whether a module loaded from ``file`` is the workspace's own Python source, to be imported
+    afresh by the next version. Not a sibling folder that merely shares the root's name as a
+    prefix (``/work/ws-venv`` beside ``/work/ws``), not a package installed in a virtual
+    environment kept inside the workspace, and never an extension module: a native library
+    (CuTeDSL's MLIR bindings) cannot be loaded twice in one process."""
+    if not file or not file.endswith(".py"):
+        return False
+    path = Path(file)
+    if not path.is_relative_to(root):
+        return False
+    return not any(part in INSTALLED for part in path.relative_to(root).parts)
 
 
 def job_imports(job: Job) -> ContextManager[None]:
