@@ -40,18 +40,29 @@ class DevicePool:
     def run(self, jobs: list[Job]) -> Iterator[tuple[Job, Event]]:
         """Each event with its job as it comes (the runs of different GPUs interleave, each run's
         in order, ending with its ``RunFinished``); a GPU whose worker cannot start ends its job
-        ``error`` and takes no more (the others take the rest)."""
+        ``error`` and takes no more (the others take the rest). Two jobs of one kernel version
+        (one run folder) never run at once: the second waits for the first."""
         pending = deque(jobs)
         results: queue.Queue[tuple[Job, Event]] = queue.Queue()
-        lock = threading.Lock()
+        lock = threading.Condition()
         stop = threading.Event()
+        busy: set[str] = set()  # the run folders in flight: two runs of one version share a folder
+
+        def take() -> Job | None:
+            """The next job whose run folder no other GPU is writing (waiting while only such
+            jobs are left), or None when nothing is left or the pool stops."""
+            with lock:
+                while pending and not stop.is_set():
+                    job = next((j for j in pending if j.run_dir not in busy), None)
+                    if job is not None:
+                        pending.remove(job)
+                        busy.add(job.run_dir)
+                        return job
+                    lock.wait(timeout=0.5)
+                return None
 
         def serve(device: Device, runner: LocalRunner) -> None:
-            while not stop.is_set():
-                with lock:
-                    if not pending:
-                        return
-                    job = pending.popleft()
+            while (job := take()) is not None:
                 try:
                     for event in runner.run(job):
                         results.put((job, _placed(event, device)))
@@ -59,6 +70,10 @@ class DevicePool:
                     for event in ended(job, ERROR, f"{device.label()}: {exc}"):
                         results.put((job, event))
                     return
+                finally:
+                    with lock:
+                        busy.discard(job.run_dir)
+                        lock.notify_all()
 
         threads = [threading.Thread(target=serve, args=(d, r), name=f"ktui-gpu-{d.index}", daemon=True)
                    for d, r in zip(self.devices, self.runners)]

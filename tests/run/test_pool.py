@@ -78,17 +78,35 @@ def test_each_worker_sees_only_its_own_gpu(pool):
         assert f"CUDA_VISIBLE_DEVICES={device.index}".encode() in environ
 
 
+def _slow_add(ws: Path, seconds: int) -> None:
+    """``add_slow``: add_triton whose first call sleeps, so its run is surely in flight a while."""
+    add = (ws / "kernels" / "add_triton.py").read_text()
+    slow = add.replace("    out = torch.empty_like(x)", f"    if not _slept:\n        _slept.append(1)\n"
+                       f"        time.sleep({seconds})\n    out = torch.empty_like(x)", 1)
+    assert slow != add
+    (ws / "kernels" / "add_slow.py").write_text(slow + "\n\nimport time\n\n_slept = []\n")
+
+
 def test_a_worker_crash_on_one_gpu_leaves_the_run_on_the_other_gpu_finishing(ws, pool):
+    _slow_add(ws, 15)
     options = Options(seed=2, benchmark=False)
-    jobs = _jobs(ws, ["crash_segfault", "add_triton", "add_triton"], options)
-    results = [_summary(events) for events in _runs(pool.run(jobs))]
-    crash = results[0]
-    assert crash[:1] + crash[2:3] == ("crash_segfault", "crashed")
-    # the run that was in flight on the other GPU when the worker died went on and passed
-    beside = [r for r in results[1:] if r[3] < crash[4] < r[4]]
-    assert beside and all(r[1] != crash[1] and r[2] == "passed" for r in beside)
-    # and the GPU whose worker died took work again (a fresh worker): every add passed
-    assert [r[2] for r in results[1:]] == ["passed", "passed"]
+    jobs = _jobs(ws, ["add_slow", "crash_segfault", "add_triton"], options)
+    results = {r[0]: r for r in (_summary(events) for events in _runs(pool.run(jobs)))}
+    slow, crash, add = results["add_slow"], results["crash_segfault"], results["add_triton"]
+    assert crash[2] == "crashed"
+    # the run in flight on the other GPU when the worker died went on and passed
+    assert slow[3] < crash[4] < slow[4] and slow[1] != crash[1] and slow[2] == "passed", (slow, crash)
+    # and the GPU whose worker died took work again, on a fresh worker
+    assert add[1] == crash[1] and add[2] == "passed"
+
+
+def test_two_runs_of_one_kernel_version_never_overlap_they_share_a_run_folder(ws, pool):
+    options = Options(seed=4, benchmark=False)
+    jobs = _jobs(ws, ["add_triton", "add_triton"], options)
+    assert jobs[0].run_dir == jobs[1].run_dir
+    first, second = (_summary(events) for events in _runs(pool.run(jobs)))
+    assert first[2] == second[2] == "passed"
+    assert second[3] >= first[4]  # the second started once the first had finished
 
 
 def test_every_run_is_recorded_with_the_gpu_index_and_uuid_that_ran_it(ws, pool):

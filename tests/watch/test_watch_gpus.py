@@ -9,7 +9,7 @@ from __future__ import annotations
 from conftest import FIXTURES, REPO, make_workspace
 from test_watch_loop import Collector, save_atomically
 
-from ktui.protocol.events import RunFinished, RungStarted, RunStarted
+from ktui.protocol.events import RunFinished, RungFinished, RungStarted, RunStarted
 from ktui.protocol.job import Options
 from ktui.run.devices import Device
 from ktui.run.pool import DevicePool
@@ -120,7 +120,8 @@ def test_a_worker_killed_on_one_gpu_ends_only_its_run_and_the_other_gpu_runs_on_
         crashed = got.wait_for(lambda e: isinstance(e, RunFinished) and e.run_id == starts["add_hang"].run_id)
         assert crashed.verdict == "crashed" and "SIGKILL" in crashed.message
         done = got.wait_for(lambda e: isinstance(e, RunFinished) and e.run_id == starts["add_slow"].run_id, timeout=300)
-        assert done.verdict == "passed"
+        assert done.verdict == "passed", [(e.rung, e.status, e.message) for e in got.items
+                                          if isinstance(e, RungFinished) and e.run_id == done.run_id and e.status != "ok"]
         assert got.items.index(done) > got.items.index(crashed)  # it was still running when the other died
         assert starts["add_slow"].gpu != starts["add_hang"].gpu
     finally:
