@@ -84,6 +84,7 @@ case "${1:-}" in
     machine stories.log
     for name in rmsnorm_triton gemm_bf16_triton; do
       step stories.log 200 "$PY" tests/benchmarks/version_story.py . "$name" tests/benchmarks/stories/"$name"/*.py \
+        kernels/"$name".py \
         --json "$OUT/story_$name.json"
     done
     ;;

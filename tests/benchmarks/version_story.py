@@ -4,12 +4,14 @@ Each version file is saved in turn as ``kernels/<name>.py`` of a scratch copy of
 run with ``ktui run --json``, exactly as a developer's saves would be; the table is read back from
 the events (and ``ktui history``), never typed in:
 
-    python tests/benchmarks/version_story.py . rmsnorm_triton tests/benchmarks/stories/rmsnorm_triton/*.py
+    python tests/benchmarks/version_story.py . rmsnorm_triton tests/benchmarks/stories/rmsnorm_triton/*.py \
+        kernels/rmsnorm_triton.py
 
 Per version: what changed (the first line of its docstring), the verdict, per benchmark shape the
 GB/s or TFLOP/s, the share of the ceiling and the speedup against the reference, the registers and
 SASS instructions of its GPU functions (the dumps rung), and the median change against the version
-before. The last version is meant to be the shipped file; the script says whether it is.
+before. The earlier versions live in ``tests/benchmarks/stories/<kernel>/``; the last one is the
+shipped file itself (the script says whether it is), so the final version is never kept twice.
 """
 
 from __future__ import annotations
