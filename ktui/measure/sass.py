@@ -7,6 +7,7 @@ toolkit. Nothing here imports torch or triton: the dashboard and ``ktui diff`` u
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from collections import Counter
@@ -30,7 +31,15 @@ def find_tool(name: str) -> str:
 
 
 def _run(args: list[str]) -> str:
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S)
+    """Run one tool and return its output.
+
+    The environment is passed as a copy taken here: the dumps are written on a thread while the
+    worker's other thread sets and unsets variables (``TRITON_INTERPRET`` around each interpreted
+    call), and a child started with the inherited environment reads the C library's ``environ``
+    after the fork, which a concurrent ``setenv`` may have freed — ``execve`` then fails with
+    ``OSError: [Errno 14] Bad address``.
+    """
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, env=dict(os.environ))
     if proc.returncode != 0:
         raise RuntimeError(f"{Path(args[0]).name} failed ({proc.returncode}): {proc.stderr.strip()[:500]}")
     return proc.stdout

@@ -1,0 +1,37 @@
+"""The binary tools start reliably while another thread changes the environment."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+
+import pytest
+
+from ktui.measure import sass
+
+
+def test_a_tool_starts_while_another_thread_sets_and_unsets_a_variable():
+    """The worker's checks toggle ``TRITON_INTERPRET`` while the dumps thread runs the tools.
+
+    With the inherited environment about one start in four failed here with ``[Errno 14] Bad
+    address`` (the C library's ``environ`` freed under the forked child).
+    """
+    true = shutil.which("true")
+    if true is None:
+        pytest.fail("this test needs the 'true' program on PATH")
+    stop = threading.Event()
+
+    def toggle() -> None:
+        while not stop.is_set():
+            os.environ["KTUI_TEST_TOGGLED"] = "1"
+            os.environ.pop("KTUI_TEST_TOGGLED", None)
+
+    thread = threading.Thread(target=toggle, daemon=True)
+    thread.start()
+    try:
+        for _ in range(40):
+            assert sass._run([true]) == ""
+    finally:
+        stop.set()
+        thread.join()
