@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ktui.protocol.job import Job
-from ktui.workspace.shipped import moved_job
+from ktui.workspace.shipped import moved_job, moved_modules
 
 MAX_FILE_BYTES = 32 * 2**20
 MAX_RUN_BYTES = 128 * 2**20
@@ -115,10 +115,7 @@ def _in_copy(job: Job, copy: Path, outside: dict[str, str], run: Path) -> tuple[
     """``job`` with its workspace at ``copy`` and its run folder at ``run``; the (copy's path,
     driver's path) pairs that turn the copy's paths back."""
     data = moved_job(job.to_json(), job.root, str(copy), job.run_dir, str(run), "a Ray run")
-    modules = data["problem"].get("modules")
-    if modules:
-        data["problem"]["modules"] = {name: str(copy / outside[path]) if path in outside else path
-                                      for name, path in modules.items()}
+    data = moved_modules(data, {original: str(copy / name) for original, name in outside.items()})
     pairs = [(str(copy / name), original) for original, name in outside.items()]
     return Job.from_json(data), [*pairs, (str(copy), job.root)]
 

@@ -27,7 +27,7 @@ from typing import Any, Iterator
 
 from ktui.protocol.job import Job
 from ktui.run.ray_files import MAX_FILE_BYTES, OUTSIDE, mib
-from ktui.workspace.shipped import moved_job, run_files
+from ktui.workspace.shipped import moved_job, outside_modules, run_files
 
 KEEP_VERSIONS = 8  # workspace versions whose objects the driver keeps in Ray's store
 WHO = "a Ray run"
@@ -60,7 +60,7 @@ def bundle_of(root: str, jobs: list[Job], max_file_bytes: int = MAX_FILE_BYTES) 
         names = run_files(Path(root))
     except (ValueError, OSError) as exc:
         raise NotShippable(str(exc)) from None
-    outside = _outside_modules(root, jobs)
+    outside = dict.fromkeys(outside_modules(root, [job.problem for job in jobs]), "")
     paths = {name: Path(root) / name for name in names}
     for index, original in enumerate(outside):
         outside[original] = f"{OUTSIDE}/{index}/{Path(original).name}"
@@ -80,13 +80,6 @@ def bundle_of(root: str, jobs: list[Job], max_file_bytes: int = MAX_FILE_BYTES) 
         digest.update(name.encode("utf-8", "surrogateescape") + b"\0" + str(len(files[name])).encode() + b"\0")
         digest.update(files[name])
     return Bundle(root, digest.hexdigest()[:16], files, outside)
-
-
-def _outside_modules(root: str, jobs: list[Job]) -> dict[str, str]:
-    """The GPU MODE ``files:`` modules of ``jobs`` that lie outside the workspace (``../utils.py``)."""
-    found = sorted({path for job in jobs for path in (job.problem.get("modules") or {}).values()
-                    if not (path == root or path.startswith(root + "/"))})
-    return dict.fromkeys(found, "")
 
 
 def refusals(job: Job, bundle: Bundle) -> list[str]:

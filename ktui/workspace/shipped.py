@@ -2,7 +2,8 @@
 
 The one definition for every way a kernel is judged away from its files — ``--remote`` (synced
 over ssh) and ``--ray`` (shipped as Ray objects): the workspace's files (``workspace_files``),
-its calibration, and a Job whose paths name the copy instead of the originals (``moved_job``).
+its calibration, the GPU MODE ``files:`` modules a problem keeps outside it (``outside_modules``),
+and a Job whose paths name the copy instead of the originals (``moved_job``, ``moved_modules``).
 Text and paths only: nothing here imports user code.
 """
 
@@ -70,3 +71,19 @@ def moved_job(data: dict, root: str, new_root: str, run_dir: str, new_run: str, 
         if data[key] and out[key] == data[key]:
             raise ValueError(f"{data[key]} is outside the workspace {root}: {who} sends the workspace only")
     return out
+
+
+def outside_modules(root: str, problems: list[dict]) -> list[str]:
+    """The GPU MODE ``files:`` modules of the Jobs' ``problems`` that lie outside the workspace at
+    ``root`` (a problem folder whose task.yml names ``../utils.py``), sorted: they travel too."""
+    return sorted({path for problem in problems for path in (problem.get("modules") or {}).values()
+                   if not (path == root or path.startswith(root + "/"))})
+
+
+def moved_modules(data: dict, placed: dict[str, str]) -> dict:
+    """A Job's JSON whose problem modules at the paths of ``placed`` (original → copy) name the copies."""
+    modules = (data.get("problem") or {}).get("modules")
+    if not modules:
+        return data
+    moved = {name: placed.get(path, path) for name, path in modules.items()}
+    return {**data, "problem": {**data["problem"], "modules": moved}}

@@ -3,6 +3,7 @@ folder, reached through ssh with keys of the test's own, its Python this interpr
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -11,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, finished, ktui, make_workspace, parse_events, rungs
+from conftest import FIXTURES, REPO, finished, ktui, make_workspace, parse_events, rungs
 from sshd import make_sshd
 
 from ktui.history.store import Store
@@ -21,7 +22,7 @@ from ktui.protocol.processes import tagged
 from ktui.run.remote.address import RemoteAddress, parse_remote
 from ktui.run.remote.runner import RemoteRunner
 from ktui.run.session import Session
-from ktui.workspace.kernels import kernel_at
+from ktui.workspace.kernels import kernel_at, kernel_for
 
 HOSTILE = "-x $(touch PWNED) it's \"q\" `id`.py"
 
@@ -380,3 +381,24 @@ def test_a_key_the_remote_does_not_accept_fails_with_what_ssh_said_and_never_pro
                 "--remote-python", sys.executable, "kernels/add_triton.py", cwd=ws, timeout=60)
     assert proc.returncode == 1
     assert "interrupted" in proc.stdout and "Permission denied" in proc.stdout
+
+
+def test_a_gpumode_module_kept_beside_the_problem_folder_is_synced_and_named_by_its_remote_copy(sshd, tmp_path):
+    shutil.copytree(FIXTURES / "gpumode", tmp_path / "gpumode")  # scaleadd/task.yml: utils.py from ../utils.py
+    problem, utils = tmp_path / "gpumode" / "scaleadd", tmp_path / "gpumode" / "utils.py"
+    runner = remote_runner(sshd, tmp_path)
+    session = Session(problem, runner=runner)
+    try:
+        job = session.prepare(kernel_for(problem / "submission.py"), Options(seed=7))
+        staged = runner.stage(job)
+        there = staged.job.problem["modules"]["utils"]
+        assert there.startswith(staged.base + "/outside/") and Path(there).read_text() == utils.read_text()
+        assert (there, str(utils)) in staged.back  # a message naming the copy names the local file
+        utils.write_text(utils.read_text() + "\nEDITED = True\n")
+        assert Path(runner.stage(job).job.problem["modules"]["utils"]).read_text().endswith("EDITED = True\n")
+    finally:
+        session.close()
+    proc = ktui("run", "--json", "--seed", "7", *remote_flags(sshd, tmp_path), "submission.py", cwd=problem, timeout=300)
+    end = finished(parse_events(proc.stdout))
+    assert proc.returncode == 0 and end["verdict"] == "passed", proc.stdout[-2000:] + proc.stderr
+    assert end["summary"]["host"] == "localhost"

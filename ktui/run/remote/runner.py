@@ -1,7 +1,8 @@
 """``RemoteRunner``: the ``Runner`` of ``ktui.run.runner`` for a worker on another host.
 
 Before each run it syncs ktui's own package (so the remote runs exactly this version of ktui)
-and the workspace into ``<remote dir>/<workspace hash>/`` (``pkg/``, ``ws/``, ``runs/``: nothing is
+and the workspace into ``<remote dir>/<workspace hash>/`` (``pkg/``, ``ws/``, ``runs/``, and
+``outside/`` for the GPU MODE ``files:`` modules a problem keeps beside its folder: nothing is
 written outside it), rewrites the Job's paths to the remote's, follows the remote worker as
 ``LocalRunner`` follows a local one, rewrites the events' paths back, copies the remote run folder
 into the local one before ``run_finished``, and records the host in the run's summary
@@ -33,7 +34,7 @@ from ktui.run.remote.link import Link, LinkDown
 from ktui.run.remote.sync import Syncer
 from ktui.run.remote.worker import RemoteWorker
 from ktui.run.runner import LocalRunner, WorkerConfig, WorkerProcess, WorkerStartError
-from ktui.workspace.shipped import moved_job, run_files
+from ktui.workspace.shipped import moved_job, moved_modules, outside_modules, run_files
 
 PACKAGE = Path(ktui.__file__).resolve().parent
 DEFAULT_DIR = "~/.ktui-remote"
@@ -135,12 +136,29 @@ class RemoteRunner(LocalRunner):
         base = self.connect_to(local_root)
         names = run_files(Path(local_root))  # the workspace and its calibration
         self.syncer.send(Path(local_root), names, f"{base}/ws")
+        placed = self._send_outside(job, base)
         remote_run = f"{base}/runs/{job.run_id}"
         self.link.run([*self.agent_command(base), "prepare", f"{base}/ws", remote_run],
                       input="\0".join(names).encode("utf-8", "surrogateescape"))
-        remote_job = Job.from_json(moved_job(job.to_json(), local_root, f"{base}/ws", local_run, remote_run,
-                                             "a remote run"))
-        return Staged(base, remote_job, remote_run, [(remote_run, local_run), (f"{base}/ws", local_root)])
+        moved = moved_job(job.to_json(), local_root, f"{base}/ws", local_run, remote_run, "a remote run")
+        remote_job = Job.from_json(moved_modules(moved, placed))
+        back = [(remote_run, local_run), *((there, here) for here, there in placed.items()), (f"{base}/ws", local_root)]
+        return Staged(base, remote_job, remote_run, back)
+
+    def _send_outside(self, job: Job, base: str) -> dict[str, str]:
+        """The job's GPU MODE modules kept outside its workspace, each synced into a folder of its
+        own under ``<base>/outside/`` (named by its local path's hash, so two ``utils.py`` never
+        meet); local path → remote path."""
+        placed: dict[str, str] = {}
+        for original in outside_modules(job.root, [job.problem]):
+            path = Path(original)
+            if not path.is_file():
+                raise ValueError(f"{original}: named by the problem's task.yml (files:) but not a file here")
+            folder = f"{base}/outside/{hashlib.sha256(original.encode('utf-8', 'surrogateescape')).hexdigest()[:16]}"
+            self.link.run(["mkdir", "-p", "--", folder])
+            self.syncer.send(path.parent, [path.name], folder)
+            placed[original] = f"{folder}/{path.name}"
+        return placed
 
     def fetch_run(self, staged: Staged, local_run: str) -> None:
         """The remote run folder's files into the local one, as a local run leaves them; then
