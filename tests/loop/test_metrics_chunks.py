@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from ktui.loop.metrics import _psnr, compare, flat_chunks, thresholds_for
+from ktui.loop.metrics import _psnr, _Sums, compare, flat_chunks, thresholds_for
 
 
 def whole_compare(out, ref, tolerances=None):
@@ -243,3 +243,36 @@ def test_fingerprints_are_whole_tensor_sums_taken_in_chunks(chunk):
     assert float(weighted) == pytest.approx(float((flat * torch.arange(1, 22, dtype=torch.float64)).sum()), rel=1e-12)
     assert fingerprint(t.t().contiguous().t(), chunk) == fingerprint(t, chunk)  # values, not layout
     assert fingerprint(t.flip(1), chunk) != fingerprint(t, chunk)  # the weighted sum sees the order
+
+
+@pytest.mark.parametrize("shape", [(1,), (37,), (64, 129)])
+def test_the_all_finite_path_gives_the_element_by_element_figures_bit_for_bit(shape):
+    gen = torch.Generator().manual_seed(3)
+    r = torch.randn(shape, generator=gen, dtype=torch.float64) * 100
+    o = r + torch.randn(shape, generator=gen, dtype=torch.float64) * 1e-3
+    o.view(-1)[0] = r.view(-1)[0]  # an exact element among the others
+    fast, careful = _Sums(1e-12, 1e-5, 1e-4), _Sums(1e-12, 1e-5, 1e-4)
+    fast._add_finite(5, o.reshape(-1), r.reshape(-1), float(o.reshape(-1) @ o.reshape(-1)),
+                     float(r.reshape(-1) @ r.reshape(-1)))
+    careful._add_any(5, o.reshape(-1), r.reshape(-1))
+    assert vars(fast) == vars(careful)
+
+
+def test_finite_values_whose_squares_overflow_are_judged_as_the_whole_tensor_is():
+    ref = torch.tensor([1e200, -3e180, 2.0, 0.0], dtype=torch.float64)
+    out = ref.clone()
+    out[2] = 2.5
+    assert not assert_same(out, ref, 10**9).passed
+    assert assert_same(ref.clone(), ref, 2).passed
+
+
+@pytest.mark.parametrize("with_nan", [False, True])
+def test_compare_never_writes_into_float64_inputs(with_nan):
+    ref = torch.tensor([[1.0, 2.0], [3.0, -4.0]], dtype=torch.float64)
+    out = torch.tensor([[1.5, 2.0], [3.0, -4.5]], dtype=torch.float64)
+    if with_nan:
+        ref[0, 1], out[0, 1], out[1, 1] = math.nan, math.nan, math.inf
+    before = (ref.clone(), out.clone())
+    compare(out, ref)
+    assert torch.allclose(ref, before[0], rtol=0, atol=0, equal_nan=True)
+    assert torch.allclose(out, before[1], rtol=0, atol=0, equal_nan=True)
