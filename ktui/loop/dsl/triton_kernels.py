@@ -27,9 +27,54 @@ try:  # only present when the interpreter is importable (always, in supported ve
     from triton.runtime.interpreter import InterpretedFunction
 except ImportError:  # pragma: no cover
     InterpretedFunction = ()  # type: ignore[assignment]
+try:  # what a library twin needs to call a device function without patching the language again
+    from triton.runtime.errors import InterpreterError
+    from triton.runtime.interpreter import _patch_lang  # noqa: F401 (its presence: the per-call patch exists)
+except ImportError:  # pragma: no cover
+    InterpreterError = None  # type: ignore[assignment,misc]
 
 
 _interpreted: dict[int, Any] = {}
+
+
+def _language_patched(fn: Any) -> bool:
+    """Whether each ``triton.language`` module ``fn`` sees already runs on the interpreter.
+
+    Triton's interpreter patches the language (its builtins become calls of the interpreter's
+    semantic) at a launch and again at every device-function call, and a call's patches stay
+    until the launch ends; ``program_id`` is one of the builtins every patch replaces.
+    """
+    import triton.language as tl
+
+    langs = _langs_seen.get(id(fn))
+    if langs is None:  # a library module's globals do not change: looked through once
+        langs = _langs_seen[id(fn)] = [value for value in fn.__globals__.values() if value is tl or value is tl.core]
+    return bool(langs) and not any(tl.core.is_builtin(getattr(lang, "program_id", None)) for lang in langs)
+
+
+_langs_seen: dict[int, list] = {}  # by the id of a library function, kept alive by its twin in ``_interpreted``
+
+
+if InterpreterError is not None:
+    class LibraryTwin(InterpretedFunction):  # type: ignore[misc,valid-type]
+        """The interpreted twin of a standard-library ``@jit`` function (``tl.max``, ``tl.sum``…).
+
+        Triton's own ``InterpretedFunction`` patches the language on every call — an
+        ``inspect.getmembers`` walk of ``triton.language`` — which was half of an interpreted
+        softmax's time (eight library calls per program). Within a launch the patches are already
+        in place, so a twin patches only when they are not; the call itself is Triton's.
+        """
+
+        def __call__(self, *args: Any, **kwargs: Any) -> Any:
+            if not _language_patched(self.fn):
+                return super().__call__(*args, **kwargs)
+            fn = self.rewrite()
+            try:
+                return fn(*args, **kwargs)
+            except Exception as e:
+                raise InterpreterError(repr(e)) from e
+else:  # pragma: no cover - a Triton without the per-call patch: its own class is the twin
+    LibraryTwin = InterpretedFunction
 
 
 @contextlib.contextmanager
@@ -60,7 +105,7 @@ def interpreter_environment() -> Iterator[None]:
             if type(value) is JITFunction:
                 twin = _interpreted.get(id(value))
                 if twin is None:
-                    twin = _interpreted[id(value)] = InterpretedFunction(value.fn)
+                    twin = _interpreted[id(value)] = LibraryTwin(value.fn)
                 setattr(owner, attr, twin)
     proton_saved = _silence_proton_scopes()
     saved = os.environ.get("TRITON_INTERPRET")
