@@ -383,10 +383,11 @@ def test_a_key_the_remote_does_not_accept_fails_with_what_ssh_said_and_never_pro
     assert "interrupted" in proc.stdout and "Permission denied" in proc.stdout
 
 
-def test_a_gpumode_module_kept_beside_the_problem_folder_is_synced_and_named_by_its_remote_copy(sshd, tmp_path):
+@pytest.mark.parametrize("sync", ["rsync", "tar"])
+def test_a_gpumode_module_kept_beside_the_problem_folder_is_synced_and_named_by_its_remote_copy(sshd, tmp_path, sync):
     shutil.copytree(FIXTURES / "gpumode", tmp_path / "gpumode")  # scaleadd/task.yml: utils.py from ../utils.py
     problem, utils = tmp_path / "gpumode" / "scaleadd", tmp_path / "gpumode" / "utils.py"
-    runner = remote_runner(sshd, tmp_path)
+    runner = remote_runner(sshd, tmp_path, sync=sync)
     session = Session(problem, runner=runner)
     try:
         job = session.prepare(kernel_for(problem / "submission.py"), Options(seed=7))
@@ -398,6 +399,8 @@ def test_a_gpumode_module_kept_beside_the_problem_folder_is_synced_and_named_by_
         assert Path(runner.stage(job).job.problem["modules"]["utils"]).read_text().endswith("EDITED = True\n")
     finally:
         session.close()
+    if sync == "tar":
+        return  # the run below syncs as ssh finds best: once is enough
     proc = ktui("run", "--json", "--seed", "7", *remote_flags(sshd, tmp_path), "submission.py", cwd=problem, timeout=300)
     end = finished(parse_events(proc.stdout))
     assert proc.returncode == 0 and end["verdict"] == "passed", proc.stdout[-2000:] + proc.stderr
