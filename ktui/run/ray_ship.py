@@ -27,7 +27,7 @@ from typing import Any, Iterator
 
 from ktui.protocol.job import Job
 from ktui.run.ray_files import MAX_FILE_BYTES, OUTSIDE, mib
-from ktui.workspace.shipped import moved_job, outside_modules, run_files
+from ktui.workspace.shipped import moved_job, outside_modules, outside_name, run_files
 
 KEEP_VERSIONS = 8  # workspace versions whose objects the driver keeps in Ray's store
 WHO = "a Ray run"
@@ -60,11 +60,9 @@ def bundle_of(root: str, jobs: list[Job], max_file_bytes: int = MAX_FILE_BYTES) 
         names = run_files(Path(root))
     except (ValueError, OSError) as exc:
         raise NotShippable(str(exc)) from None
-    outside = dict.fromkeys(outside_modules(root, [job.problem for job in jobs]), "")
+    outside = {original: f"{OUTSIDE}/{outside_name(original)}" for original in outside_modules(root, [job.problem for job in jobs])}
     paths = {name: Path(root) / name for name in names}
-    for index, original in enumerate(outside):
-        outside[original] = f"{OUTSIDE}/{index}/{Path(original).name}"
-        paths[outside[original]] = Path(original)
+    paths.update((name, Path(original)) for original, name in outside.items())
     files: dict[str, bytes] = {}
     for name, path in paths.items():
         try:

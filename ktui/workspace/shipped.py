@@ -2,13 +2,15 @@
 
 The one definition for every way a kernel is judged away from its files — ``--remote`` (synced
 over ssh) and ``--ray`` (shipped as Ray objects): the workspace's files (``workspace_files``),
-its calibration, the GPU MODE ``files:`` modules a problem keeps outside it (``outside_modules``),
+its calibration, the GPU MODE ``files:`` modules a problem keeps outside it (``outside_modules``,
+named in a copy by ``outside_name``),
 and a Job whose paths name the copy instead of the originals (``moved_job``, ``moved_modules``).
 Text and paths only: nothing here imports user code.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 from typing import Any
@@ -78,6 +80,13 @@ def outside_modules(root: str, problems: list[dict]) -> list[str]:
     ``root`` (a problem folder whose task.yml names ``../utils.py``), sorted: they travel too."""
     return sorted({path for problem in problems for path in (problem.get("modules") or {}).values()
                    if not (path == root or path.startswith(root + "/"))})
+
+
+def outside_name(original: str) -> str:
+    """Where the copy of a module kept outside the workspace lies, relative to the folder that
+    holds such copies: a folder named by its path's hash, so two ``utils.py`` never meet."""
+    digest = hashlib.sha256(original.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    return f"{digest}/{Path(original).name}"
 
 
 def moved_modules(data: dict, placed: dict[str, str]) -> dict:

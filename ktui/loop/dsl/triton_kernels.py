@@ -27,9 +27,8 @@ try:  # only present when the interpreter is importable (always, in supported ve
     from triton.runtime.interpreter import InterpretedFunction
 except ImportError:  # pragma: no cover
     InterpretedFunction = ()  # type: ignore[assignment]
-try:  # what a library twin needs to call a device function without patching the language again
+try:  # how Triton's interpreter reports a device function's failure, which a library twin keeps
     from triton.runtime.errors import InterpreterError
-    from triton.runtime.interpreter import _patch_lang  # noqa: F401 (its presence: the per-call patch exists)
 except ImportError:  # pragma: no cover
     InterpreterError = None  # type: ignore[assignment,misc]
 
@@ -37,8 +36,8 @@ except ImportError:  # pragma: no cover
 _interpreted: dict[int, Any] = {}
 
 
-def _language_patched(fn: Any) -> bool:
-    """Whether each ``triton.language`` module ``fn`` sees already runs on the interpreter.
+def _language_patched(langs: list) -> bool:
+    """Whether each of the ``triton.language`` modules ``langs`` already runs on the interpreter.
 
     Triton's interpreter patches the language (its builtins become calls of the interpreter's
     semantic) at a launch and again at every device-function call, and a call's patches stay
@@ -46,13 +45,7 @@ def _language_patched(fn: Any) -> bool:
     """
     import triton.language as tl
 
-    langs = _langs_seen.get(id(fn))
-    if langs is None:  # a library module's globals do not change: looked through once
-        langs = _langs_seen[id(fn)] = [value for value in fn.__globals__.values() if value is tl or value is tl.core]
     return bool(langs) and not any(tl.core.is_builtin(getattr(lang, "program_id", None)) for lang in langs)
-
-
-_langs_seen: dict[int, list] = {}  # by the id of a library function, kept alive by its twin in ``_interpreted``
 
 
 if InterpreterError is not None:
@@ -65,8 +58,14 @@ if InterpreterError is not None:
         in place, so a twin patches only when they are not; the call itself is Triton's.
         """
 
+        def __init__(self, fn: Any) -> None:
+            import triton.language as tl
+
+            super().__init__(fn)
+            self.langs = [value for value in fn.__globals__.values() if value is tl or value is tl.core]
+
         def __call__(self, *args: Any, **kwargs: Any) -> Any:
-            if not _language_patched(self.fn):
+            if not _language_patched(self.langs):
                 return super().__call__(*args, **kwargs)
             fn = self.rewrite()
             try:

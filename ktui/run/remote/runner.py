@@ -34,7 +34,7 @@ from ktui.run.remote.link import Link, LinkDown
 from ktui.run.remote.sync import Syncer
 from ktui.run.remote.worker import RemoteWorker
 from ktui.run.runner import LocalRunner, WorkerConfig, WorkerProcess, WorkerStartError
-from ktui.workspace.shipped import moved_job, moved_modules, outside_modules, run_files
+from ktui.workspace.shipped import moved_job, moved_modules, outside_modules, outside_name, run_files
 
 PACKAGE = Path(ktui.__file__).resolve().parent
 DEFAULT_DIR = "~/.ktui-remote"
@@ -146,18 +146,16 @@ class RemoteRunner(LocalRunner):
         return Staged(base, remote_job, remote_run, back)
 
     def _send_outside(self, job: Job, base: str) -> dict[str, str]:
-        """The job's GPU MODE modules kept outside its workspace, each synced into a folder of its
-        own under ``<base>/outside/`` (named by its local path's hash, so two ``utils.py`` never
-        meet); local path → remote path."""
-        placed: dict[str, str] = {}
-        for original in outside_modules(job.root, [job.problem]):
-            path = Path(original)
-            if not path.is_file():
+        """The job's GPU MODE modules kept outside its workspace, each synced to
+        ``<base>/outside/<outside_name>``; local path → remote path."""
+        placed = {original: f"{base}/outside/{outside_name(original)}" for original in outside_modules(job.root, [job.problem])}
+        for original in placed:
+            if not Path(original).is_file():
                 raise ValueError(f"{original}: named by the problem's task.yml (files:) but not a file here")
-            folder = f"{base}/outside/{hashlib.sha256(original.encode('utf-8', 'surrogateescape')).hexdigest()[:16]}"
-            self.link.run(["mkdir", "-p", "--", folder])
-            self.syncer.send(path.parent, [path.name], folder)
-            placed[original] = f"{folder}/{path.name}"
+        if placed:
+            self.link.run(["mkdir", "-p", "--", *{there.rsplit("/", 1)[0] for there in placed.values()}])
+        for original, there in placed.items():
+            self.syncer.send(Path(original).parent, [Path(original).name], there.rsplit("/", 1)[0])
         return placed
 
     def fetch_run(self, staged: Staged, local_run: str) -> None:
