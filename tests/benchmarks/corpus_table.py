@@ -51,6 +51,7 @@ class Outcome:
     verdict: str  # passed / failed / suspicious / crashed / timed_out / error / ...
     note: str = ""  # the first failure message, or a figure worth seeing
     wall_s: float = 0.0
+    memory: str = ""  # ktui's peak device memory beside the problem's footprint ("41.9 GB, 2.17×")
 
 
 @dataclasses.dataclass
@@ -119,8 +120,16 @@ def run_ktui(args: list[str], *, log: Path, timeout_s: float, extra: list[str]) 
             note = failure.get("message") or ("" if event["verdict"] == "passed" else event.get("message", ""))
             if failure.get("rung"):
                 note = f"{failure['rung']}: {note}"
-            return Outcome(event["verdict"], first_line(note), done.wall_s)
+            return Outcome(event["verdict"], first_line(note), done.wall_s, memory_cell(event.get("summary") or {}))
     return Outcome("error", f"exit {done.returncode}, no run_finished: {last_line(done.stderr)}", done.wall_s)
+
+
+def memory_cell(summary: dict) -> str:
+    """The run's peak device memory and its ratio to the problem's footprint, as the summary has them."""
+    peak, ratio = summary.get("peak_mem_gb"), summary.get("mem_ratio")
+    if peak is None:
+        return ""
+    return f"{peak:.3g} GB, {ratio:.2f}×" if isinstance(ratio, (int, float)) else f"{peak:.3g} GB"
 
 
 # --- GPU MODE ---------------------------------------------------------------------------------
@@ -180,7 +189,8 @@ def run_popcorn(folder: Path, mode: str, cases: list[dict], *, log: Path, timeou
     return Outcome(check, f"{mode}: {first_line(error)}" if error else "", done.wall_s)
 
 
-def gpumode_rows(root: Path, only: list[str], out: Path, timeout_s: float, ktui_args: list[str]):
+def gpumode_rows(root: Path, only: list[str], out: Path, timeout_s: float, ktui_args: list[str],
+                 ktui_only: bool = False):
     for problem_solutions in sorted((SOLUTIONS / "gpumode").iterdir()):
         problem = root / problem_solutions.name
         task = yaml.safe_load((problem / "task.yml").read_text())
@@ -192,6 +202,9 @@ def gpumode_rows(root: Path, only: list[str], out: Path, timeout_s: float, ktui_
             with tempfile.TemporaryDirectory(prefix="corpus_gpumode_") as tmp:
                 folder = lay_out_gpumode(problem, solution, Path(tmp))
                 ktui = run_ktui([str(folder / "submission.py")], log=log, timeout_s=timeout_s, extra=ktui_args)
+                if ktui_only:
+                    yield Row("gpumode", problem.name, solution.name, ktui, [])
+                    continue
                 test = run_popcorn(folder, "test", task["tests"], log=log,
                                    timeout_s=min(timeout_s, task.get("test_timeout", GPUMODE_TEST_TIMEOUT_S)))
                 ranked = run_popcorn(folder, "leaderboard", task["benchmarks"], log=log,
@@ -254,7 +267,7 @@ def run_kernelbench_eval(root: Path, problem: Path, solution: Path, *, log: Path
 
 
 def kernelbench_rows(root: Path, only: list[str], out: Path, timeout_s: float, ktui_args: list[str],
-                     trials: int):
+                     trials: int, ktui_only: bool = False):
     for problem_solutions in sorted((SOLUTIONS / "kernelbench").iterdir(), key=lambda p: int(p.name.split("_")[0])):
         problem = root / "KernelBench" / "level1" / f"{problem_solutions.name}.py"
         for solution in sorted(problem_solutions.glob("*.py")):
@@ -271,8 +284,9 @@ def kernelbench_rows(root: Path, only: list[str], out: Path, timeout_s: float, k
                 shutil.copy(problem, reference)
                 ktui = run_ktui([str(candidate), "--reference", str(reference)], log=log,
                                 timeout_s=timeout_s, extra=ktui_args)
-            theirs = run_kernelbench_eval(root, problem, solution, log=log, timeout_s=timeout_s, trials=trials)
-            yield Row("kernelbench", problem_solutions.name, solution.name, ktui, [theirs])
+            theirs = [] if ktui_only else [run_kernelbench_eval(root, problem, solution, log=log, timeout_s=timeout_s,
+                                                                trials=trials)]
+            yield Row("kernelbench", problem_solutions.name, solution.name, ktui, theirs)
 
 
 # --- the table --------------------------------------------------------------------------------
@@ -289,12 +303,12 @@ def device_name() -> str:
 
 
 def markdown_row(row: Row) -> str:
-    theirs = " / ".join(o.verdict for o in row.theirs)
-    theirs_s = " / ".join(f"{o.wall_s:.1f}" for o in row.theirs)
+    theirs = " / ".join(o.verdict for o in row.theirs) or "not run"
+    theirs_s = " / ".join(f"{o.wall_s:.1f}" for o in row.theirs) or "-"
     notes = "; ".join(n for n in [row.ktui.note and f"ktui: {row.ktui.note}",
                                   *[o.note and f"theirs: {o.note}" for o in row.theirs]] if n)
     cells = [row.problem, row.solution, row.ktui.verdict, theirs, f"{row.ktui.wall_s:.1f}", theirs_s,
-             notes.replace("|", "\\|")]
+             row.ktui.memory or "-", notes.replace("|", "\\|")]
     return "| " + " | ".join(cells) + " |"
 
 
@@ -309,6 +323,8 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=5, help="KernelBench num_correct_trials (their scripts use 5)")
     parser.add_argument("--ktui-arg", action="append", default=[],
                         help="extra argument for `ktui run`, e.g. --ktui-arg=--bench-time --ktui-arg=1")
+    parser.add_argument("--ktui-only", action="store_true",
+                        help="run ktui's column alone (the evaluators' verdicts are not re-run)")
     parser.add_argument("--kernelbench-child", nargs=3, type=Path, metavar=("PROBLEM", "SOLUTION", "RESULT"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -321,16 +337,17 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     header = (f"Corpus table · {device_name()} · "
               f"{datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}")
-    lines = [header, "", "| problem | solution | ktui | theirs (GPU MODE: test / leaderboard) | ktui s | theirs s | notes |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [header, "", "| problem | solution | ktui | theirs (GPU MODE: test / leaderboard) | ktui s | theirs s | "
+             "ktui peak memory | notes |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     print("\n".join(lines), flush=True)
     rows: list[Row] = []
     sources = []
     if args.gpumode:
-        sources.append(gpumode_rows(args.gpumode.resolve(), args.only, args.out, args.timeout, args.ktui_arg))
+        sources.append(gpumode_rows(args.gpumode.resolve(), args.only, args.out, args.timeout, args.ktui_arg,
+                                    args.ktui_only))
     if args.kernelbench:
         sources.append(kernelbench_rows(args.kernelbench.resolve(), args.only, args.out, args.timeout,
-                                        args.ktui_arg, args.trials))
+                                        args.ktui_arg, args.trials, args.ktui_only))
     for source in sources:
         for row in source:
             rows.append(row)

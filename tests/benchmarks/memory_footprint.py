@@ -3,12 +3,14 @@
 Three problems in KernelBench's format, written here (not copied) at the sizes of level 1's
 largest: a softmax over 4096×393216 fp32, a ReLU of the same size, and an RMSNorm over dim 1 of
 112×64×512×512 fp32 — 6.4 to 7.5 GB per tensor. Each gets an honest Triton ``ModelNew``. Each pair
-runs through the real CLI (``ktui run CANDIDATE --reference PROBLEM --json --no-bench``) and the
+runs through the real CLI (``ktui run CANDIDATE --reference PROBLEM --json --no-bench``, or with the
+benchmark on with ``--bench``) and the
 table reads ``footprint_gb`` (inputs + reference output + candidate output), ``peak_mem_gb`` (the
 allocator's high-water mark over the run) and ``mem_ratio`` from the run's summary.
 
     python tests/benchmarks/memory_footprint.py                  # on a GPU, the real sizes
     python tests/benchmarks/memory_footprint.py --only softmax   # one problem
+    python tests/benchmarks/memory_footprint.py --bench          # the benchmark on too (its input sets)
     python tests/benchmarks/memory_footprint.py --scale 0.001    # every dim × 0.001^(1/ndim): a CPU smoke run
 
 Target: ``mem_ratio`` <= 3 for every problem. On the CPU tier there is no peak figure (no device
@@ -229,7 +231,8 @@ def write_pair(root: Path, name: str, shape: tuple[int, ...]) -> tuple[Path, Pat
 
 
 def run_pair(problem: Path, candidate: Path, args: argparse.Namespace) -> dict:
-    command = [sys.executable, "-m", "ktui", "run", str(candidate), "--reference", str(problem), "--json", "--no-bench"]
+    command = [sys.executable, "-m", "ktui", "run", str(candidate), "--reference", str(problem), "--json"]
+    command += ["--bench-time", f"{args.bench_time:g}"] if args.bench else ["--no-bench"]
     if args.cpu:
         command.append("--cpu")
     for rung in RUNGS_WITH_LIMITS:
@@ -282,6 +285,8 @@ def main() -> int:
     parser.add_argument("--rung-timeout", type=float, default=600.0, metavar="S", help="per-rung limit (default 600)")
     parser.add_argument("--timeout", type=float, default=1800.0, metavar="S", help="per-problem limit (default 1800)")
     parser.add_argument("--json", type=Path, default=None, metavar="OUT", help="also write the rows as JSON")
+    parser.add_argument("--bench", action="store_true", help="with the benchmark on (default: --no-bench)")
+    parser.add_argument("--bench-time", type=float, default=1.0, metavar="S", help="with --bench: ktui's --bench-time")
     args = parser.parse_args()
 
     rows = []
@@ -293,7 +298,8 @@ def main() -> int:
             rows.append({"name": name, "shape": list(shape), **run_pair(problem, candidate, args)})
 
     devices = sorted({r["device"] for r in rows})
-    print(f"\ndevice: {', '.join(devices)} · {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC · scale {args.scale:g}")
+    mode = f"benchmark on (--bench-time {args.bench_time:g})" if args.bench else "--no-bench"
+    print(f"\ndevice: {', '.join(devices)} · {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC · scale {args.scale:g} · {mode}")
     print(table(rows))
     if any(r["tier"] == "cpu" for r in rows):
         print("CPU tier: no device allocator, so no peak figure (the footprint is still the problem's own).")

@@ -114,6 +114,29 @@ def test_a_problem_that_fits_passes_the_check(tmp_path):
     assert fit.fits is True and fit.need.inputs == 8 * 100 * 4
 
 
+def test_a_benchmark_at_kernelbench_size_rotates_only_the_input_sets_that_keep_it_within_3x(tmp_path):
+    """KernelBench's ReLU/softmax at 6.4 GB a tensor: three rotating sets (each with its expected
+    output) plus one call's worth of the problem held 3.4× the footprint on the H200; two keep it
+    within ``MEMORY_RATIO``. Sized on fake tensors, as the benchmark sizes them."""
+    from ktui.loop.rungs import bench
+
+    ctx = loaded_context(tmp_path, 4096, 393216)
+    need = memory.estimate(ctx, ctx.benchmarks[0])
+    sets = bench.sets_within_ratio(need, wanted=3)
+    footprint = need.inputs + 2 * need.outputs
+    held = sets * (need.inputs + need.outputs) + footprint + need.workspace
+    assert sets == 2 and held <= bench.MEMORY_RATIO * footprint
+    assert 3 * (need.inputs + need.outputs) + footprint + need.workspace > bench.MEMORY_RATIO * footprint
+
+
+def test_a_small_benchmark_keeps_every_input_set_it_asks_for(tmp_path):
+    from ktui.loop.rungs import bench
+
+    ctx = loaded_context(tmp_path, 64, 1024)
+    assert bench.sets_within_ratio(memory.estimate(ctx, ctx.benchmarks[0]), wanted=3) == 3
+    assert bench.sets_within_ratio(None, wanted=3) == 3
+
+
 def test_free_memory_on_the_cpu_tier_is_the_hosts_available_ram():
     free = memory.free_bytes(detect(force_cpu=True))
     with open("/proc/meminfo") as f:

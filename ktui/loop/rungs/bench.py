@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from ktui.loop import integrity
+from ktui.loop import integrity, memory
 from ktui.loop.context import RunContext
 from ktui.loop.device import tensors_in
 from ktui.loop.errors import RungSkipped
@@ -32,6 +32,11 @@ from ktui.protocol.job import BenchSettings
 # Input sets may use at most this share of the free device memory (the rest is for outputs,
 # the reference's temporaries and the flush buffer).
 INPUT_MEMORY_SHARE = 0.25
+# A benchmark may hold at most this many times the problem's own footprint (inputs, the
+# reference's output and the candidate's) at its peak: past a gigabyte that, not the free memory,
+# bounds how many input sets rotate (each set costs its inputs and its expected output).
+MEMORY_RATIO = 3.0
+BIG_FOOTPRINT = 1e9
 # One timed output in this many is compared with the reference (all of them with --strict).
 RECHECK_EVERY = 8
 NO_GPU_TIMING = "no GPU: timing needs CUDA (CPU tier)"
@@ -94,7 +99,26 @@ def input_sets(ctx: RunContext, shape: dict, settings: BenchSettings) -> list[tu
     size = sum(t.numel() * t.element_size() for t in tensors_in(first))
     free, _ = torch.cuda.mem_get_info()
     fit = int(INPUT_MEMORY_SHARE * free // size) if size else wanted
-    return [first] + [ctx.generate(shape, ctx.next_seed()) for _ in range(max(0, min(wanted, fit) - 1))]
+    count = min(wanted, fit, sets_within_ratio(memory.estimate(ctx, shape), wanted))
+    return [first] + [ctx.generate(shape, ctx.next_seed()) for _ in range(max(0, count - 1))]
+
+
+def sets_within_ratio(need: memory.Need | None, wanted: int) -> int:
+    """How many input sets keep a benchmark's peak within ``MEMORY_RATIO`` × the footprint.
+
+    While timed calls are checked, the benchmark holds every set's inputs and expected output,
+    plus one call's worth of the problem (the candidate's output, the reference's, a private copy
+    of the inputs for the judge) and the metrics' workspace: ``sets × (in + out) + footprint +
+    workspace``. At least one set; under ``BIG_FOOTPRINT`` (or with no estimate) as many as asked.
+    """
+    if need is None:
+        return wanted
+    footprint = need.inputs + memory.OUTPUT_COPIES * need.outputs
+    per_set = need.inputs + need.outputs
+    if footprint < BIG_FOOTPRINT or per_set <= 0:
+        return wanted
+    room = (MEMORY_RATIO - 1) * footprint - need.workspace
+    return max(1, min(wanted, int(room // per_set)))
 
 
 def _summary_figures(prefix: str, timing: CallTiming) -> dict[str, Any]:
