@@ -11,6 +11,8 @@
 #     bash tests/benchmarks/gpu_session.sh stories # each kernel's path, version by version
 #     bash tests/benchmarks/gpu_session.sh cute    # the CuTeDSL kernels alone, verbose
 #     CORPORA=.corpora bash tests/benchmarks/gpu_session.sh audit   # ktui audit of both public corpora
+#     bash tests/benchmarks/gpu_session.sh memory                   # peak memory at KernelBench sizes, benchmark on and off
+#     CORPORA=.corpora bash tests/benchmarks/gpu_session.sh trust   # ktui's column of the corpus table, benchmark on
 #
 # Each step has its own time limit and its own log under $OUT; a failing step never stops the
 # next one. Nothing here changes the GPU's settings.
@@ -105,8 +107,21 @@ case "${1:-}" in
       --ktui-arg=1 ${ONLY:-}
     tar -czf "$OUT/corpus.tgz" -C /tmp corpus 2>> "$OUT/corpus.log"
     ;;
+  memory)  # about 3 minutes: peak memory at KernelBench sizes with the benchmark on, then off
+    machine memory.log
+    step memory.log 150 "$PY" tests/benchmarks/memory_footprint.py --bench --json "$OUT/memory_bench.json"
+    step memory.log 100 "$PY" tests/benchmarks/memory_footprint.py --json "$OUT/memory_nobench.json"
+    ;;
+  trust)  # about 8 minutes: ktui's column of the corpus table (every solution, honest and wrong; the
+    # evaluators' own columns are not re-run), with the benchmark on and ktui's peak memory per row
+    machine corpus.log
+    step corpus.log 560 "$PY" tests/benchmarks/corpus_table.py --gpumode "${CORPORA:?}/gpumode/problems/pmpp_v2" \
+      --kernelbench "$CORPORA/kernelbench" --out /tmp/corpus --timeout 120 --ktui-only --ktui-arg=--bench-time \
+      --ktui-arg=1 ${ONLY:-}
+    cp /tmp/corpus/table.md "$OUT/corpus_table.md" 2>> "$OUT/corpus.log"
+    ;;
   *)
-    echo "usage: OUT=dir bash $0 part1|part2|part3|verify|commands|suite|stories|cute|audit|corpus" >&2
+    echo "usage: OUT=dir bash $0 part1|part2|part3|verify|commands|suite|stories|cute|audit|corpus|memory|trust" >&2
     exit 2
     ;;
 esac
