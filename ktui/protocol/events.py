@@ -104,6 +104,8 @@ class RunStarted(Event):
 
 @dataclass
 class RungStarted(Event):
+    """A rung begins, with the time limit it runs under."""
+
     type: ClassVar[str] = "rung_started"
     rung: str
     timeout_s: float | None = None
@@ -149,9 +151,11 @@ class Output(Event):
 
 @dataclass
 class RunFinished(Event):
+    """A version's ladder ended: its verdict, and the summary every surface shows."""
+
     type: ClassVar[str] = "run_finished"
     verdict: str
-    message: str = ""
+    message: str = ""  # why a run ended other than by its ladder (crashed, cancelled, error); a failed rung: summary["first_failure"]
     summary: dict[str, Any] = field(default_factory=dict)
     duration_s: float = 0.0
 
