@@ -5,8 +5,7 @@ import re
 from pathlib import Path
 
 import pytest
-
-from tests.conftest import REPO
+from conftest import REPO
 
 README = REPO / "README.md"
 PAGES = [README, REPO / "CONTRIBUTING.md", *sorted((REPO / "docs").glob("*.md"))]

@@ -3,9 +3,9 @@
 import json
 
 import pytest
+from conftest import REPO, ktui, make_workspace, parse_events
 
 from ktui.protocol.schema import build_schema, render_markdown, schema_text, validate
-from tests.conftest import REPO, ktui, make_workspace, parse_events
 
 DOCS = REPO / "docs"
 REGENERATE = "regenerate them with `python3 -m ktui.protocol.schema`"
@@ -30,6 +30,23 @@ def test_every_line_of_a_real_cpu_run_fits_the_schema(tmp_path):
     assert {e["type"] for e in lines} == {"run_started", "rung_started", "rung_finished", "artifact", "output",
                                           "run_finished"}, proc.stderr[-2000:]
     assert any(e["type"] == "rung_finished" and e["error"] and e["error"]["location"] for e in lines)
+    schema = json.loads((DOCS / "events.schema.json").read_text())
+    problems = [f"{e['type']}: {p}" for e in lines for p in validate(e, schema)]
+    assert problems == []
+
+
+@pytest.mark.gpu
+def test_every_line_of_a_real_gpu_run_fits_the_schema(tmp_path):
+    """On the device: benchmark figures, the GPU's index and UUID, a CuTeDSL kernel that runs, a crash."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    root = make_workspace(tmp_path / "ws", kernels=["add_triton", "add_cutedsl"], fixtures=["crash_segfault"])
+    proc = ktui("run", "--json", "--seed", "1", "--bench-time", "1", "kernels/", cwd=root, timeout=900)
+    lines = parse_events(proc.stdout)
+    verdicts = {e["verdict"] for e in lines if e["type"] == "run_finished"}
+    assert {"passed", "crashed"} <= verdicts, proc.stderr[-2000:]
+    assert any(e["type"] == "rung_finished" and e["rung"].startswith("benchmark[") and e["status"] == "ok" for e in lines)
     schema = json.loads((DOCS / "events.schema.json").read_text())
     problems = [f"{e['type']}: {p}" for e in lines for p in validate(e, schema)]
     assert problems == []
