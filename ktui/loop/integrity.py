@@ -14,7 +14,7 @@ being either. Each check here turns one such way into the verdict ``suspicious``
 - ``replay_probe`` (the ``integrity`` rung): new data written into the *same* buffers must
   give the new answer, which a result cached by pointer, shape or call count does not.
 
-What this cannot stop, said plainly in the README: code running in the same process can defeat
+What this cannot stop, said plainly in docs/verdicts.md: code running in the same process can defeat
 any in-process check (ctypes writes, patching C-level state); strict mode's fresh process per
 run limits what survives between versions but is not a sandbox.
 """

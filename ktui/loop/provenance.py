@@ -16,7 +16,7 @@ reference) computed. Two properties close that gap:
 
 What this cannot see: writes that bypass torch's dispatcher (numpy views of CPU tensors, ctypes,
 another library's copy), and a kernel that copies an answer computed elsewhere — the kernel did
-write the output then. The README's table of tricks says so.
+write the output then. The table of tricks in docs/verdicts.md says so.
 """
 
 from __future__ import annotations

@@ -104,6 +104,8 @@ class RunStarted(Event):
 
 @dataclass
 class RungStarted(Event):
+    """A rung begins, with the time limit it runs under."""
+
     type: ClassVar[str] = "rung_started"
     rung: str
     timeout_s: float | None = None
@@ -132,7 +134,7 @@ class ArtifactWritten(Event):
     """A file the loop wrote for humans and agents to read (IR, PTX, SASS, reports)."""
 
     type: ClassVar[str] = "artifact"
-    kind: str  # e.g. "ptx", "sass", "cubin", "ttir", "resources", "report"
+    kind: str  # "ttir", "ttgir", "llir", "mlir", "ptx", "cubin", "sass" or "resources"
     path: str
     function: str = ""  # the GPU kernel function it belongs to, if any
     bytes: int = 0
@@ -149,9 +151,11 @@ class Output(Event):
 
 @dataclass
 class RunFinished(Event):
+    """A version's ladder ended: its verdict, and the summary every surface shows."""
+
     type: ClassVar[str] = "run_finished"
     verdict: str
-    message: str = ""
+    message: str = ""  # why a run ended other than by its ladder (crashed, cancelled, error); a failed rung: summary["first_failure"]
     summary: dict[str, Any] = field(default_factory=dict)
     duration_s: float = 0.0
 
