@@ -211,6 +211,9 @@ def summarize(results: list[RungFinished], roofline_done: float = DEFAULT_DONE) 
         summary["correct"] = [sum(1 for c in ran if c.ok), len(checks)]
     elif checks:
         summary["unchecked"] = checks[0].message
+    silent = [c.rung for c in checks if c.ok and c.figures.get("no_signal") is True]
+    if silent:  # passed, but proved nothing: every value below the noise floor (metrics.NO_SIGNAL)
+        summary["no_signal"] = silent
     speedups = _numbers(timed, "speedup")
     if speedups:
         summary["speedup"] = geomean(speedups)
