@@ -24,7 +24,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Iterator, Protocol
 
-from ktui.measure.masks import with_hint
+from ktui.measure.masks import unmasked_of, with_hint
 from ktui.protocol import processes
 from ktui.protocol.events import (
     CANCELLED,
@@ -318,7 +318,7 @@ class LocalRunner:
         finish: RunFinished | None = None
         done: dict | None = None
         output_ended = False
-        unmasked: list[str] = []  # the compile rung's unmasked loads: a CPU-tier crash points at them
+        unmasked: dict[str, list[str]] = {}  # the compile rung's unmasked loads and stores: a CPU-tier crash points at them
         while True:
             if done is not None and output_ended:
                 yield from self._job_done(worker, finish, done)
@@ -381,7 +381,7 @@ class LocalRunner:
                 deadline = time.monotonic() + limit
             elif isinstance(event, RungFinished):
                 if event.rung == "compile":
-                    unmasked = list(event.figures.get("unmasked_loads") or [])
+                    unmasked = unmasked_of(event.figures)
                 rung = None
                 limit = BETWEEN_RUNGS_TIMEOUT_S
                 deadline = time.monotonic() + limit
