@@ -30,7 +30,6 @@ from ktui.protocol.events import (
     CANCELLED,
     CRASHED,
     TIMED_OUT,
-    ErrorInfo,
     Event,
     Output,
     RunFinished,
@@ -336,11 +335,7 @@ class LocalRunner:
                 message = f"{where} exceeded its {limit:g} s limit; the worker was killed"
                 if rung:
                     message += f" (--timeout {rung_family(rung)}=SECONDS raises it)"
-                frame = stacks.user_frame(dump, job.root)
-                error = None
-                if frame is not None:
-                    message += f"; it was at {os.path.relpath(frame.file, job.root)}:{frame.line} in {frame.function}"
-                    error = ErrorInfo("TimeoutError", message, "\n".join(dump), stacks.location(frame))
+                message, error = stacks.timeout_place(message, dump, job.root)
                 if rung:
                     yield RungFinished(job.run_id, rung=rung, status=TIMED_OUT, message=message, duration_s=limit,
                                        error=error)
