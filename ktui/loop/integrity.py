@@ -52,7 +52,7 @@ def _guarded_targets() -> list[tuple[Any, str, str]]:
 
     add(time, ("perf_counter", "perf_counter_ns", "time", "monotonic"), "time")
     add(torch, ("isfinite", "isnan", "where", "argmax", "equal", "allclose", "zeros_like", "full_like",
-                "ones_like", "randn", "randint", "rand"), "torch")
+                "ones_like", "randn", "randint", "rand", "aminmax"), "torch")
     add(torch.Tensor, ("to", "double", "float", "abs", "max", "min", "sum", "mean", "norm", "reshape", "clone",
                        "detach", "copy_", "fill_", "zero_", "__sub__", "__mul__", "__matmul__", "__eq__", "__add__",
                        "__truediv__", "item", "numel", "data_ptr"), "torch.Tensor")

@@ -35,7 +35,7 @@ class Judgement:
     passed: bool
     figures: dict[str, Any]
     reasons: list[str] = field(default_factory=list)  # why it is wrong
-    notes: list[str] = field(default_factory=list)  # a disagreement that did not decide
+    notes: list[str] = field(default_factory=list)  # a disagreement that did not decide; no signal
     unwritten: int = 0  # output elements still holding ktui's poison
     unwritten_where: str = ""
 
@@ -62,6 +62,10 @@ def judge(ctx, pristine: tuple, out: Any, pairs: list[tuple[torch.Tensor, torch.
     failures = [f"output {i}: {r.reason}" if len(results) > 1 else r.reason for i, r in enumerate(results) if not r.passed]
     where = ", ".join(f"output {i}: {n}" for i, n in enumerate(never_written) if n)
     verdict = Judgement(not failures, figures, failures, unwritten=sum(never_written), unwritten_where=where)
+    silent = [(i, r.note) for i, r in enumerate(results) if r.figures.get("no_signal")]
+    if silent:  # a weak test, not a failure: the rung's figure and message say so
+        figures["no_signal"] = True
+        verdict.notes += [f"output {i}: {note}" if len(results) > 1 else note for i, note in silent]
     if not ctx.problem.has_check:
         return verdict
 

@@ -25,7 +25,7 @@ from ktui.loop.errors import RungFailure, RungSkipped, error_info
 from ktui.loop.outcome import InputGenerationError, Outcome, shape_label
 from ktui.loop.rungs import bench, compile, correctness, dependence, dumps, precheck, run
 from ktui.loop.rungs.bench import NO_GPU_TIMING
-from ktui.measure.masks import with_hint
+from ktui.measure.masks import unmasked_of, with_hint
 from ktui.measure.roofline import DEFAULT_DONE
 from ktui.measure.stats import Interval, geometric_mean, geometric_mean_interval
 from ktui.protocol.events import (
@@ -70,7 +70,7 @@ class Ladder:
         except SystemExit as exc:
             status, figures, message, error = FAILED, {}, f"user code called sys.exit({exc.code})", None
         if status == FAILED:
-            message = with_hint(message, name, ctx.tier.name, self._unmasked_loads(), _relative(ctx.job))
+            message = with_hint(message, name, ctx.tier.name, self._unmasked(), _relative(ctx.job))
         result = RungFinished(
             ctx.job.run_id,
             rung=name,
@@ -85,9 +85,9 @@ class Ladder:
         ctx.emit(result)
         return result
 
-    def _unmasked_loads(self) -> list[str]:
+    def _unmasked(self) -> dict[str, list[str]]:
         compiled = next((r for r in self.results if r.rung == "compile"), None)
-        return list(compiled.figures.get("unmasked_loads") or []) if compiled is not None else []
+        return unmasked_of(compiled.figures if compiled is not None else {})
 
     def skip(self, name: str, reason: str) -> None:
         result = RungFinished(self.ctx.job.run_id, rung=name, status=SKIPPED, message=reason)
@@ -211,6 +211,9 @@ def summarize(results: list[RungFinished], roofline_done: float = DEFAULT_DONE) 
         summary["correct"] = [sum(1 for c in ran if c.ok), len(checks)]
     elif checks:
         summary["unchecked"] = checks[0].message
+    silent = [c.rung for c in checks if c.ok and c.figures.get("no_signal") is True]
+    if silent:  # passed, but proved nothing: every value below the noise floor (metrics.NO_SIGNAL)
+        summary["no_signal"] = silent
     speedups = _numbers(timed, "speedup")
     if speedups:
         summary["speedup"] = geomean(speedups)

@@ -5,7 +5,9 @@ All metrics are computed in float64 on the tensors' device, one chunk at a time 
 element (``|out - ref| <= atol + rtol·|ref|``), while low-precision outputs (fp16, bf16, fp8)
 are judged mainly by PSNR and cosine similarity, since a few elements one rounding step apart
 are normal there but a wrong algorithm shows up as a drop in signal-to-noise. A NaN or Inf
-where the reference is finite never passes.
+where the reference is finite never passes. A shape whose every value, output and reference, is
+below the noise floor (``noise_floor``) carries no signal for PSNR or cosine similarity to judge:
+those gates step aside, the elementwise check alone decides, and the comparison says so.
 """
 
 from __future__ import annotations
@@ -31,6 +33,13 @@ DEFAULT_TOLERANCES: dict[str, dict[str, float | None]] = {
     "float8_e5m2": {"atol": None, "rtol": None, "psnr": 25.0, "cossim": 0.995},
 }
 EXACT = {"atol": 0.0, "rtol": 0.0, "psnr": None, "cossim": None}
+
+# Below the noise floor: a dtype without an atol (fp16, bf16, fp8) has no "close to zero" of its
+# own, so its floor is the larger of float32's default atol (its kernels compute in float32, and a
+# float32 result that small is noise by float32's own rule) and this many of the dtype's rounding
+# steps at the reference's magnitude (values the dtype barely resolves: fp8's subnormals).
+NOISE_STEPS = 2
+NO_SIGNAL = "every value of this shape is below the noise floor: a zero kernel would pass it"
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -58,6 +67,7 @@ class Comparison:
     passed: bool
     figures: dict[str, Any]
     reason: str = ""  # why it failed, in one line
+    note: str = ""  # a passing shape that proves little (no signal), in one line
 
 
 # Tensors are compared in chunks of this many elements, each upcast to float64 on its own: a
@@ -138,12 +148,40 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tolerances: dict | None = None
                 f"{n_over}/{n} elements beyond atol={atol:g} + rtol={rtol:g}·|ref| "
                 f"(worst at {figures['worst_index']}: kernel {figures['worst_out']:.6g}, reference {figures['worst_ref']:.6g})"
             )
-    if limits.get("psnr") is not None and figures["psnr"] < limits["psnr"]:
+    noise = noise_floor(ref.dtype, limits, peak)
+    signal_free = max(peak, acc.out_peak) <= noise  # nothing for PSNR or cosine similarity to judge
+    if limits.get("psnr") is not None and not signal_free and figures["psnr"] < limits["psnr"]:
         reasons.append(f"PSNR {figures['psnr']:.1f} dB < {limits['psnr']:g} dB")
-    if limits.get("cossim") is not None and peak > 0 and figures["cossim"] < limits["cossim"]:
+    if limits.get("cossim") is not None and not signal_free and peak > 0 and figures["cossim"] < limits["cossim"]:
         reasons.append(f"cosine similarity {figures['cossim']:.6f} < {limits['cossim']:g}")
     figures["thresholds"] = {k: v for k, v in limits.items() if v is not None}
-    return Comparison(not reasons, figures, "; ".join(reasons))
+    note = ""
+    if signal_free:
+        figures["no_signal"], figures["noise_floor"] = True, noise
+        note = f"{NO_SIGNAL} (max |out|, |ref| <= {noise:g})"
+    return Comparison(not reasons, figures, "; ".join(reasons), note)
+
+
+def noise_floor(dtype: torch.dtype, limits: dict, peak: float) -> float:
+    """The magnitude at or below which a value of ``dtype`` is noise, not signal: the atol where
+    there is one; otherwise float32's default atol or ``NOISE_STEPS`` rounding steps of ``dtype``
+    at the reference's ``peak``, whichever is larger."""
+    atol = limits.get("atol")
+    if atol is not None:
+        return float(atol)
+    if not dtype.is_floating_point:
+        return 0.0
+    return max(float(DEFAULT_TOLERANCES["float32"]["atol"]), NOISE_STEPS * rounding_step(dtype, peak))
+
+
+def rounding_step(dtype: torch.dtype, magnitude: float) -> float:
+    """The spacing of ``dtype``'s values at ``magnitude``: ``eps`` times its power of two, and the
+    smallest subnormal below the normal range."""
+    info = torch.finfo(dtype)
+    subnormal = info.smallest_normal * info.eps
+    if not math.isfinite(magnitude) or magnitude < info.smallest_normal:
+        return subnormal
+    return info.eps * 2.0 ** math.floor(math.log2(magnitude))
 
 
 class _Sums:
@@ -157,7 +195,7 @@ class _Sums:
     def __init__(self, floor: float, atol: float | None, rtol: float | None):
         self.floor, self.atol, self.rtol = floor, atol, rtol
         self.nonfinite = self.pattern_mismatches = self.beyond_tolerance = 0
-        self.max_abs, self.max_rel = -1.0, 0.0
+        self.max_abs, self.max_rel, self.out_peak = -1.0, 0.0, 0.0
         self.worst_flat, self.worst_out, self.worst_ref = 0, math.nan, math.nan
         self.squared_error = self.dot = self.out_squares = self.ref_squares = 0.0
 
@@ -175,6 +213,8 @@ class _Sums:
         self.dot += float(o @ r)
         self.out_squares += out_squares
         self.ref_squares += ref_squares
+        low, high = torch.aminmax(o)
+        self.out_peak = max(self.out_peak, -float(low), float(high))
         diff = torch.sub(o, r)
         self.squared_error += float(diff @ diff)
         diff.abs_()
@@ -201,6 +241,7 @@ class _Sums:
         fin_r = torch.where(ref_finite, r, 0.0)
         fin_o = torch.where(both, o, 0.0)
         del ref_finite, both
+        self.out_peak = max(self.out_peak, float(fin_o.abs().max()))
         self.dot += float(fin_o @ fin_r)
         self.out_squares += float(fin_o @ fin_o)
         self.ref_squares += float(fin_r @ fin_r)

@@ -18,7 +18,7 @@ KEY_FIGURES: dict[str, tuple[str, ...]] = {
     "compile": ("compile_s",),
     "dumps": (),
     "run": ("wall_s",),
-    "correctness": ("max_abs", "max_rel", "rmse", "psnr", "cossim", "mismatched", "nonfinite"),
+    "correctness": ("max_abs", "max_rel", "rmse", "psnr", "cossim", "mismatched", "nonfinite", "no_signal"),
     "check": (),
     "benchmark": ("kernel_us", "ref_us", "speedup", "speedup_ci", "graph_us", "gbps", "tflops", "roofline",
                   "at_roofline", "impossible", "throttled", "stop", "label"),
@@ -64,7 +64,7 @@ def fmt(key: str, value: Any) -> str:
 
 # Counters shown only when they are not zero, flags only when they are raised.
 QUIET_WHEN_ZERO = {"mismatched", "nonfinite"}
-QUIET_WHEN_FALSE = {"at_roofline", "impossible", "throttled"}
+QUIET_WHEN_FALSE = {"at_roofline", "impossible", "throttled", "no_signal"}
 
 
 def key_figures(rung: str, figures: dict[str, Any]) -> list[tuple[str, str]]:
@@ -133,6 +133,8 @@ def summary_line(kernel: str, version: int, verdict: str, summary: dict[str, Any
         parts.append(f"correctness not checked: {summary['unchecked']}")
     if summary.get("weak_test") is not None:  # a cached `ktui audit` of the reference says its test is weak
         parts.append(f"weak test: {summary['weak_test'].split(' — ')[0]}" if summary["weak_test"] else "weak test")
+    if summary.get("no_signal"):  # shapes whose every value is below the noise floor
+        parts.append(f"no signal on {', '.join(summary['no_signal'])}: a zero kernel would pass")
     if summary.get("checks"):  # runs recorded while the problem's check had rungs of its own
         parts.append(f"{summary['checks'][0]}/{summary['checks'][1]} problem checks")
     if "speedup" in summary:

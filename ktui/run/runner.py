@@ -24,13 +24,12 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Iterator, Protocol
 
-from ktui.measure.masks import with_hint
+from ktui.measure.masks import unmasked_of, with_hint
 from ktui.protocol import processes
 from ktui.protocol.events import (
     CANCELLED,
     CRASHED,
     TIMED_OUT,
-    ErrorInfo,
     Event,
     Output,
     RunFinished,
@@ -318,7 +317,7 @@ class LocalRunner:
         finish: RunFinished | None = None
         done: dict | None = None
         output_ended = False
-        unmasked: list[str] = []  # the compile rung's unmasked loads: a CPU-tier crash points at them
+        unmasked: dict[str, list[str]] = {}  # the compile rung's unmasked loads and stores: a CPU-tier crash points at them
         while True:
             if done is not None and output_ended:
                 yield from self._job_done(worker, finish, done)
@@ -336,11 +335,7 @@ class LocalRunner:
                 message = f"{where} exceeded its {limit:g} s limit; the worker was killed"
                 if rung:
                     message += f" (--timeout {rung_family(rung)}=SECONDS raises it)"
-                frame = stacks.user_frame(dump, job.root)
-                error = None
-                if frame is not None:
-                    message += f"; it was at {os.path.relpath(frame.file, job.root)}:{frame.line} in {frame.function}"
-                    error = ErrorInfo("TimeoutError", message, "\n".join(dump), stacks.location(frame))
+                message, error = stacks.timeout_place(message, dump, job.root)
                 if rung:
                     yield RungFinished(job.run_id, rung=rung, status=TIMED_OUT, message=message, duration_s=limit,
                                        error=error)
@@ -381,7 +376,7 @@ class LocalRunner:
                 deadline = time.monotonic() + limit
             elif isinstance(event, RungFinished):
                 if event.rung == "compile":
-                    unmasked = list(event.figures.get("unmasked_loads") or [])
+                    unmasked = unmasked_of(event.figures)
                 rung = None
                 limit = BETWEEN_RUNGS_TIMEOUT_S
                 deadline = time.monotonic() + limit

@@ -1,9 +1,15 @@
 """Where a kernel was when its time ran out: the worker's Python stack, asked for before the kill.
 
 The worker registers ``faulthandler`` for ``STACK_SIGNAL``; on a timeout the parent sends it,
-gives the dump a moment to arrive on the stderr pipe, and reads back the innermost frame in the
-user's own files (the kernel, its reference, their helpers), so the message says
+reads the dump from the stderr pipe until it is complete, and reads back the innermost frame in
+the user's own files (the kernel, its reference, their helpers), so the message says
 ``stopped at kernels/hang.py:20 in custom_kernel`` instead of only "exceeded its limit".
+
+faulthandler writes every thread's block, the newest thread first and the main thread last, and
+the main thread's block ends with the outermost frame of a ``python -m`` process (runpy's
+``_run_module_as_main``; the worker always starts so): that line ends the dump. A pause in the
+middle of the dump (a loaded machine) is not its end, which a quiet gap took it for, losing the
+main thread's block where the kernel was.
 """
 
 from __future__ import annotations
@@ -15,10 +21,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ktui.protocol.events import SourceLocation
+from ktui.protocol.events import ErrorInfo, SourceLocation
 
-STACK_WAIT_S = 1.0  # how long the dump may take to arrive
+STACK_WAIT_S = 5.0  # how long the dump may take to arrive in full
+POLL_S = 0.02
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
+OUTERMOST = "_run_module_as_main"  # the main thread's last frame in a ``python -m`` process's dump
 PACKAGE = str(Path(__file__).resolve().parent.parent)
 
 
@@ -29,24 +37,41 @@ class Frame:
     function: str
 
 
-def ask_for_stack(worker, wait_s: float = STACK_WAIT_S) -> list[str]:
-    """Signal ``worker`` (a ``WorkerProcess``) and return the lines its dump added on stderr."""
+@dataclass(frozen=True)
+class Dump:
+    """The lines the worker's stack dump added on stderr, and whether its end arrived."""
+
+    lines: list[str]
+    complete: bool
+    waited_s: float = STACK_WAIT_S  # the longest it was waited for
+
+
+def ask_for_stack(worker, wait_s: float = STACK_WAIT_S) -> Dump:
+    """Signal ``worker`` (a ``WorkerProcess``) and read its dump until it is complete, for at most
+    ``wait_s``: what arrived by then, and whether that was all of it."""
     seen = worker.lines_seen
     try:
         worker.signal_stack()  # a remote worker is signalled on its own host
     except (ProcessLookupError, PermissionError):
-        return []
+        return Dump([], False, 0.0)
     deadline = time.monotonic() + wait_s
-    last = seen
-    while time.monotonic() < deadline:
-        time.sleep(0.05)
-        if worker.lines_seen > last:  # still arriving
-            last = worker.lines_seen
-            continue
-        if last > seen:
-            break
+    while True:
+        lines = _since(worker, seen)
+        if dump_complete(lines):
+            return Dump(lines, True, wait_s)
+        if time.monotonic() >= deadline:
+            return Dump(lines, False, wait_s)
+        time.sleep(POLL_S)
+
+
+def dump_complete(lines: list[str]) -> bool:
+    """Whether ``lines`` hold a whole faulthandler dump: the main thread's outermost frame is there."""
+    return any((match := _FRAME.match(line)) and match["func"] == OUTERMOST for line in lines)
+
+
+def _since(worker, seen: int) -> list[str]:
     new = min(worker.lines_seen - seen, len(worker.stderr_tail))
-    return list(worker.stderr_tail)[-new:] if new else []
+    return list(worker.stderr_tail)[-new:] if new > 0 else []
 
 
 def user_frame(dump: list[str], root: str) -> Frame | None:
@@ -62,6 +87,23 @@ def user_frame(dump: list[str], root: str) -> Frame | None:
         if path.startswith(os.path.abspath(root) + os.sep) and not path.startswith(PACKAGE + os.sep):
             return frame
     return None
+
+
+def timeout_place(message: str, dump: Dump, root: str) -> tuple[str, ErrorInfo | None]:
+    """A timeout's ``message`` with where the kernel was, and the error that keeps the stack; when
+    the dump names no frame of the workspace, the message says why instead."""
+    frame = user_frame(dump.lines, root)
+    stack = "\n".join(dump.lines)
+    if frame is not None:
+        message += f"; it was at {os.path.relpath(frame.file, root)}:{frame.line} in {frame.function}"
+        return message, ErrorInfo("TimeoutError", message, stack, location(frame))
+    if dump.complete:
+        message += "; its Python stack has no frame in the workspace's files"
+    elif dump.lines:
+        message += f"; where it was is unknown: its Python stack had not arrived in full after {dump.waited_s:g} s"
+    else:
+        message += f"; where it was is unknown: it wrote no Python stack within {dump.waited_s:g} s of being asked"
+    return message, ErrorInfo("TimeoutError", message, stack) if stack else None
 
 
 def location(frame: Frame) -> SourceLocation:

@@ -84,3 +84,61 @@ def test_psnr_and_mse_agree_with_their_definitions():
     assert c.figures["mse"] == pytest.approx(mse)
     assert c.figures["rmse"] == pytest.approx(math.sqrt(mse))
     assert c.figures["psnr"] == pytest.approx(10 * math.log10(16 / mse))
+
+
+def test_float32_outputs_all_below_atol_pass_on_the_elementwise_check_with_a_no_signal_note():
+    ref = torch.full((5,), -7e-9)  # erf-GELU's float64 answer where float32's erf saturates
+    c = compare(torch.zeros(5), ref)
+    assert c.passed, c.reason
+    assert c.figures["cossim"] == 0.0  # the gate that used to fail it
+    assert c.figures["no_signal"] is True and c.figures["noise_floor"] == 1e-5
+    assert "below the noise floor: a zero kernel would pass it" in c.note
+
+
+def test_below_the_noise_floor_the_elementwise_check_still_decides():
+    c = compare(torch.full((4,), -1e-5), torch.full((4,), 1e-5))
+    assert not c.passed and "beyond atol" in c.reason
+    assert c.figures["no_signal"] is True
+
+
+def test_an_output_with_one_value_above_the_noise_floor_keeps_every_gate():
+    ref = torch.full((4,), 1e-6)
+    ref[2] = 1e-3
+    c = compare(torch.zeros(4), ref)
+    assert not c.passed and "no_signal" not in c.figures and not c.note
+    out = torch.zeros(4)
+    out[0] = 2e-5  # the output's own magnitude counts too
+    lifted = compare(out, torch.zeros(4))
+    assert "no_signal" not in lifted.figures and not lifted.passed
+
+
+def test_half_precision_values_a_few_rounding_steps_from_zero_pass_with_a_no_signal_note():
+    ref = torch.full((6,), -1.19e-7, dtype=torch.float16)  # two subnormal steps
+    out = torch.full((6,), -1.79e-7, dtype=torch.float16)  # three: 6 dB of PSNR
+    c = compare(out, ref)
+    assert c.passed, c.reason
+    assert c.figures["psnr"] < 10 and c.figures["no_signal"] is True and c.note
+
+
+def test_bfloat16_values_within_float32s_atol_of_zero_pass_with_a_no_signal_note():
+    ref = torch.full((6,), -7e-9, dtype=torch.bfloat16)  # a normal bf16 value, 8 bits of it
+    c = compare(torch.zeros(6, dtype=torch.bfloat16), ref)
+    assert c.passed, c.reason
+    assert c.figures["no_signal"] is True and c.figures["noise_floor"] == 1e-5
+
+
+def test_low_precision_signal_above_the_floor_is_still_judged_by_psnr_and_cosine():
+    ref = (torch.rand(4096, dtype=torch.float64) * 1e-3).to(torch.bfloat16)  # small but resolved
+    c = compare(torch.zeros_like(ref), ref)
+    assert not c.passed and "cosine similarity" in c.reason and "no_signal" not in c.figures
+    fp16 = (torch.randn(4096, dtype=torch.float64) * 1e-3).to(torch.float16)
+    assert not compare((fp16.double() * 1.05).to(torch.float16), fp16).passed
+
+
+def test_fp8_values_within_two_subnormal_steps_of_zero_carry_no_signal():
+    step = 2.0 ** -9  # float8_e4m3fn's smallest subnormal
+    ref = torch.full((8,), step, dtype=torch.float64).to(torch.float8_e4m3fn)
+    c = compare(torch.zeros(8, dtype=torch.float8_e4m3fn), ref)
+    assert c.passed and c.figures["no_signal"] is True and c.figures["noise_floor"] == 2 * step
+    wider = torch.full((8,), 8 * step, dtype=torch.float64).to(torch.float8_e4m3fn)
+    assert not compare(torch.zeros(8, dtype=torch.float8_e4m3fn), wider).passed

@@ -1,7 +1,8 @@
 """``compare`` streams over chunks: its figures and verdicts are those of a whole-tensor computation.
 
 The oracle below is the whole-tensor float64 computation ``compare`` used before it streamed,
-kept verbatim so that chunking can be checked against it at awkward sizes with tiny chunks.
+kept verbatim (plus the noise floor's rule, added since) so that chunking can be checked against
+it at awkward sizes with tiny chunks.
 """
 
 import math
@@ -9,7 +10,7 @@ import math
 import pytest
 import torch
 
-from ktui.loop.metrics import _psnr, _Sums, compare, flat_chunks, thresholds_for
+from ktui.loop.metrics import _psnr, _Sums, compare, flat_chunks, noise_floor, thresholds_for
 
 
 def whole_compare(out, ref, tolerances=None):
@@ -63,11 +64,15 @@ def whole_compare(out, ref, tolerances=None):
                 f"{n_over}/{n} elements beyond atol={atol:g} + rtol={rtol:g}·|ref| "
                 f"(worst at {figures['worst_index']}: kernel {figures['worst_out']:.6g}, reference {figures['worst_ref']:.6g})"
             )
-    if limits.get("psnr") is not None and figures["psnr"] < limits["psnr"]:
+    noise = noise_floor(ref.dtype, limits, peak)
+    signal_free = max(peak, float(fin_o.abs().max())) <= noise
+    if limits.get("psnr") is not None and not signal_free and figures["psnr"] < limits["psnr"]:
         reasons.append(f"PSNR {figures['psnr']:.1f} dB < {limits['psnr']:g} dB")
-    if limits.get("cossim") is not None and peak > 0 and figures["cossim"] < limits["cossim"]:
+    if limits.get("cossim") is not None and not signal_free and peak > 0 and figures["cossim"] < limits["cossim"]:
         reasons.append(f"cosine similarity {figures['cossim']:.6f} < {limits['cossim']:g}")
     figures["thresholds"] = {k: v for k, v in limits.items() if v is not None}
+    if signal_free:
+        figures["no_signal"], figures["noise_floor"] = True, noise
     return not reasons, figures, "; ".join(reasons)
 
 

@@ -6,12 +6,13 @@ no GPU): real worker processes running real kernels, pinned as they would be to 
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
 from conftest import make_workspace
 
-from ktui.protocol.events import RunFinished, RunStarted
+from ktui.protocol.events import RunFinished, RungStarted, RunStarted
 from ktui.protocol.job import Options
 from ktui.run.devices import Device
 from ktui.run.pool import DevicePool
@@ -90,9 +91,29 @@ def _slow_add(ws: Path, seconds: int) -> None:
 def test_a_worker_crash_on_one_gpu_leaves_the_run_on_the_other_gpu_finishing(ws, pool):
     _slow_add(ws, 15)
     options = Options(seed=2, benchmark=False)
-    jobs = _jobs(ws, ["add_slow", "crash_segfault", "add_triton"], options)
-    results = {r[0]: r for r in (_summary(events) for events in _runs(pool.run(jobs)))}
-    slow, crash, add = results["add_slow"], results["crash_segfault"], results["add_triton"]
+    slow_job, crash_job, add_job = _jobs(ws, ["add_slow", "crash_segfault", "add_triton"], options)
+    # ``pool.run`` takes its jobs up front; to queue the crash only once the slow run is climbing,
+    # the pool's runners are driven one thread per GPU, as ``ktui watch``'s scheduler drives them
+    steady, crashing = pool.runners
+    slow_events: list = []
+    climbing = threading.Event()
+
+    def run_slow():
+        for event in steady.run(slow_job):
+            slow_events.append(event)
+            if isinstance(event, RungStarted):
+                climbing.set()
+        climbing.set()  # never hang the test: the assertions below say what went wrong
+
+    crashing.describe()  # its worker warm: the crash comes within seconds of being queued
+    thread = threading.Thread(target=run_slow, daemon=True)
+    thread.start()
+    # the crash is queued only once the slow run is surely in flight on the other GPU
+    assert climbing.wait(timeout=300) and any(isinstance(e, RungStarted) for e in slow_events), slow_events
+    crash = _summary(list(crashing.run(crash_job)))
+    add = _summary(list(crashing.run(add_job)))
+    thread.join(timeout=300)
+    slow = _summary(slow_events)
     assert crash[2] == "crashed"
     # the run in flight on the other GPU when the worker died went on and passed
     assert slow[3] < crash[4] < slow[4] and slow[1] != crash[1] and slow[2] == "passed", (slow, crash)

@@ -29,7 +29,7 @@ from ktui.loop.dsl.triton_kernels import (
 )
 from ktui.loop.errors import RungFailure, error_info
 from ktui.loop.outcome import CompiledFunction, Outcome, shape_label
-from ktui.measure.masks import unmasked_load_lines
+from ktui.measure.masks import FIGURES, unmasked_lines
 
 
 def run(ctx: RunContext) -> Outcome:
@@ -91,9 +91,9 @@ def run(ctx: RunContext) -> Outcome:
         "compile_s": round(time.perf_counter() - started, 3),
         "trace_s": round(trace_s, 3),
     }
-    unmasked = unmasked_loads(ctx)
-    if unmasked:
-        figures["unmasked_loads"] = unmasked  # read back by a failure on the CPU tier (measure/masks.py)
+    for op, where in unmasked_accesses(ctx).items():
+        if where:  # read back by a failure on the CPU tier (measure/masks.py)
+            figures[FIGURES[op]] = where
     names = ", ".join(sorted({c.name for c in compiled}))
     message = f"compiled {names} for {ctx.tier.arch} in {figures['compile_s']:.2f} s, specialised for {shape_label(shape)}"
     if trace_error is not None:
@@ -103,10 +103,11 @@ def run(ctx: RunContext) -> Outcome:
     return Outcome(figures=figures, message=message)
 
 
-def unmasked_loads(ctx: RunContext) -> list[str]:
-    """``"add_kernel at oob_read.py:16"`` for each ``tl.load`` of the module's Triton functions
-    that has no mask: what a CPU-tier failure points at, since the interpreter checks no bounds."""
-    found = []
+def unmasked_accesses(ctx: RunContext) -> dict[str, list[str]]:
+    """Per access (``load``, ``store``), ``"add_kernel at oob_read.py:16"`` for each ``tl.load``
+    or ``tl.store`` of the module's Triton functions that has no mask: what a CPU-tier failure
+    points at, since the interpreter checks no bounds."""
+    found: dict[str, list[str]] = {op: [] for op in FIGURES}
     for kernel in ctx.triton_kernels.values():
         fn = python_function(kernel)
         try:
@@ -116,7 +117,8 @@ def unmasked_loads(ctx: RunContext) -> list[str]:
             continue
         if Path(file).resolve() == (Path(ctx.job.run_dir) / "source.py").resolve():
             file = ctx.job.kernel_path  # the run's snapshot of the kernel file: name the file itself
-        found += [f"{fn.__name__} at {Path(file).name}:{line}" for line in unmasked_load_lines("".join(lines), start)]
+        for op, numbers in unmasked_lines("".join(lines), start).items():
+            found[op] += [f"{fn.__name__} at {Path(file).name}:{line}" for line in numbers]
     return found
 
 
