@@ -3,7 +3,8 @@
 The kernel and the reference are sampled in interleaved rounds by ``ktui.measure.timing`` (cold L2,
 hidden launches, rotating input sets, warm-up by time) until ``ktui.measure.stats.StoppingRule`` is
 satisfied; the speedup is the ratio of their medians with a paired-bootstrap interval; the
-roofline (``ktui.measure.roofline``) turns the kernel's median into a fraction of what the device allows,
+roofline (``ktui.measure.roofline``) turns the kernel's median into a fraction of the time the device
+allows (its launch floor, bytes and FLOPs), naming the bound,
 using ``ktui calibrate``'s ceilings where they exist and the datasheet otherwise. A kernel faster
 than the datasheet floor is ``suspicious`` (impossible), never celebrated.
 
@@ -236,12 +237,14 @@ def ceilings(device: str, root: Path, driver: str) -> tuple[rl.Ceiling | None, r
 
 
 def message(figures: dict[str, Any], roof: rl.Roofline) -> str:
-    """``5.12 µs ±0.31% (n=412, noise) vs reference 7.90 µs: 1.54× [1.52, 1.57] · 62% of roofline (memory)``"""
+    """``5.12 µs ±0.31% (n=412, noise) vs reference 7.90 µs: 1.54× [1.52, 1.57] · 62% of attainable (memory-bound, …)``"""
     lo, hi = figures["speedup_ci"]
     text = (f"{figures['kernel_us']:.2f} µs ±{figures['kernel_rse']:.2%} (n={figures['n']}, stopped on {figures['stop']})"
             f" vs reference {figures['ref_us']:.2f} µs: {figures['speedup']:.2f}× [{lo:.2f}, {hi:.2f}]")
     if roof.fraction is not None:
-        text += f" · {roof.fraction:.0%} of roofline ({roof.bound}, {roof.ceiling})"
+        text += f" · {roof.fraction:.0%} of attainable ({roof.bound}, {roof.ceiling})"
+        if roof.launch_floor_s is None:
+            text += f" · {rl.NO_LAUNCH_FLOOR.split(';')[0]}"
     if roof.impossible:
         text = (f"impossible: {figures['kernel_us']:.2f} µs is below the {roof.impossible_floor_s * 1e6:.2f} µs the "
                 f"datasheet allows — the timing, the output or the reference's bytes_moved/flops is wrong · ") + text
