@@ -22,7 +22,7 @@ import torch
 from ktui.loop import integrity, memory
 from ktui.loop.context import RunContext
 from ktui.loop.device import tensors_in
-from ktui.loop.errors import RungSkipped
+from ktui.loop.errors import RungFailure, RungSkipped
 from ktui.loop.outcome import Outcome
 from ktui.measure import roofline as rl
 from ktui.measure import stats
@@ -49,6 +49,7 @@ def run(ctx: RunContext, shape: dict) -> Outcome:
     if not ctx.tier.is_gpu:
         raise RungSkipped(NO_GPU_TIMING)
     settings = ctx.job.options.bench_settings()
+    done, _ = roofline_done(ctx)  # a bad ROOFLINE_DONE fails here, before any timing
     sets = input_sets(ctx, shape, settings)
     rule = stats.StoppingRule(settings.rse_target, settings.min_samples, settings.time_s, settings.max_samples)
     check = integrity.TimedOutputCheck(ctx, sets, every=1 if ctx.job.options.strict else RECHECK_EVERY)
@@ -87,10 +88,26 @@ def run(ctx: RunContext, shape: dict) -> Outcome:
         figures["read_share"] = share
     ceiling = ceiling.for_reads(share) if ceiling is not None else None
     roof = rl.evaluate(figures["kernel_us"] * 1e-6, model.get("bytes"), model.get("flops"), dtype, ceiling, limit,
-                       done=settings.roofline_done, check_impossible=not settings.hot_cache)
+                       done=done, check_impossible=not settings.hot_cache)
     figures.update(roof.figures())
     status = SUSPICIOUS if roof.impossible else OK
     return Outcome(figures=figures, message=message(figures, roof), status=status)
+
+
+def roofline_done(ctx: RunContext) -> tuple[float, str]:
+    """The fraction of its attainable time each shape must reach (every shape: "satisfied"), and
+    where it was set: ``--roofline-done`` where given, else the reference's ``ROOFLINE_DONE``
+    (a problem whose small shapes cannot get closer), else 0.9."""
+    given = ctx.job.options.bench.get("roofline_done")
+    if given is not None:
+        return float(given), "--roofline-done"
+    value = getattr(ctx.reference, "ROOFLINE_DONE", None) if ctx.reference is not None else None
+    if value is None:
+        return rl.DEFAULT_DONE, "default"
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1.5:
+        raise RungFailure(f"the reference's ROOFLINE_DONE must be a fraction of the attainable time in (0, 1.5], "
+                          f"e.g. 0.85, got {value!r}")
+    return float(value), "the reference's ROOFLINE_DONE"
 
 
 def input_sets(ctx: RunContext, shape: dict, settings: BenchSettings) -> list[tuple]:
