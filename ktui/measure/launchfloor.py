@@ -128,6 +128,6 @@ def measure(gbs: float, clocks: Any, time_s: float, progress: Callable[[str], No
         if not torch.equal(src, dst):
             raise RuntimeError(f"the copy of {_size(size)} computed wrong values")
         copies.append({"bytes": stream.counted_bytes, "measured_us": median_us(stream.run)})
-        del src, dst
+        del src, dst, stream  # the launch holds views of the buffers: free them before the next size
         torch.cuda.empty_cache()
     return record(empty_us, copies[0]["measured_us"], copies, gbs)
