@@ -23,6 +23,7 @@ from ktui.agents.digest import run_digest
 from ktui.agents.dumps import KINDS, MAX_PAGE_CHARS, read_dump
 from ktui.agents.runs import RunService
 from ktui.agents.workspace import AgentWorkspace, BadCall
+from ktui.history import rooflines
 from ktui.history.reports import latest_path
 from ktui.history.sassdiff import DiffError, diff_versions, resolve_base
 from ktui.history.store import Store
@@ -35,12 +36,14 @@ from ktui.workspace.versions import current_version
 INSTRUCTIONS = """ktui verifies GPU kernels (Triton, CuTeDSL) against a trusted reference.
 The loop: write or edit kernels/<op>_<variant>.py, call `run`, read `first_failure` (file:line and
 excerpt), fix, repeat. When it passes, `diff` (SASS against the previous version) and `profile`
-(Nsight Compute, GPU) tell you what to change; stop at the roofline or when told. Never edit
-references/ to make a kernel pass."""
+(Nsight Compute, GPU) tell you what to change; stop when the summary says `satisfied` (every
+benchmark shape within `roofline_done` of its attainable time; `short` names the shapes that are
+not, `roofline_shapes` gives each one's fraction and bound) or when told. Never edit references/
+to make a kernel pass."""
 
 # What of a stored summary the history answers with.
-_HISTORY_SUMMARY = ("correct", "speedup", "speedup_ci", "roofline", "at_roofline", "label", "vs_previous", "vs_best",
-                    "first_failure", "unchecked")
+_HISTORY_SUMMARY = ("correct", "speedup", "speedup_ci", "roofline_shapes", "roofline_worst", "satisfied", "short",
+                    "roofline_done", "label", "vs_previous", "vs_best", "first_failure", "unchecked")
 
 
 def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict[str, float] | None = None,
@@ -111,7 +114,7 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
             for r in runs_]}
 
     @server.tool(description="SASS diff of a kernel version against an earlier one: instruction count, registers, "
-                             "spills, per-opcode deltas, and the normalised unified diff (as `ktui diff --json`).")
+                             "spills, per-opcode deltas, and the normalised unified diff (as `ktui diff --json`), and both versions' per-shape roofline figures.")
     def diff(
         kernel: Annotated[str, Field(description="kernel path (kernels/x.py) or id (x)")],
         base: Annotated[str, Field(description="previous | best | pinned | a version number")] = "previous",
@@ -124,12 +127,15 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
             new, note = (version, "") if version is not None else current_version(store, k)
             if new is None:
                 raise BadCall(f"{k.id} has no stored versions yet: call run first")
-            result = diff_versions(state, k.id, resolve_base(store, k.id, new, base), new)
+            old = resolve_base(store, k.id, new, base)
+            result = diff_versions(state, k.id, old, new)
+            roofline = rooflines.comparison(rooflines.version_summary(store, k.id, old),
+                                            rooflines.version_summary(store, k.id, new))
         except DiffError as exc:
             raise BadCall(str(exc)) from None
         finally:
             store.close()
-        return {**result.to_json(), "base": base, "note": note}
+        return {**result.to_json(), "base": base, "note": note, "roofline": roofline}
 
     async def child(verb: str, kernel: Kernel, flags: list[str], ctx: Context) -> ChildResult:
         async def progress(done: float, message: str) -> None:

@@ -82,7 +82,8 @@ def add_bench_flags(parser: argparse.ArgumentParser) -> None:
     bench.add_argument("--input-sets", type=int, metavar="N", help="input sets rotated between samples (default 3)")
     bench.add_argument("--flush", choices=("read", "write"), help="how the L2 is evicted between samples (default read)")
     bench.add_argument("--roofline-done", type=float, metavar="F",
-                       help="fraction of roofline shown as 'at roofline' (default 0.9)")
+                       help="fraction of its attainable time every benchmark shape must reach for "
+                            "'satisfied' (default: the reference's ROOFLINE_DONE, else 0.9)")
 
 
 def parse_timeouts(values: list[str] | None) -> dict[str, float]:

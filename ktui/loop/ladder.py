@@ -194,12 +194,16 @@ def _jit_functions(ctx: RunContext) -> list:
     return [as_jit_function(obj) for m in modules for obj in vars(m).values() if is_triton_kernel(obj)]
 
 
-def summarize(results: list[RungFinished], roofline_done: float = DEFAULT_DONE) -> dict[str, Any]:
+def summarize(results: list[RungFinished], roofline_done: float = DEFAULT_DONE,
+              done_source: str = "default") -> dict[str, Any]:
     """The figures a one-line summary needs: counts, correctness, speedup, roofline, first failure.
 
-    Across benchmark shapes: geometric means (of speedups, of fractions of roofline, of kernel
-    times), the speedup's interval from the shapes' intervals, and ``at_roofline`` when the mean
-    fraction reaches ``roofline_done`` and no shape was impossible.
+    Across benchmark shapes: geometric means of speedups and kernel times, the speedup's interval
+    from the shapes' intervals. The roofline is never averaged — a mean mixes a launch-bound
+    shape with a memory-bound one and says neither — but kept per shape (``roofline_shapes``:
+    fraction of the attainable time and bound), with the worst shape (``roofline_worst``) and
+    the stop decision: ``satisfied`` when every benchmark shape was timed, none impossible, and
+    each reaches ``roofline_done``; ``short`` names the shapes that do not.
     """
     counts = {s: sum(1 for r in results if r.status == s) for s in {r.status for r in results}}
     checks = [r for r in results if r.rung.startswith("correctness[")]
@@ -226,12 +230,7 @@ def summarize(results: list[RungFinished], roofline_done: float = DEFAULT_DONE) 
     impossible = [r.rung for r in benches if r.figures.get("impossible") is True]
     if impossible:
         summary["impossible"] = impossible
-    fractions = _numbers(timed, "roofline")
-    if fractions:
-        summary["roofline"] = geomean(fractions)
-        summary["at_roofline"] = summary["roofline"] >= roofline_done and not impossible
-        summary["roofline_done"] = roofline_done
-        summary["ceiling"] = sorted({str(r.figures["ceiling"]) for r in timed if r.figures.get("ceiling")})
+    summary.update(stop_decision(benches, roofline_done, done_source))
     if any(r.figures.get("throttled") is True for r in benches):
         summary["throttled"] = True
     for r in results:
@@ -241,6 +240,33 @@ def summarize(results: list[RungFinished], roofline_done: float = DEFAULT_DONE) 
     if bad is not None:
         summary["first_failure"] = first_failure(bad.rung, bad.status, bad.message)
     return summary
+
+
+def stop_decision(benches: list[RungFinished], done: float, source: str) -> dict[str, Any]:
+    """Per shape its fraction of the attainable time and bound, the worst shape, and whether every
+    shape is within ``done`` of its attainable time; {} when no shape has a roofline figure."""
+    shapes: dict[str, dict[str, Any]] = {}
+    short: list[str] = []
+    for r in benches:
+        label = bench_shape(r.rung)
+        fraction = r.figures.get("roofline")
+        if isinstance(fraction, (int, float)) and not isinstance(fraction, bool) and fraction > 0:
+            shapes[label] = {"roofline": float(fraction), "bound": r.figures.get("bound")}
+        if not r.ok or label not in shapes or shapes[label]["roofline"] < done:
+            short.append(label)
+    if not shapes:
+        return {}
+    worst = min(shapes, key=lambda label: shapes[label]["roofline"])
+    return {"roofline_shapes": shapes, "roofline_worst": {"shape": worst, **shapes[worst]},
+            "roofline_done": done, "roofline_done_source": source, "satisfied": not short, "short": short,
+            "ceiling": sorted({str(r.figures["ceiling"]) for r in benches if r.ok and r.figures.get("ceiling")})}
+
+
+def bench_shape(rung: str) -> str:
+    """``benchmark[size=8]`` → ``size=8``; ``benchmark[size=8]#2`` → ``size=8#2``."""
+    label = rung.removeprefix("benchmark[")
+    head, _, repeat = label.rpartition("]#")
+    return f"{head}#{repeat}" if head else label.removesuffix("]")
 
 
 def _numbers(results: list[RungFinished], key: str) -> list[float]:

@@ -110,7 +110,7 @@ def run_job(job, tier, emit, guard=None) -> bool:
         RunFinished(
             job.run_id,
             verdict=final,
-            summary={**summarize(results, _roofline_done(job)), **figures},
+            summary={**summarize(results, *_roofline_done(ctx)), **figures},
             duration_s=round(time.perf_counter() - started, 3),
         )
     )
@@ -128,14 +128,17 @@ def _end_job_output() -> None:
     os.write(2, f"{processes.OUTPUT_END}\n".encode())
 
 
-def _roofline_done(job) -> float:
-    """The job's "at roofline" threshold; a bad setting already failed the benchmark rungs."""
+def _roofline_done(ctx) -> tuple[float, str]:
+    """The job's "satisfied" threshold and where it was set; a bad setting already failed the
+    benchmark rungs (which then leave the kernel unsatisfied)."""
+    from ktui.loop.errors import RungFailure
+    from ktui.loop.rungs.bench import roofline_done
     from ktui.measure.roofline import DEFAULT_DONE
 
     try:
-        return job.options.bench_settings().roofline_done
-    except ValueError:
-        return DEFAULT_DONE
+        return roofline_done(ctx)
+    except (RungFailure, ValueError):
+        return DEFAULT_DONE, "default"
 
 
 def _device_healthy(tier) -> bool:

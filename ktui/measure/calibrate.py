@@ -9,7 +9,9 @@ as the device allows. So ktui measures two ceilings the way a kernel would meet 
   2-read-1-write add and a read-only sum, and torch's ``copy_`` (``ktui.measure.bandwidth``), each
   pattern kept in the details, so that no honest memory-bound kernel reads more than 100% of it;
 - **matmul rate** per dtype through torch (cuBLAS): a square product large enough to fill the
-  device, ``2·n³ / time``, for fp64, fp32 (TF32 off), tf32, fp16, bf16 and fp8 where supported.
+  device, ``2·n³ / time``, for fp64, fp32 (TF32 off), tf32, fp16, bf16 and fp8 where supported;
+- **launch floor** (``ktui.measure.launchfloor``): the shortest launch to completion, and which
+  model of floor and transfer fits copies from tiny to large, stored as ``launch_floor``.
 
 Both are timed with the benchmark's own timer, in a process of its own (``python -m
 ktui.measure.calibrate``, started by ``ktui calibrate``): the process that shows results never
@@ -28,6 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from ktui.measure import bandwidth as _bandwidth
+from ktui.measure import launchfloor as _launchfloor
 from ktui.measure.clocks import ClockMonitor, driver_version
 from ktui.measure.devices import lookup
 from ktui.measure.roofline import Ceiling
@@ -55,6 +58,7 @@ class Calibration:
     bandwidth_gbs: float | None
     tflops: dict[str, float] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)  # sizes, samples, errors per measurement
+    launch_floor: dict[str, Any] = field(default_factory=dict)  # ``launchfloor.record``; {}: saved before it
 
     @property
     def key(self) -> str:
@@ -65,7 +69,8 @@ class Calibration:
         sources = {k: note for k in self.tflops}
         if self.bandwidth_gbs:
             sources["bandwidth"] = note + _bandwidth.source_note(self.details)
-        return Ceiling(self.device, self.bandwidth_gbs, dict(self.tflops), sources, _bandwidth.mixes(self.details))
+        return Ceiling(self.device, self.bandwidth_gbs, dict(self.tflops), sources, _bandwidth.mixes(self.details),
+                       _launchfloor.from_record(self.launch_floor, note))
 
 
 def device_key(device: str, driver: str) -> str:
@@ -138,6 +143,7 @@ def measure(time_s: float = 2.0, progress: Callable[[str], None] = lambda _: Non
     size = max(COPY_MIN_BYTES, 16 * (l2 or 0))
     size -= size % (1 << 20)  # a whole number of every streaming config's blocks
     bandwidth = _bandwidth.measure(size, timed, details, progress)
+    launch_floor = _measure_launch_floor(details, bandwidth, clocks, time_s, progress)
 
     tflops: dict[str, float] = {}
     for key in MATMUL_DTYPES:
@@ -160,7 +166,26 @@ def measure(time_s: float = 2.0, progress: Callable[[str], None] = lambda _: Non
         bandwidth_gbs=bandwidth if math.isfinite(bandwidth) else None,
         tflops=tflops,
         details=details,
+        launch_floor=launch_floor,
     )
+
+
+def _measure_launch_floor(details: dict[str, Any], bandwidth: float, clocks: ClockMonitor, time_s: float,
+                          progress: Callable[[str], None]) -> dict[str, Any]:
+    """The launch floor fitted against the 1:1 copy's bandwidth (the copies it times are 1:1),
+    or ``{"error": …}``: the other ceilings stand without it."""
+    import torch
+
+    copy = details.get("bandwidth_patterns", {}).get("copy", {})
+    gbs = copy.get("gbs") or bandwidth
+    if not gbs or not math.isfinite(gbs):
+        return {"error": "no copy bandwidth was measured to fit the launch floor against"}
+    try:
+        return _launchfloor.measure(gbs, clocks, time_s, progress)
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}".splitlines()[0][:200]}
+    finally:
+        torch.cuda.empty_cache()
 
 
 def _matmul(key: str, n: int) -> Callable[[], Any]:
@@ -212,7 +237,7 @@ def describe(cal: Calibration) -> list[str]:
             lines.append(f"  matmul {key:<5}     {cal.tflops[key]:8.1f} TFLOP/s{share} ({info.get('n')}³, ±{info.get('rse', 0):.2%})")
         elif "error" in info:
             lines.append(f"  matmul {key:<5}     not measured: {info['error']}")
-    return lines
+    return lines + _launchfloor.describe(cal.launch_floor)
 
 
 @dataclass

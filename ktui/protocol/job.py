@@ -46,7 +46,7 @@ class BenchSettings:
     max_samples: int = 20000  # per callable
     input_sets: int = 3  # input sets rotated between samples (fresh seeds); 1 in hot-cache mode
     flush: str = "read"  # "read" or "write": how the L2 is evicted between samples
-    roofline_done: float = 0.9  # fraction of roofline shown as "at roofline"
+    roofline_done: float = 0.9  # per shape, the fraction of its attainable time for "satisfied" (given: overrides ROOFLINE_DONE)
     confidence: float = 0.95  # of the speedup interval
 
     def __post_init__(self) -> None:

@@ -44,8 +44,9 @@ NOTES: dict[tuple[str, str], str] = {
     ("run_started", "content_hash"): "the first 16 hex digits of the SHA-256 of the file's bytes",
     ("output", "text"): "a line the kernel printed",
     ("rung_finished", "figures"): 'the rung\'s figures; non-finite numbers as the strings "inf", "-inf", "nan"',
-    ("run_finished", "summary"): "`correct: [ok, total]`, `speedup`, `speedup_ci`, `roofline`, `at_roofline`, "
-                                  "`label`, `vs_previous`, `vs_best`, `first_failure: {rung, status, message}`, …",
+    ("run_finished", "summary"): "`correct: [ok, total]`, `speedup`, `speedup_ci`, `roofline_shapes: {shape: "
+                                  "{roofline, bound}}`, `roofline_worst: {shape, roofline, bound}`, `satisfied`, "
+                                  "`short`, `roofline_done`, `label`, `vs_previous`, `vs_best`, `first_failure: {rung, status, message}`, …",
 }
 PLAIN = {str: "string", int: "integer", float: "number", bool: "boolean", type(None): "null"}
 ANNOTATIONS = {"$schema", "$id", "$defs", "title", "description", "default"}

@@ -21,7 +21,7 @@ KEY_FIGURES: dict[str, tuple[str, ...]] = {
     "correctness": ("max_abs", "max_rel", "rmse", "psnr", "cossim", "mismatched", "nonfinite", "no_signal"),
     "check": (),
     "benchmark": ("kernel_us", "ref_us", "speedup", "speedup_ci", "graph_us", "gbps", "tflops", "roofline",
-                  "at_roofline", "impossible", "throttled", "stop", "label"),
+                  "bound", "at_roofline", "impossible", "throttled", "stop", "label"),
 }
 
 
@@ -141,10 +141,7 @@ def summary_line(kernel: str, version: int, verdict: str, summary: dict[str, Any
         ci = summary.get("speedup_ci")
         ci_text = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if isinstance(ci, list) and len(ci) == 2 else ""
         parts.append(f"{summary['speedup']:.2f}x{ci_text} vs reference")
-    if "roofline" in summary:
-        parts.append(f"{summary['roofline'] * 100:.0f}% of roofline")
-        if summary.get("at_roofline"):
-            parts.append("at roofline")
+    parts += roofline_parts(summary)
     if summary.get("impossible"):
         parts.append(f"IMPOSSIBLE: faster than the hardware allows on {', '.join(summary['impossible'])}")
     previous, best = summary.get("vs_previous"), summary.get("vs_best")
@@ -169,6 +166,23 @@ def summary_line(kernel: str, version: int, verdict: str, summary: dict[str, Any
         parts.append(f"on {place['node']}" + (f" gpu {place['gpu']}" if place.get("gpu") is not None else ""))
     parts.append(f"{duration_s:.1f} s")
     return " · ".join(parts)
+
+
+def roofline_parts(summary: dict[str, Any]) -> list[str]:
+    """The worst shape and the stop decision, never a mean across shapes:
+    ``worst 73% of attainable at size=4194304 (memory-bound)``, ``not satisfied: size=4194304 short``
+    or ``satisfied: every shape ≥ 90%``; none for a run without per-shape figures."""
+    worst = summary.get("roofline_worst")
+    if not isinstance(worst, dict) or not isinstance(worst.get("roofline"), (int, float)):
+        return []
+    parts = [f"worst {worst['roofline'] * 100:.0f}% of attainable at {worst.get('shape')} ({worst.get('bound')})"]
+    done = summary.get("roofline_done", 0.9)
+    if summary.get("satisfied") is True:
+        parts.append(f"satisfied: every shape ≥ {done * 100:.0f}%")
+    else:
+        short = summary.get("short") or []
+        parts.append(f"not satisfied: {', '.join(short)} short of {done * 100:.0f}%")
+    return parts
 
 
 RATIO_FROM_GB = 1.0  # problems smaller than this show their peak beside their footprint, without a ratio

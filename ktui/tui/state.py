@@ -88,8 +88,13 @@ class KernelView:
 
     @property
     def roofline(self) -> float | None:
-        value = self.summary.get("roofline")
-        return float(value) if isinstance(value, (int, float)) else None
+        """The worst benchmark shape's fraction of its attainable time (never a mean across shapes)."""
+        return worst_fraction(self.summary)
+
+    @property
+    def satisfied(self) -> bool | None:
+        value = self.summary.get("satisfied")
+        return value if isinstance(value, bool) else None
 
     def rung_progress(self) -> str:
         """The rung in flight in a few characters: ``compile``, ``check 3/6``, ``bench 1/3``."""
@@ -125,13 +130,14 @@ class VersionPoint:
     version: int
     verdict: str
     speedup: float | None
-    roofline: float | None
+    roofline: float | None  # the worst shape's fraction of its attainable time
     tier: str
     finished: float | None
     code: CodeFacts | None = None  # what its compiled code holds (the dumps rung), timed or not
     correct: tuple[int, int] | None = None  # correctness shapes passed, of all
     code_missing: str = ""  # why ``code`` is None: what its dumps rung said
     gpu: str = ""  # which GPU of the host ran it, where several were in use
+    summary: dict[str, Any] = field(default_factory=dict)  # its run's summary: the per-shape roofline figures
 
 
 @dataclass(frozen=True)
@@ -394,19 +400,19 @@ def version_history(store: Store, kernel_id: str, limit: int = 500) -> list[Vers
     points: dict[int, VersionPoint] = {}
     for run in chosen.values():
         speedup = run.summary.get("speedup")
-        roofline = run.summary.get("roofline")
         correct = run.summary.get("correct")
         points[run.version] = VersionPoint(
             version=run.version,
             verdict=run.verdict,
             speedup=float(speedup) if isinstance(speedup, (int, float)) and math.isfinite(speedup) else None,
-            roofline=float(roofline) if isinstance(roofline, (int, float)) and math.isfinite(roofline) else None,
+            roofline=worst_fraction(run.summary),
             tier=run.tier,
             finished=run.finished,
             code=code_facts(dumps.get(run.run_id)),
             code_missing=code_missing(dumps.get(run.run_id)),
             correct=(int(correct[0]), int(correct[1])) if isinstance(correct, list) and len(correct) == 2 else None,
             gpu=run.gpu,
+            summary=run.summary,
         )
     return [points[v] for v in sorted(points)]
 
@@ -438,12 +444,17 @@ def code_missing(dumps: dict[str, Any] | None) -> str:
     return "its compiled code has no CUBIN to read registers from"
 
 
-def roofline_ceiling(points: list[VersionPoint]) -> float | None:
-    """The speedup a version at 100% of roofline would reach: speedup / fraction, newest first."""
-    for p in reversed(points):
-        if p.verdict == PASSED and p.speedup and p.roofline and p.roofline > 0:
-            return p.speedup / p.roofline
-    return None
+def worst_fraction(summary: dict[str, Any]) -> float | None:
+    """The worst shape's fraction of its attainable time; None for a run without per-shape figures."""
+    worst = summary.get("roofline_worst")
+    value = worst.get("roofline") if isinstance(worst, dict) else None
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+def compared_versions(points: list[VersionPoint]) -> tuple[VersionPoint, VersionPoint] | None:
+    """The two newest passed versions with per-shape roofline figures (older, newer), to compare."""
+    timed = [p for p in points if p.verdict == PASSED and p.roofline is not None]
+    return (timed[-2], timed[-1]) if len(timed) >= 2 else None
 
 
 def _latest_finished(store: Store, kernel_id: str):

@@ -341,3 +341,29 @@ def test_profile_and_sanitize_on_the_cpu_tier_are_clear_error_results(tmp_path):
         assert not marker.exists()  # the pre-flight answered; ncu never ran
 
     anyio.run(main)
+
+
+def test_history_answers_with_each_shape_s_figures_and_the_stop_decision(tmp_path):
+    from ktui.history.store import Store
+    from ktui.protocol.events import RunFinished, RunStarted
+    from ktui.workspace.kernels import state_dir
+
+    ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
+    # add_triton's H200 fractions (issue 29, a 3.5 µs launch floor: tests/measure/test_launch_floor.py)
+    shapes = {"size=65536": {"roofline": 0.919, "bound": "launch-bound"},
+              "size=4194304": {"roofline": 0.806, "bound": "memory-bound"}}
+    summary = {"speedup": 5.45, "roofline_shapes": shapes, "roofline_done": 0.9, "satisfied": False,
+               "short": ["size=4194304"], "roofline_worst": {"shape": "size=4194304", **shapes["size=4194304"]}}
+    store = Store.of(state_dir(ws))
+    store.record(RunStarted("gpu-1", kernel="add_triton", path=str(ws / "kernels" / "add_triton.py"), version=1,
+                            content_hash="h1", reference=str(ws / "references" / "add.py"), reference_hash="rh",
+                            tier="gpu", device="NVIDIA H200", arch="sm_90a", run_dir=str(ws / ".ktui" / "runs")))
+    store.record(RunFinished("gpu-1", verdict="passed", summary=summary, duration_s=3.0))
+    store.close()
+
+    async def main():
+        async with connect(ws) as session:
+            (run,) = (await call(session, "history", kernel="add_triton"))["runs"]
+            assert run["summary"] == summary
+
+    anyio.run(main)

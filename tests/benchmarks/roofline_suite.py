@@ -94,7 +94,7 @@ def row_of(kernel: str, shape: str, bench: dict, vs_torch: float | None, torch_n
     row = {"kernel": kernel, "reference": bench["reference"], "shape": shape,
            "dtype": f.get("dtype") or (named[0] if named else "default"),
            "status": bench["status"], "message": bench["message"] if bench["status"] != "ok" else "",
-           "kernel_us": us, "bound": f.get("roofline_bound"), "ceiling": f.get("ceiling"),
+           "kernel_us": us, "bound": f.get("bound"), "ceiling": f.get("ceiling"),
            "gbps": positive(f.get("gbps")) if us else None, "tflops": positive(f.get("tflops")) if us else None,
            "roofline": positive(f.get("roofline")) if us else None,
            "speedup": positive(f.get("speedup")) if us else None, "speedup_ci": f.get("speedup_ci") if us else None,
@@ -111,19 +111,19 @@ def _fmt(value: float | None, fmt: str) -> str:
 def markdown(rows: list[dict], meta: dict) -> str:
     lines = [f"## Roofline suite · {meta['device']} · {meta['date']}", "",
              f"Ceilings: {meta['ceilings']}", "",
-             "| kernel | dtype | shape | bytes / FLOPs | GB/s / TFLOP/s | % of ceiling | × reference | × torch |",
+             "| kernel | dtype | shape | bytes / FLOPs | GB/s / TFLOP/s | % of attainable | × reference | × torch |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         if r["kernel_us"] is None:
             lines.append(f"| {r['kernel']} | {r['dtype']} | {r['shape']} | {r['status']}: {r['message'] or NOT_MEASURED} "
                          "| — | — | — | — |")
             continue
-        compute = r["bound"] == "compute"
+        compute = r["bound"] == "compute-bound"
         work = f"{r['flops'] / 1e9:.1f} GFLOP" if compute and r["flops"] else (
             f"{r['bytes'] / 1e6:.1f} MB" if r["bytes"] else NOT_MEASURED)
         rate = f"{r['tflops']:.0f} TFLOP/s" if compute and r["tflops"] else (
             f"{r['gbps']:.0f} GB/s" if r["gbps"] else NOT_MEASURED)
-        share = f"{r['roofline']:.0%} ({r['ceiling']})" if r["roofline"] else NOT_MEASURED
+        share = f"{r['roofline']:.0%} {r['bound']} ({r['ceiling']})" if r["roofline"] else NOT_MEASURED
         ci = r["speedup_ci"]
         speed = _fmt(r["speedup"], ".2f") + ("×" if r["speedup"] else "")
         if r["speedup"] and isinstance(ci, list) and len(ci) == 2:

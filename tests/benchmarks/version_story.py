@@ -65,7 +65,7 @@ def rate(b: dict) -> str:
     f = b["figures"]
     if b["status"] != "ok" or not f.get("kernel_us"):
         return f"{b['status']}"
-    value = f"{f['tflops']:.0f} TFLOP/s" if f.get("roofline_bound") == "compute" and f.get("tflops") else (
+    value = f"{f['tflops']:.0f} TFLOP/s" if f.get("bound") == "compute-bound" and f.get("tflops") else (
         f"{f['gbps']:.0f} GB/s" if f.get("gbps") else f"{f['kernel_us']:.1f} µs")
     share = f" ({f['roofline']:.0%})" if f.get("roofline") else ""
     return f"{value}{share}, {f.get('speedup', 0):.2f}×"

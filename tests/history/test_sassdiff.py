@@ -2,11 +2,14 @@
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
 from conftest import ktui, make_workspace
+from test_rooflines import V1, V2, record
 
+from ktui.history import rooflines
 from ktui.history.sassdiff import (
     MissingSass,
     NoBase,
@@ -268,3 +271,32 @@ def test_a_cancelled_rerun_does_not_hide_a_version_that_passed(two_versions):
                             reference_hash="r", tier="cpu", device="CPU", arch="sm_90a", run_dir="/d"))
     store.record(RunFinished("rerun", verdict="cancelled"))
     assert resolve_base(store, "add_triton", 3, "previous") == 2
+
+
+# -- the two versions' per-shape roofline figures beside their SASS --------------------------------
+def gpu_figures_for(root, versions: dict[int, dict]) -> None:
+    """Benchmarked runs of these versions, as a GPU run would have recorded them (the SASS stays the CPU tier's)."""
+    store = Store(root / ".ktui" / "history.db")
+    for version, summary_ in versions.items():
+        record(store, f"gpu-{version}", version, "passed", summary_, 1e10 + version)
+    store.close()
+
+
+def test_ktui_diff_compares_the_two_versions_per_shape(two_versions, tmp_path):
+    root = tmp_path / "ws"
+    shutil.copytree(two_versions, root)
+    gpu_figures_for(root, {1: V1, 2: V2})
+    proc = ktui("diff", "kernels/add_triton.py", cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.rstrip().endswith("\n".join(rooflines.lines(1, V1, 2, V2)))
+    data = json.loads(ktui("diff", "kernels/add_triton.py", "--json", cwd=root).stdout)
+    assert data["roofline"] == {"shapes": rooflines.compare(V1, V2), "satisfied": False, "short": ["size=4194304"],
+                                "base_satisfied": False}
+
+
+def test_ktui_diff_of_versions_never_benchmarked_says_there_are_no_figures(two_versions):
+    proc = ktui("diff", "kernels/add_triton.py", cwd=two_versions)
+    assert proc.stdout.rstrip().endswith("attainable per shape: no per-shape roofline figures (not benchmarked on a "
+                                         "GPU, or recorded before them) in v1 or v2")
+    data = json.loads(ktui("diff", "kernels/add_triton.py", "--json", cwd=two_versions).stdout)
+    assert data["roofline"] == {"shapes": [], "satisfied": None, "short": None, "base_satisfied": None}

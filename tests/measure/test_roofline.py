@@ -14,7 +14,7 @@ def test_a_memory_bound_kernel_is_judged_by_bytes_over_bandwidth():
     # 1 GB at 1000 GB/s: a 1 ms floor; measured 1.25 ms → 80%, 800 GB/s achieved
     r = roofline.evaluate(1.25e-3, bytes_moved=1e9, flops=1e9, dtype="fp32", ceiling=SHEET)
     assert r.gbps == pytest.approx(800) and r.tflops == pytest.approx(0.8)
-    assert r.bound == "memory" and r.floor_s == pytest.approx(1e-3)
+    assert r.bound == "memory-bound" and r.floor_s == pytest.approx(1e-3)
     assert r.fraction == pytest.approx(0.8)
     assert not r.at_roofline and not r.impossible
     assert "1000 GB/s" in r.ceiling and "datasheet T" in r.ceiling
@@ -23,7 +23,7 @@ def test_a_memory_bound_kernel_is_judged_by_bytes_over_bandwidth():
 def test_a_compute_bound_kernel_uses_the_rate_of_its_dtype():
     # 1e15 flops at 500 TFLOP/s (bf16): 2 s floor; at fp32's 50 TFLOP/s it would be 20 s
     r = roofline.evaluate(2.2, bytes_moved=1e9, flops=1e15, dtype="bf16", ceiling=SHEET)
-    assert r.bound == "compute" and r.floor_s == pytest.approx(2.0)
+    assert r.bound == "compute-bound" and r.floor_s == pytest.approx(2.0)
     assert r.fraction == pytest.approx(2.0 / 2.2)
     assert r.at_roofline  # 91% ≥ the default 90%
     assert "bf16 500.0 TFLOP/s" in r.ceiling
@@ -31,7 +31,7 @@ def test_a_compute_bound_kernel_uses_the_rate_of_its_dtype():
 
 def test_the_larger_floor_decides():
     r = roofline.evaluate(1.0, bytes_moved=5e11, flops=1e13, dtype="fp32", ceiling=SHEET)  # 0.5 s vs 0.2 s
-    assert r.bound == "memory" and r.fraction == pytest.approx(0.5)
+    assert r.bound == "memory-bound" and r.fraction == pytest.approx(0.5)
 
 
 @pytest.mark.parametrize("done, at", [(0.9, True), (0.95, False), (0.5, True)])
@@ -70,13 +70,14 @@ def test_without_a_ceiling_only_achieved_rates_are_reported():
 
 def test_a_dtype_without_a_rate_leaves_only_the_memory_floor():
     r = roofline.evaluate(2e-3, bytes_moved=1e9, flops=1e18, dtype="fp8", ceiling=SHEET)
-    assert r.bound == "memory" and r.fraction == pytest.approx(0.5)
+    assert r.bound == "memory-bound" and r.fraction == pytest.approx(0.5)
 
 
-def test_figures_carry_the_fraction_the_floor_and_the_ceiling_used():
+def test_figures_carry_the_fraction_the_attainable_time_the_bound_and_the_ceiling_used():
     f = roofline.evaluate(2e-3, bytes_moved=1e9, flops=None, dtype=None, ceiling=SHEET).figures()
-    assert f["roofline"] == pytest.approx(0.5) and f["floor_us"] == pytest.approx(1000)
-    assert f["roofline_bound"] == "memory" and f["ceiling"].startswith("1000 GB/s")
+    assert f["roofline"] == pytest.approx(0.5) and f["attainable_us"] == pytest.approx(1000)
+    assert f["bound"] == "memory-bound" and f["ceiling"].startswith("1000 GB/s")
+    assert f["roofline_model"] == roofline.NO_LAUNCH_FLOOR and "launch_floor_us" not in f
     assert f["at_roofline"] is False and f["impossible"] is False
 
 

@@ -86,8 +86,12 @@ def add_synthetic_gpu_history(ws: Path, now: float) -> str:
                                 reference=str(reference), reference_hash=content_hash(reference.read_bytes()),
                                 tier="gpu", device="NVIDIA H200", arch="sm_90a", run_dir=str(run_dir), time=started))
         summary = {"correct": [6, 6] if verdict == "passed" else [5, 6]}
-        if speedup is not None:
-            summary.update(speedup=speedup, roofline=roofline)
+        if speedup is not None:  # two shapes: the worst at the fraction listed, the other 10 points above it
+            shapes = {"rows=4096,cols=4096": {"roofline": roofline, "bound": "memory-bound"},
+                      "rows=32768,cols=1024": {"roofline": roofline + 0.1, "bound": "memory-bound"}}
+            summary.update(speedup=speedup, roofline_shapes=shapes, roofline_done=0.9,
+                           roofline_worst={"shape": "rows=4096,cols=4096", **shapes["rows=4096,cols=4096"]},
+                           satisfied=False, short=["rows=4096,cols=4096"] + (["rows=32768,cols=1024"] if roofline < 0.8 else []))
         store.record(RunFinished(run_id, verdict=verdict, summary=summary, duration_s=6.0, time=started + 6.0))
         path.write_text(text)  # the last version is what is on disk
     store.close()

@@ -3,7 +3,8 @@
 The kernel and the reference are sampled in interleaved rounds by ``ktui.measure.timing`` (cold L2,
 hidden launches, rotating input sets, warm-up by time) until ``ktui.measure.stats.StoppingRule`` is
 satisfied; the speedup is the ratio of their medians with a paired-bootstrap interval; the
-roofline (``ktui.measure.roofline``) turns the kernel's median into a fraction of what the device allows,
+roofline (``ktui.measure.roofline``) turns the kernel's median into a fraction of the time the device
+allows (its launch floor, bytes and FLOPs), naming the bound,
 using ``ktui calibrate``'s ceilings where they exist and the datasheet otherwise. A kernel faster
 than the datasheet floor is ``suspicious`` (impossible), never celebrated.
 
@@ -21,7 +22,7 @@ import torch
 from ktui.loop import integrity, memory
 from ktui.loop.context import RunContext
 from ktui.loop.device import tensors_in
-from ktui.loop.errors import RungSkipped
+from ktui.loop.errors import RungFailure, RungSkipped
 from ktui.loop.outcome import Outcome
 from ktui.measure import roofline as rl
 from ktui.measure import stats
@@ -48,6 +49,7 @@ def run(ctx: RunContext, shape: dict) -> Outcome:
     if not ctx.tier.is_gpu:
         raise RungSkipped(NO_GPU_TIMING)
     settings = ctx.job.options.bench_settings()
+    done, _ = roofline_done(ctx)  # a bad ROOFLINE_DONE fails here, before any timing
     sets = input_sets(ctx, shape, settings)
     rule = stats.StoppingRule(settings.rse_target, settings.min_samples, settings.time_s, settings.max_samples)
     check = integrity.TimedOutputCheck(ctx, sets, every=1 if ctx.job.options.strict else RECHECK_EVERY)
@@ -86,10 +88,26 @@ def run(ctx: RunContext, shape: dict) -> Outcome:
         figures["read_share"] = share
     ceiling = ceiling.for_reads(share) if ceiling is not None else None
     roof = rl.evaluate(figures["kernel_us"] * 1e-6, model.get("bytes"), model.get("flops"), dtype, ceiling, limit,
-                       done=settings.roofline_done, check_impossible=not settings.hot_cache)
+                       done=done, check_impossible=not settings.hot_cache)
     figures.update(roof.figures())
     status = SUSPICIOUS if roof.impossible else OK
     return Outcome(figures=figures, message=message(figures, roof), status=status)
+
+
+def roofline_done(ctx: RunContext) -> tuple[float, str]:
+    """The fraction of its attainable time each shape must reach (every shape: "satisfied"), and
+    where it was set: ``--roofline-done`` where given, else the reference's ``ROOFLINE_DONE``
+    (a problem whose small shapes cannot get closer), else 0.9."""
+    given = ctx.job.options.bench.get("roofline_done")
+    if given is not None:
+        return float(given), "--roofline-done"
+    value = getattr(ctx.reference, "ROOFLINE_DONE", None) if ctx.reference is not None else None
+    if value is None:
+        return rl.DEFAULT_DONE, "default"
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1.5:
+        raise RungFailure(f"the reference's ROOFLINE_DONE must be a fraction of the attainable time in (0, 1.5], "
+                          f"e.g. 0.85, got {value!r}")
+    return float(value), "the reference's ROOFLINE_DONE"
 
 
 def input_sets(ctx: RunContext, shape: dict, settings: BenchSettings) -> list[tuple]:
@@ -236,12 +254,14 @@ def ceilings(device: str, root: Path, driver: str) -> tuple[rl.Ceiling | None, r
 
 
 def message(figures: dict[str, Any], roof: rl.Roofline) -> str:
-    """``5.12 µs ±0.31% (n=412, noise) vs reference 7.90 µs: 1.54× [1.52, 1.57] · 62% of roofline (memory)``"""
+    """``5.12 µs ±0.31% (n=412, noise) vs reference 7.90 µs: 1.54× [1.52, 1.57] · 62% of attainable (memory-bound, …)``"""
     lo, hi = figures["speedup_ci"]
     text = (f"{figures['kernel_us']:.2f} µs ±{figures['kernel_rse']:.2%} (n={figures['n']}, stopped on {figures['stop']})"
             f" vs reference {figures['ref_us']:.2f} µs: {figures['speedup']:.2f}× [{lo:.2f}, {hi:.2f}]")
     if roof.fraction is not None:
-        text += f" · {roof.fraction:.0%} of roofline ({roof.bound}, {roof.ceiling})"
+        text += f" · {roof.fraction:.0%} of attainable ({roof.bound}, {roof.ceiling})"
+        if roof.launch_floor_s is None:
+            text += f" · {rl.NO_LAUNCH_FLOOR.split(';')[0]}"
     if roof.impossible:
         text = (f"impossible: {figures['kernel_us']:.2f} µs is below the {roof.impossible_floor_s * 1e6:.2f} µs the "
                 f"datasheet allows — the timing, the output or the reference's bytes_moved/flops is wrong · ") + text

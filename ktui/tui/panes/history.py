@@ -1,7 +1,8 @@
 """Speedup history: speedup over the reference per version, read from the history store.
 
-Failed versions are marked at zero, the best version is starred, and the roofline ceiling (the
-speedup a version at 100% of roofline would reach) is drawn when the benchmark knew it. Where
+Failed versions are marked at zero and the best version is starred; under the chart the two newest
+timed versions are compared shape by shape on their fraction of the attainable time and bound
+(``ktui.history.rooflines``, as ``ktui diff`` does: never a mean across shapes). Where
 nothing is timed (the CPU tier) there is no speedup, but every version was still compiled for the
 target: the pane charts what its SASS holds instead (``panes/code_chart.py``).
 """
@@ -14,9 +15,10 @@ from textual.reactive import reactive
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
+from ktui.history import rooflines
 from ktui.history.best import best_version
 from ktui.tui.panes.code_chart import code_head, draw_code
-from ktui.tui.state import VersionPoint, roofline_ceiling
+from ktui.tui.state import VersionPoint, compared_versions
 from ktui.tui.text import STATUS_LABELS
 
 
@@ -57,11 +59,11 @@ def _head(points: list[VersionPoint], timed: list[VersionPoint], current: int | 
         text.append("• speedup per version  x failed (at 0)  ")
         if best is not None:
             text.append(f"* best v{best.version} {best.speedup:.2f}x", style="bold")
-        ceiling = roofline_ceiling(points)
-        text.append("\n── reference 1.00x")
-        if ceiling is not None:
-            text.append(f"   ── roofline ceiling {ceiling:.2f}x")
-        text.append("\n")
+        text.append("\n── reference 1.00x\n")
+        pair = compared_versions(points)
+        if pair is not None:
+            older, newer = pair
+            text.append("\n".join(rooflines.lines(older.version, older.summary, newer.version, newer.summary)) + "\n")
     # The verdict of every version, newest last, so a CPU history still tells a story.
     listed = points[-LISTED:]
     if current is not None and all(p.version != current for p in listed):
@@ -91,15 +93,12 @@ def _draw(plot: PlotextPlot, points: list[VersionPoint]) -> None:
     best = best_version(points)
     if best is not None:
         plt.scatter([best.version], [best.speedup], marker="*", color="green")
-    ceiling = roofline_ceiling(points)
-    if ceiling is not None:
-        plt.hline(ceiling, "blue")
     plt.hline(1.0, "gray")  # the reference's own speed
     step = max(1, len(versions) // 12)  # keep the labels readable on long histories
     shown = versions[::step]
     plt.xticks(shown, [f"v{v}" for v in shown])
     plt.ylabel("speedup ×")
-    top = max([p.speedup for p in passed] + [ceiling or 0.0, 1.0])
+    top = max([p.speedup for p in passed] + [1.0])
     # 0 is on the axis only when failed versions are drawn there: in a short pane a range from 0
     # would put the 1.00x line on the bottom row with the failures
     low = 0.0 if failed else min([p.speedup for p in passed] + [1.0]) * 0.8

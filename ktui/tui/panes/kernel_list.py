@@ -1,4 +1,4 @@
-"""The kernel list: one row per kernel — its state, speedups, roofline, version, age."""
+"""The kernel list: one row per kernel — its state, speedups, worst shape's roofline, version, age."""
 
 from __future__ import annotations
 
@@ -98,7 +98,9 @@ class KernelList(DataTable):
             version = Text("new", style=self._style("queued"))
         last = Text(speedup_text(view.last_speedup) if view.verdict == "passed" else "")
         best = Text(speedup_text(view.best_speedup))
-        roof = Text(f"{view.roofline * 100:.0f}%" if view.roofline is not None and view.verdict == "passed" else "")
+        # the worst benchmark shape's fraction of its attainable time; coloured as a pass once every shape is close
+        roof = Text(f"{view.roofline * 100:.0f}%" if view.roofline is not None and view.verdict == "passed" else "",
+                    style=self._style("passed") if view.satisfied else "")
         if view.stale and view.state not in ("queued", "running"):
             age = Text("stale", style=self._style("stale"))
         else:
