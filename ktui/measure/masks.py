@@ -35,7 +35,7 @@ def unmasked_load_lines(source: str, first_line: int = 1) -> list[int]:
     return sorted(lines)
 
 
-RUNS_THE_KERNEL = ("run", "correctness", "integrity", "dependence")  # the rung families that call it
+RUNS_THE_KERNEL = ("run", "correctness", "fresh-shapes", "integrity", "dependence")  # the rung families that call it
 
 
 def with_hint(message: str, rung: str, tier: str, loads: list[str], kernel_path: str) -> str:
