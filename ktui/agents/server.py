@@ -68,6 +68,8 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
         strict: Annotated[bool, Field(description="fresh process, more seeds per shape, every timed output re-checked")] = False,
         no_bench: Annotated[bool, Field(description="skip the benchmark rungs")] = False,
         seed: Annotated[int | None, Field(description="base seed (default: fresh seeds every run)")] = None,
+        fresh_shapes: Annotated[int, Field(ge=0, le=16, description="shapes derived from TESTS that each version was "
+                                           "never shown, checked after the declared ones (0 turns it off)")] = 2,
     ) -> dict[str, Any]:
         try:
             kernels = discover([workspace.inside(p) for p in paths])
@@ -76,7 +78,7 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
         for kernel in kernels:
             workspace.inside(str(kernel.path))
         options = Options(arch=config.arch, force_cpu=config.force_cpu, benchmark=not no_bench, seed=seed,
-                          timeouts=timeouts, strict=strict)
+                          fresh_shapes=fresh_shapes, timeouts=timeouts, strict=strict)
 
         async def progress(done: float, message: str) -> None:
             await ctx.report_progress(done, None, message)

@@ -40,7 +40,20 @@ def add_loop_flags(parser: argparse.ArgumentParser, timeout_help: str = TIMEOUT_
     add_target_flags(parser)
     parser.add_argument("--no-bench", action="store_true", help="skip the benchmark rungs")
     parser.add_argument("--seed", type=int, default=None, help="base seed (default: fresh seeds every run)")
+    parser.add_argument("--fresh-shapes", type=_count, default=2, metavar="N",
+                        help="check each version on N shapes derived from TESTS that it was never shown (default 2)")
+    parser.add_argument("--no-fresh-shapes", action="store_true", help="skip the fresh-shapes rung (--fresh-shapes 0)")
     add_timeout_flag(parser, timeout_help)
+
+
+def _count(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"expected a count of shapes (0 or more), got {value!r}")
+    return number
 
 
 class RayAddress(argparse.Action):
@@ -115,8 +128,9 @@ def loop_options(args: argparse.Namespace):
     from ktui.protocol.job import Options  # deferred for start-up speed
 
     timeouts = parse_timeouts(args.timeout)
+    fresh_shapes = 0 if args.no_fresh_shapes else args.fresh_shapes
     return Options(arch=args.arch, force_cpu=args.cpu, benchmark=not args.no_bench, seed=args.seed,
-                   timeouts=timeouts, strict=args.strict, bench=bench_settings(args))
+                   fresh_shapes=fresh_shapes, timeouts=timeouts, strict=args.strict, bench=bench_settings(args))
 
 
 def worker_config(args: argparse.Namespace):

@@ -1,6 +1,7 @@
 """The ladder: which rungs run, in which order, and when one is skipped.
 
-    pre-checks → compile → dumps → run → correctness[shape]… → integrity → dependence → benchmark[shape]…
+    pre-checks → compile → dumps → run → correctness[shape]… → fresh-shapes → integrity → dependence
+    → benchmark[shape]…
 
 (Where the problem brings its own judge, GPU MODE's check_implementation, it judges each
 correctness call's output beside ktui's metrics: ``judgement.py`` has the rule.)
@@ -8,7 +9,8 @@ correctness call's output beside ktui's metrics: ``judgement.py`` has the rule.)
 Each rung runs, catches its own failure and records ok / failed / skipped / suspicious with its
 figures; the ladder goes on where that still makes sense: a failed compile skips everything that
 needs a kernel, a failed shape does not hide the others, and only a kernel that is correct on
-every shape is timed (a fast wrong kernel is worth nothing). To add a rung, write its module
+every shape — the declared ones, then the few fresh ones ``fresh-shapes`` derives from them — is
+timed (a fast wrong kernel is worth nothing). To add a rung, write its module
 with a ``run(ctx, …) -> Outcome`` and call it from ``climb`` below.
 """
 
@@ -23,7 +25,7 @@ from ktui.loop.context import RunContext
 from ktui.loop.dsl.triton_kernels import as_jit_function, is_triton_kernel
 from ktui.loop.errors import RungFailure, RungSkipped, error_info
 from ktui.loop.outcome import InputGenerationError, Outcome, shape_label
-from ktui.loop.rungs import bench, compile, correctness, dependence, dumps, precheck, run
+from ktui.loop.rungs import bench, compile, correctness, dependence, dumps, fresh, precheck, run
 from ktui.loop.rungs.bench import NO_GPU_TIMING
 from ktui.measure.masks import unmasked_of, with_hint
 from ktui.measure.roofline import DEFAULT_DONE
@@ -99,11 +101,11 @@ class Ladder:
         ctx = self.ctx
         pre = self.step("pre-checks", precheck.run)
         if not pre.ok:
-            for name in ["compile", "dumps", "run", "correctness", "integrity", "dependence", "benchmark"]:
+            for name in ["compile", "dumps", "run", "correctness", fresh.NAME, "integrity", "dependence", "benchmark"]:
                 self.skip(name, _because(pre))
             return self.results
         tests = unique_names([f"correctness[{shape_label(s)}]" for s in ctx.tests])
-        probes = ["integrity", "dependence"]
+        probes = [fresh.NAME, "integrity", "dependence"]
         benches = unique_names([f"benchmark[{shape_label(s)}]" for s in ctx.benchmarks])
 
         built = self.step("compile", compile.run)
@@ -137,6 +139,9 @@ class Ladder:
             return _because(smoke)
         checks = [self.step(name, correctness.run, shape) for name, shape in zip(tests, ctx.tests)]
         if all(c.ok for c in checks):
+            # Whether the answer is right on shapes it was never shown, then how the answer was made.
+            unseen = self.step(fresh.NAME, fresh.run)
+            checks += [unseen] if unseen.status != SKIPPED else []
             checks.append(self.step("integrity", integrity.run))
             checks.append(self.step("dependence", dependence.run))
         else:
@@ -145,7 +150,10 @@ class Ladder:
             return "benchmarks disabled (--no-bench)"
         if not ctx.tier.is_gpu:
             return NO_GPU_TIMING
-        if not all(c.ok for c in checks):
+        bad = next((c for c in checks if not c.ok), None)
+        if bad is not None and bad.rung == fresh.NAME:
+            return f"{fresh.WRONG}: a fast wrong kernel is worth nothing"
+        if bad is not None:
             return "not correct on every test shape: a fast wrong kernel is worth nothing"
         return ""
 

@@ -48,7 +48,7 @@ def unmasked_of(figures: dict) -> dict[str, list[str]]:
     return {op: list(figures.get(name) or []) for op, name in FIGURES.items()}
 
 
-RUNS_THE_KERNEL = ("run", "correctness", "integrity", "dependence")  # the rung families that call it
+RUNS_THE_KERNEL = ("run", "correctness", "fresh-shapes", "integrity", "dependence")  # the rung families that call it
 
 
 def with_hint(message: str, rung: str, tier: str, unmasked: dict[str, list[str]], kernel_path: str) -> str:

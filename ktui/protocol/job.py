@@ -22,6 +22,7 @@ DEFAULT_TIMEOUTS: dict[str, float] = {
     "dumps": 30.0,
     "run": 30.0,
     "correctness": 45.0,
+    "fresh-shapes": 60.0,
     "integrity": 45.0,
     "dependence": 45.0,
     "benchmark": 120.0,
@@ -83,6 +84,7 @@ class Options:
     benchmark: bool = True
     strict: bool = False
     seed: int | None = None  # base seed; None draws a fresh one for every run
+    fresh_shapes: int = 2  # shapes the fresh-shapes rung derives from TESTS; 0 turns it off
     timeouts: dict[str, float] = field(default_factory=dict)
     bench: dict[str, Any] = field(default_factory=dict)  # BenchSettings fields that differ from the defaults
 

@@ -125,9 +125,9 @@ def main() -> int:
 STAGES = ("save noticed (watcher, debounce)", "queue, hashing, version", "hand-off to the worker",
           "pre-checks (import, contract)", "compile", "IR and SASS dumps", "run", "correctness: inputs",
           "correctness: candidate", "correctness: reference", "correctness: metrics", "correctness: other",
-          "integrity", "dependence", "other rungs", "between rungs", "summary", "history store, events")
+          "fresh-shapes", "integrity", "dependence", "other rungs", "between rungs", "summary", "history store, events")
 RUNG_STAGES = {"pre-checks": "pre-checks (import, contract)", "compile": "compile", "dumps": "IR and SASS dumps",
-               "run": "run", "integrity": "integrity", "dependence": "dependence"}
+               "run": "run", "fresh-shapes": "fresh-shapes", "integrity": "integrity", "dependence": "dependence"}
 
 
 def breakdown(saved: float, seen: list[tuple[float, dict]]) -> dict[str, float]:

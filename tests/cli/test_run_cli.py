@@ -25,7 +25,7 @@ def test_shipped_triton_kernels_pass_every_rung_that_runs_on_cpu(softmax_run):
     for name in ("softmax_triton", "add_triton"):
         r = rungs(kernels[name])
         assert finished(kernels[name])["verdict"] == "passed"
-        assert {"pre-checks", "compile", "dumps", "run"} <= {k for k, v in r.items() if v["status"] == "ok"}
+        assert {"pre-checks", "compile", "dumps", "run", "fresh-shapes"} <= {k for k, v in r.items() if v["status"] == "ok"}
         checks = [v for k, v in r.items() if k.startswith("correctness[")]
         assert checks and all(v["status"] == "ok" for v in checks)
         benches = [v for k, v in r.items() if k.startswith("benchmark[")]
@@ -113,6 +113,7 @@ def test_an_edit_makes_a_new_version_and_the_history_lists_both(tmp_path):
         (["run", "kernels/missing_reference.py"], 2, "nosuchop"),
         (["run", "kernels/wrong_values.py", "--no-bench"], 1, "failed"),
         (["run", "kernels/add_triton.py", "--timeout", "compile"], 2, "RUNG=SECONDS"),
+        (["run", "kernels/add_triton.py", "--fresh-shapes", "-1"], 2, "expected a count of shapes (0 or more), got '-1'"),
     ],
 )
 def test_exit_codes_separate_failure_from_could_not_run(tmp_path, args, code, words):

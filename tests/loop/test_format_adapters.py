@@ -74,3 +74,35 @@ def test_problem_code_asking_for_cuda_runs_on_the_cpu_tier_and_nothing_leaks_out
     if not torch.cuda.is_available():  # outside the context, CUDA is as absent as before
         with pytest.raises((RuntimeError, AssertionError)):
             torch.empty(1, device="cuda")
+
+
+# -- a reference's own FRESH_SHAPES ---------------------------------------------------------------
+def _native(tmp_path, rule: str):
+    import importlib.util
+
+    from ktui.loop.device import detect
+    from ktui.loop.formats.native import NativeProblem
+    from ktui.protocol.job import Job
+
+    path = tmp_path / "op.py"
+    path.write_text(f"TESTS = [{{'n': 8}}, {{'n': 64}}]\n{rule}\n"
+                    "def generate_input(seed, n):\n    return (None,)\n"
+                    "def ref_kernel(x):\n    return x\n")
+    spec = importlib.util.spec_from_file_location("op", path)
+    reference = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(reference)
+    job = Job(run_id="r", kernel_id="k", kernel_path="k.py", reference_path=str(path), reference_error="",
+              reference_hash="", root=str(tmp_path), version=1, content_hash="", source="", run_dir="")
+    return NativeProblem(job, detect(force_cpu=True), None, reference, lambda: 1)
+
+
+@pytest.mark.parametrize("rule, own", [("", None), ("FRESH_SHAPES = None", None), ("FRESH_SHAPES = False", []),
+                                       ("FRESH_SHAPES = []", []), ("FRESH_SHAPES = [{'n': 20}]", [{"n": 20}])])
+def test_a_references_fresh_shapes_replace_or_turn_off_the_derived_ones(tmp_path, rule, own):
+    assert _native(tmp_path, rule).own_fresh_shapes == own
+
+
+@pytest.mark.parametrize("rule", ["FRESH_SHAPES = True", "FRESH_SHAPES = 2", "FRESH_SHAPES = [('n', 20)]"])
+def test_a_malformed_fresh_shapes_fails_pre_checks_saying_what_it_must_be(tmp_path, rule):
+    with pytest.raises(RungFailure, match=r"reference op\.py: FRESH_SHAPES must be False or a list of shape dicts"):
+        _native(tmp_path, rule)

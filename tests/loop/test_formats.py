@@ -240,3 +240,19 @@ def test_the_same_kernel_writing_its_result_into_a_true_input_is_suspicious(rows
     assert finished(events)["verdict"] == "suspicious"
     assert r["correctness[rows=7,cols=1000]"]["figures"]["mutated_inputs"] == [0]
     assert "modified its input" in r["correctness[rows=7,cols=1000]"]["message"]
+
+
+# -- fresh shapes ---------------------------------------------------------------------------------
+def test_a_gpumode_submission_is_checked_on_fresh_sizes_derived_from_task_yml(formats_run):
+    fresh = rungs(formats_run[2]["scaleadd/submission"])["fresh-shapes"]
+    assert fresh["status"] == "ok", fresh
+    tried = fresh["figures"]["shapes"]
+    # two sizes (the default), none of task.yml's, and its dropped seeds are no dimension
+    assert len(tried) == 2 and not {"size=1", "size=1000", "size=4097"} & set(tried)
+    assert all(label.startswith("size=") and "seed" not in label for label in tried)
+
+
+def test_a_kernelbench_pair_declares_no_shapes_so_fresh_shapes_is_skipped(formats_run):
+    fresh = rungs(formats_run[2]["scale_shift_relu_triton"])["fresh-shapes"]
+    assert fresh["status"] == "skipped"
+    assert fresh["message"] == "the kernelbench problem declares no shape list: no fresh shape to derive"

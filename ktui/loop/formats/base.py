@@ -18,6 +18,8 @@ from ktui.loop.outcome import shape_label
 from ktui.loop.outputs import flatten
 from ktui.protocol.job import Job
 
+FRESH_SHAPES = "FRESH_SHAPES"  # the reference's own fresh shapes, or False: see ``read_fresh_shapes``
+
 
 class Problem:
     format = ""
@@ -32,6 +34,10 @@ class Problem:
         self.tests: list[dict] = []
         self.benchmarks: list[dict] = []
         self.tolerances: dict | None = None
+        # Fresh shapes (rung ``fresh-shapes``): a problem without a shape list has none to derive;
+        # ``own_fresh_shapes`` is the reference's ``FRESH_SHAPES`` ([] turns the rung off), None: derived.
+        self.declares_shapes = True
+        self.own_fresh_shapes: list[dict] | None = None
         self.notes: list[str] = []  # what the adapter did, said in the pre-checks message
         self.figures: dict[str, Any] = {}
 
@@ -43,6 +49,21 @@ class Problem:
         missing = [n for n in names if not present(n)]
         if missing:
             raise RungFailure(f"{what} {self.reference_name} lacks {', '.join(missing)}")
+
+    def read_fresh_shapes(self) -> None:
+        """The reference's optional ``FRESH_SHAPES``: ``False`` or ``[]`` turns the rung off, a list
+        of shape dicts replaces the derived shapes; anything else fails pre-checks, saying so."""
+
+        rule = getattr(self.reference, FRESH_SHAPES, None)
+        if rule is None:
+            return
+        if rule is False:
+            self.own_fresh_shapes = []
+        elif isinstance(rule, (list, tuple)) and all(isinstance(s, dict) for s in rule):
+            self.own_fresh_shapes = list(rule)
+        else:
+            raise RungFailure(f"reference {self.reference_name}: {FRESH_SHAPES} must be False or a list of shape "
+                              f"dicts like TESTS, got {type(rule).__name__}")
 
     # -- what every format provides -------------------------------------------------------------
     def generate(self, shape: dict, seed: int) -> tuple:

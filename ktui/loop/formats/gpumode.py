@@ -48,6 +48,7 @@ class GpuModeProblem(Problem):
         self.require(("generate_input", "ref_kernel"), callables=True)
         self.tests = list(job.problem.get("tests", []))
         self.benchmarks = list(job.problem.get("benchmarks", []))
+        self.read_fresh_shapes()
         self._check = getattr(reference, "check_implementation", None)
         self._slots: dict[Position, str] | None = None  # output slot → how it was recognised
         if job.problem.get("dropped_seeds"):

@@ -32,6 +32,7 @@ class KernelBenchProblem(Problem):
         self.require(REQUIRED_IN_PROBLEM, what="KernelBench problem")
         self.tests = [{"trial": i} for i in range(1, TRIALS + 1)]
         self.benchmarks = [{}]
+        self.declares_shapes = False  # one size, get_inputs()'s: no shape to derive fresh ones from
         seed = next_seed()
         self.model_new = None  # ``ktui audit`` loads a problem with no candidate
         with self.scope():

@@ -1,6 +1,6 @@
 """ktui's own contract: ``references/<op>.py`` with ``generate_input(seed, **shape)``,
-``ref_kernel(*inputs)``, ``TESTS``, ``BENCHMARKS`` and optional ``TOLERANCES``; the candidate's
-``custom_kernel(*inputs)``."""
+``ref_kernel(*inputs)``, ``TESTS``, ``BENCHMARKS``, optional ``TOLERANCES`` and ``FRESH_SHAPES``;
+the candidate's ``custom_kernel(*inputs)``."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ class NativeProblem(Problem):
         self.tests = list(reference.TESTS)
         self.benchmarks = list(getattr(reference, "BENCHMARKS", []))
         self.tolerances = getattr(reference, "TOLERANCES", None)
+        self.read_fresh_shapes()
 
     def generate(self, shape: dict, seed: int) -> tuple:
         data = self.reference.generate_input(seed=seed, **shape)
