@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -73,3 +74,28 @@ def test_reading_commands_do_not_load_torch(ran, args):
     names, proc = imported(*args, cwd=root)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     assert heavy(names) == set()
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_parent_of_ktui_run_loads_no_torch_and_exits_with_its_verdict(tmp_path):
+    """The GPU tier's run, benchmark included: the worker holds torch and a CUDA context, the
+    parent neither, and the parent is gone within a second or two of its summary line."""
+    root = make_workspace(tmp_path / "ws", ["add_triton"])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
+    with open(tmp_path / "importtime.txt", "w") as stderr:
+        proc = subprocess.Popen([sys.executable, "-X", "importtime", "-m", "ktui", "run", "--bench-time", "0.5",
+                                 "kernels/add_triton.py"], cwd=root, env=env, stdout=subprocess.PIPE, stderr=stderr,
+                                text=True)
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("add_triton v1 "):
+                break
+        verdict_out = time.monotonic()
+        assert proc.wait(timeout=120) == 0, "".join(lines)
+        exit_after_s = time.monotonic() - verdict_out
+    assert "· gpu ·" in lines[0], lines[0]
+    names = {line.rsplit("|", 1)[1].strip() for line in (tmp_path / "importtime.txt").read_text().splitlines()
+             if line.startswith("import time:")}
+    assert "ktui.run.session" in names and heavy(names) == set()
+    assert exit_after_s < 2.0
