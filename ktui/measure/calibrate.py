@@ -135,7 +135,8 @@ class Reply:
 
 
 def read_reply(lines: Iterable[str], progress: Callable[[str], None]) -> Reply:
-    """Read the measuring process's lines (the protocol of ``ktui.loop.timing.calibrate.main``), telling its progress as it comes."""
+    """Read the measuring process's lines (``ktui.loop.timing.calibrate.main``'s protocol), telling
+    its progress as it comes."""
     reply = Reply()
     for line in lines:
         try:
