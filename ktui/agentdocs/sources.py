@@ -90,12 +90,21 @@ def add_source(name: str, context_dir: Path, url: str | None = None, timeout: fl
 
 
 def _add_triton(dest: Path, url: str | None, timeout: float | None) -> Added:
-    import triton
+    """Found, not imported: importing Triton would load torch into this (the parent) process."""
+    import importlib.metadata
+    import importlib.util
 
-    package = Path(triton.__file__).parent
+    spec = importlib.util.find_spec("triton")
+    if spec is None or spec.origin is None:
+        raise ContextError("Triton is not installed (pip install triton)")
+    package = Path(spec.origin).parent
+    try:
+        version = importlib.metadata.version("triton")
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown"
     files, size = copy_text_tree(package, dest / "triton", PACKAGE_SUFFIXES)
-    return Added("triton", dest, files, size, triton.__version__,
-                 f"installed Python package triton {triton.__version__} ({package})",
+    return Added("triton", dest, files, size, version,
+                 f"installed Python package triton {version} ({package})",
                  ["the Triton wheel ships no tutorials: `ktui context add triton-tutorials` fetches them"])
 
 

@@ -1,6 +1,6 @@
 """``ktui calibrate``: measure this GPU's copy bandwidth and matmul rates, the roofline's ceilings.
 
-The measuring runs in a child process (``python -m ktui.measure.calibrate``); this one saves and shows it.
+The measuring runs in a child process (``python -m ktui.loop.timing.calibrate``); this one saves and shows it.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 def _measure_in_child(time_s: float, progress: Callable[[str], None]) -> tuple[dict | None, str]:
     """Run the measurement in a process of its own (torch, Triton and the GPU stay out of this one):
     (the calibration's fields, "") or (None, why not)."""
-    argv = [sys.executable, "-m", "ktui.measure.calibrate", "--time", str(time_s)]
+    argv = [sys.executable, "-m", "ktui.loop.timing.calibrate", "--time", str(time_s)]
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, errors="replace", env=child_env(), start_new_session=True)
     stderr: list[str] = []

@@ -1,6 +1,8 @@
 """``ktui``: arguments in, calls out. Each command is a module of ``ktui.cli`` with
 ``add_parser(subparsers)``, which adds its subparser and sets ``handler`` (the function that runs
-it, returning the exit status); ``COMMANDS`` names them, in the order ``ktui --help`` lists them.
+it, returning the exit status); ``COMMANDS`` names them with their one-line summaries, in the order
+``ktui --help`` lists them. Only the module of the command that runs is imported: ``ktui --help``
+and ``ktui history`` do not pay for what ``ktui watch`` or ``ktui calibrate`` import.
 
 Exit codes (``ktui.cli.exits``): 0 every rung that ran passed; 1 a rung failed (or a run crashed /
 timed out); 2 ktui could not run (bad path, no reference, bad arguments); 3 a kernel is suspicious.
@@ -12,23 +14,48 @@ import argparse
 import os
 import sys
 from importlib import import_module
+from typing import Iterable
 
 from ktui.cli.exits import EXIT_FAILED
 
-COMMANDS = ("run", "calibrate", "watch", "init", "context", "history", "diff", "pin", "profile", "sanitize", "mcp", "audit",
-            "remote")
+# name -> the summary ``ktui --help`` shows: the same text as the command module's own ``help=``
+# (tests/cli/test_main.py holds them equal), here so that listing them imports no module.
+COMMANDS = {
+    "run": "run the loop once on kernel files or folders",
+    "calibrate": "measure this GPU's copy bandwidth and matmul rates for the roofline",
+    "watch": "watch a workspace and re-run the loop on every save (the dashboard)",
+    "init": "create a workspace: kernels/, references/, context/, AGENTS.md",
+    "context": "material for agents in context/: add sources, search them",
+    "history": "list the stored versions of a kernel",
+    "diff": "SASS diff of a kernel's version against an earlier one",
+    "pin": "pin a version of a kernel as its diff baseline",
+    "profile": "profile a kernel on one benchmark shape with Nsight Compute (GPU)",
+    "sanitize": "run a kernel's first test shape under compute-sanitizer (GPU)",
+    "mcp": "serve the loop to coding agents over MCP (stdio); needs the [mcp] extra",
+    "audit": "test a problem's tests: trivial mutant kernels and the reference itself → strong or weak",
+    "remote": "remote GPU hosts reached over ssh",
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(loaded: Iterable[str] = COMMANDS) -> argparse.ArgumentParser:
+    """Every command listed with its summary; the arguments and handler of those in ``loaded``
+    only, each from its module (the others stay bare entries: their modules are not imported)."""
     parser = argparse.ArgumentParser(prog="ktui", description="Verify, time and inspect GPU kernels.")
     sub = parser.add_subparsers(dest="command", required=True)
-    for command in COMMANDS:
-        import_module(f"ktui.cli.{command}").add_parser(sub)
+    loaded = set(loaded)
+    for command, summary in COMMANDS.items():
+        if command in loaded:
+            import_module(f"ktui.cli.{command}").add_parser(sub)
+        else:
+            sub.add_parser(command, help=summary)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    # ktui's own options are only -h/--help: the first other word is the command, if any.
+    command = next((word for word in argv if not word.startswith("-")), None)
+    args = build_parser([command] if command in COMMANDS else []).parse_args(argv)
     try:
         return args.handler(args)
     except KeyboardInterrupt:

@@ -35,7 +35,7 @@ from ktui.inspect.external import (
     require_loaded,
 )
 from ktui.inspect.hosts import LocalHost, ToolHost
-from ktui.loop.target import NVTX_RANGE
+from ktui.protocol.processes import NVTX_RANGE
 
 NCU_PATTERNS = (
     "/usr/local/cuda-*/bin/ncu",

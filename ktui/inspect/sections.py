@@ -6,8 +6,8 @@ records clock counters at each scope boundary, and turns the tree Proton writes 
 JSON) into named sections with their cycles and share. Outside a profile the scopes cost nothing:
 Proton only lowers them while its instrumentation hook is active.
 
-What the installed Triton offers decides what this can do, and ``proton_support`` says so
-plainly. Triton 3.5+ (3.6 on our H200, 3.9 here) instruments Gluon kernels by default and Triton
+What the installed Triton offers decides what this can do, and ``proton_support``
+(``ktui.loop.dsl.proton``, asked in the target process) says so plainly. Triton 3.5+ (3.6 on our H200, 3.9 here) instruments Gluon kernels by default and Triton
 kernels only after ``proton.language.enable_semantic("triton")``, with the upstream warning that
 Triton's own rewrites (pipelining, reordering) can blur scope boundaries: treat the shares as a
 guide to where time goes, not as exact costs. Scopes inside loops are not supported upstream.
@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from ktui.inspect.ncu import shape_text
-from ktui.loop.dsl.proton import proton_support  # noqa: F401  (what the installed Triton offers)
 from ktui.protocol.files import write_atomic
 
 SUMMARY_FILE = "sections.json"

@@ -8,7 +8,6 @@ the deepest traceback frame that lies in one of the user's files.
 
 from __future__ import annotations
 
-import linecache
 import re
 import traceback
 from pathlib import Path
@@ -16,8 +15,8 @@ from typing import Iterable
 
 from ktui.loop.dsl import cutedsl
 from ktui.protocol.events import ErrorInfo, SourceLocation
+from ktui.protocol.sourcelines import location, syntax_error_info
 
-CONTEXT_LINES = 3
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -37,31 +36,6 @@ class RungSkipped(Exception):
     """The rung cannot run in this tier or after an earlier failure; the message says why."""
 
 
-def excerpt(file: str, line: int, col: int | None = None, context: int = CONTEXT_LINES) -> tuple[str, int]:
-    """Numbered source lines around ``line`` (and a caret under ``col``), plus the first line number."""
-    lines = linecache.getlines(file)
-    if not lines:
-        try:
-            lines = Path(file).read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)
-        except OSError:
-            return "", line
-    first = max(1, line - context)
-    last = min(len(lines), line + context)
-    width = len(str(last))
-    out = []
-    for n in range(first, last + 1):
-        marker = ">" if n == line else " "
-        out.append(f"{marker}{n:>{width}} | {lines[n - 1].rstrip()}")
-        if n == line and col is not None and col > 0:
-            out.append(" " * (width + 4) + " " * (col - 1) + "^")
-    return "\n".join(out), first
-
-
-def location(file: str, line: int, col: int | None = None) -> SourceLocation:
-    text, first = excerpt(file, line, col)
-    return SourceLocation(file=file, line=line, col=col, excerpt=text, first_line=first)
-
-
 def error_info(exc: BaseException, user_files: Iterable[str] = (), jit_functions: Iterable = ()) -> ErrorInfo:
     """Describe ``exc`` for the user: type, one-paragraph message, traceback, user location.
 
@@ -69,17 +43,15 @@ def error_info(exc: BaseException, user_files: Iterable[str] = (), jit_functions
     compilation error (whose AST node is relative to one kernel's source) in the file.
     """
     user = {str(Path(f).resolve()) for f in user_files}
-    loc = None
+    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     if isinstance(exc, SyntaxError) and exc.filename and exc.lineno:
-        loc = location(exc.filename, exc.lineno, exc.offset)
-        message = f"{exc.msg} ({Path(exc.filename).name}:{exc.lineno}:{exc.offset or 0})"
-    elif (cute := _cute_compile_error(exc, user)) is not None:
+        return syntax_error_info(exc, tb)
+    if (cute := _cute_compile_error(exc, user)) is not None:
         loc = location(cute["file"], cute["line"], cute.get("col"))
         message = _ANSI.sub("", cute["message"])
     else:
         message = _short_message(exc)
         loc = _triton_location(exc, list(jit_functions)) or _deepest_user_frame(exc, user)
-    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     return ErrorInfo(type=type(exc).__name__, message=message, traceback=tb, location=loc)
 
 

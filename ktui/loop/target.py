@@ -24,7 +24,8 @@ import sys
 import traceback
 from pathlib import Path
 
-NVTX_RANGE = "ktui_custom_kernel"
+from ktui.protocol.processes import NVTX_RANGE
+
 MODES = ("check", "ncu", "sanitize", "sections")
 
 

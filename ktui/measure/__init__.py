@@ -1,3 +1,4 @@
-"""Figures from the device and NVIDIA's tools, with no user code: statistics, timing, clocks,
-rooflines, the device table, calibration, SASS resource usage.
+"""Figures with no user code and no torch, shared by every process: statistics, rooflines, the
+device table, the calibration's file and report, SASS resource usage, NVIDIA's tools. What needs
+torch to measure (the sampler, the clocks, the calibration's measuring) is ``ktui.loop.timing``.
 """

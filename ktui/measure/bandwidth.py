@@ -3,8 +3,8 @@
 HBM sustains more when reads outnumber writes, so a 1:1 copy is not the ceiling of every honest
 memory-bound kernel (on an H200 a Triton add, 2 reads and 1 write, read 104% of the best copy).
 ``ktui calibrate`` therefore times a few access patterns with ktui's own Triton kernels
-(``ktui.measure.streamkernels``), each over buffers far larger than the L2 and each counting the
-bytes it really moves, plus torch's ``copy_``. Every pattern's figure is kept in the
+(``ktui.loop.timing.bandwidth``: the measuring, in the calibration's process), each over buffers
+far larger than the L2 and each counting the bytes it really moves, plus torch's ``copy_``. Every pattern's figure is kept in the
 calibration's details, labelled; the calibration's one bandwidth figure is the best of them, and
 a benchmark is held to the pattern that matches its own mix of reads and writes (``mixes``, and
 ``ktui.measure.roofline.Ceiling.for_reads``), so a 1:1 kernel is compared with a 1:1 copy.
@@ -17,10 +17,9 @@ its best kernel, its bytes and timing, every config's GB/s, any errors), and for
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ktui.measure.roofline import Mix
 
@@ -39,99 +38,7 @@ PATTERNS = {p.name: p for p in (Pattern("copy", "1:1 copy", 1, 1), Pattern("add"
                                 Pattern("sum", "read-only sum", 1, 0))}
 
 
-def _short(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
-
-
-def measure(size: int, timed: Callable, details: dict[str, Any], progress: Callable[[str], None]) -> float:
-    """GB/s of the best pattern over buffers of ``size`` bytes (a whole number of every block),
-    filling ``details``; each kernel's result is checked before it is timed."""
-    import torch
-
-    patterns = _measure_patterns(size, timed, progress)  # its buffers are freed when it returns
-    torch.cuda.empty_cache()
-    return _record(size, patterns, details)
-
-
-def _measure_patterns(size: int, timed: Callable, progress: Callable[[str], None], device: str = "cuda",
-                      sms: int | None = None) -> dict[str, dict[str, Any]]:
-    """Every pattern's record over buffers on ``device`` (the CPU under Triton's interpreter in tests)."""
-    import torch
-
-    from ktui.measure import streamkernels as sk
-
-    if sms is None:
-        sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
-    n = size // sk.ELEMENT_BYTES
-    gen = torch.Generator(device=device).manual_seed(0)
-    # Small integers: random data (nothing a memory system could compress), exact fp32 sums.
-    a = torch.randint(0, 4, (n,), generator=gen, device=device, dtype=torch.float32)
-    b = torch.randint(0, 4, (n,), generator=gen, device=device, dtype=torch.float32)
-    c = torch.empty_like(a)
-    want_sum = float(torch.sum(a, dtype=torch.float64))
-
-    def launch(name: str, config: Any) -> tuple[Any, Callable[[], bool]]:
-        c.fill_(math.nan)  # a kernel that skips an element cannot pass the check
-        if name == "copy":
-            return sk.copy(a, c, config, sms), lambda: torch.equal(c, a)
-        if name == "add":
-            return sk.add(a, b, c, config, sms), lambda: torch.equal(c, a + b)
-        stream, partials = sk.total(a, config, sms)
-        return stream, lambda: abs(float(torch.sum(partials, dtype=torch.float64)) - want_sum) <= 1e-6 * want_sum
-
-    def torch_copy() -> tuple[Any, Callable[[], bool]]:
-        c.fill_(math.nan)
-
-        def run() -> None:
-            c.copy_(a)
-
-        return sk.Stream(run, a.numel() * a.element_size(), c.numel() * c.element_size()), lambda: torch.equal(c, a)
-
-    patterns: dict[str, dict[str, Any]] = {}
-    for name, pattern in PATTERNS.items():
-        progress(f"bandwidth {pattern.title}: {pattern.reads} read{'s' if pattern.reads > 1 else ''} + "
-                 f"{pattern.writes} write{'s' if pattern.writes != 1 else ''} of {size / 2**30:.2f} GiB buffers")
-        candidates = [(config.label, functools.partial(launch, name, config)) for config in sk.CONFIGS[name]]
-        if name == "copy":
-            candidates.append((TORCH_COPY, torch_copy))
-        patterns[name] = _best_of(pattern, candidates, timed)
-    return patterns
-
-
-def _best_of(pattern: Pattern, candidates: list, timed: Callable) -> dict[str, Any]:
-    """One pattern's record: each candidate checked, then timed; the fastest one's figures."""
-    import torch
-
-    each: dict[str, float] = {}
-    errors: dict[str, str] = {}
-    best: dict[str, Any] = {}
-    for label, make in candidates:
-        try:
-            stream, right = make()
-            stream.run()
-            if torch.cuda.is_available():
-                torch.cuda.synchronize()
-            if not right():
-                raise RuntimeError("computed wrong values")
-            seconds, info = timed(stream.run)
-        except Exception as exc:  # the other configs and patterns still give a ceiling
-            errors[label] = _short(exc)
-            continue
-        each[label] = stream.counted_bytes / seconds / 1e9
-        if each[label] == max(each.values()):
-            best = {"kernel": label, "bytes_read": stream.bytes_read, "bytes_written": stream.bytes_written,
-                    "counted_bytes": stream.counted_bytes, **info}
-    record: dict[str, Any] = {"title": pattern.title, "reads": pattern.reads, "writes": pattern.writes}
-    if each:
-        record.update(gbs=max(each.values()), **best, each_gbs=each)
-    else:
-        record["error"] = "; ".join(f"{k}: {v}" for k, v in errors.items())
-    if errors:
-        record["errors"] = errors
-    return record
-
-
-def _record(size: int, patterns: dict[str, dict[str, Any]], details: dict[str, Any]) -> float:
+def record(size: int, patterns: dict[str, dict[str, Any]], details: dict[str, Any]) -> float:
     """Put the figures into ``details`` (new keys and the copy's old ones); the ceiling, or NaN."""
     details["bandwidth_patterns"] = patterns
     copy = patterns.get("copy", {})

@@ -17,7 +17,7 @@ calibration saved before it has none, and the roofline says so in its figures.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Any
 
 from ktui.measure.roofline import MODEL_MAX, MODEL_SUM, LaunchFloor
 
@@ -83,51 +83,14 @@ def describe(entry: dict[str, Any] | None) -> list[str]:
              + f" (RMS log error: max {error.get(MODEL_MAX, math.nan):.1%}, sum {error.get(MODEL_SUM, math.nan):.1%};"
              f" copies at {entry.get('gbs', 0):.0f} GB/s)"]
     for row in entry.get("copies", []):
-        lines.append(f"      {_size(row['bytes']):>9} moved  {row['measured_us']:9.2f} µs measured  "
+        lines.append(f"      {size_text(row['bytes']):>9} moved  {row['measured_us']:9.2f} µs measured  "
                      f"max {row.get('max_us', 0):9.2f} ({row.get('max_residual', 0):+.1%})  "
                      f"sum {row.get('sum_us', 0):9.2f} ({row.get('sum_residual', 0):+.1%})")
     return lines
 
 
-def _size(n: float) -> str:
+def size_text(n: float) -> str:
     for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if n >= scale:
             return f"{n / scale:.3g} {unit}"
     return f"{n:.0f} B"
-
-
-# -- measuring (GPU) ---------------------------------------------------------------------------
-def measure(gbs: float, clocks: Any, time_s: float, progress: Callable[[str], None]) -> dict[str, Any]:
-    """Time the empty kernel, the tiny copy and the copies of ``COPY_SIZES`` with the benchmark's
-    own timer (read flush before every sample); the ``record`` of them against ``gbs``."""
-    import torch
-
-    from ktui.measure import floorkernels, streamkernels
-    from ktui.measure.stats import StoppingRule, summarize
-    from ktui.measure.timing import Flush, Sampler
-
-    sampler = Sampler(Flush("read"), clocks)
-    rule = StoppingRule(rse_target=0.005, min_samples=20, time_cap_s=time_s)
-    sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
-    config = streamkernels.CONFIGS["copy"][0]
-
-    def median_us(fn: Callable[[], Any]) -> float:
-        m = sampler.measure([lambda i: fn()], rule, warmup_s=0.2)
-        return summarize(m.calls[0].samples_ms).median * 1e3
-
-    progress("launch floor: an empty kernel")
-    empty_us = median_us(floorkernels.empty())
-    copies = []
-    for size in COPY_SIZES:
-        progress(f"launch floor: a copy of {_size(size)}")
-        src = torch.randint(0, 4, (size // streamkernels.ELEMENT_BYTES,), device="cuda", dtype=torch.int32)
-        dst = torch.empty_like(src)
-        stream = streamkernels.copy(src, dst, config, sms)
-        stream.run()
-        torch.cuda.synchronize()
-        if not torch.equal(src, dst):
-            raise RuntimeError(f"the copy of {_size(size)} computed wrong values")
-        copies.append({"bytes": stream.counted_bytes, "measured_us": median_us(stream.run)})
-        del src, dst, stream  # the launch holds views of the buffers: free them before the next size
-        torch.cuda.empty_cache()
-    return record(empty_us, copies[0]["measured_us"], copies, gbs)

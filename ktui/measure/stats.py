@@ -1,7 +1,7 @@
 """The statistics of kernel timing: summaries, when to stop sampling, ratios with confidence.
 
 Pure functions of lists of numbers, so every rule the benchmark follows can be checked on a CPU
-with synthetic samples. The GPU side (``ktui.measure.timing``) only collects the samples.
+with synthetic samples. The GPU side (``ktui.loop.timing.sampler``) only collects the samples.
 
 - The headline figure is the **median**: GPU timings have a hard floor and a long right tail
   (a preempted launch, a clock dip), so the mean chases outliers and the median does not.
@@ -51,7 +51,7 @@ def normal_quantile(p: float) -> float:
     return (lo + hi) / 2
 
 
-def _z(confidence: float) -> float:
+def z_for(confidence: float) -> float:
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     return Z95 if confidence == 0.95 else normal_quantile(0.5 + confidence / 2)
@@ -208,82 +208,10 @@ class Interval:
         """The standard error of log(ratio) this interval implies (normal approximation)."""
         if self.low <= 0 or self.high <= 0:
             return math.inf
-        return (math.log(self.high) - math.log(self.low)) / (2 * _z(self.confidence))
+        return (math.log(self.high) - math.log(self.low)) / (2 * z_for(self.confidence))
 
     def as_list(self) -> list[float]:
         return [self.low, self.high]
-
-
-def ratio_of_medians(
-    numerators: Sequence[float],
-    denominators: Sequence[float],
-    confidence: float = 0.95,
-    resamples: int = 1000,
-    seed: int = 0,
-    paired: bool = True,
-) -> Interval:
-    """``median(numerators) / median(denominators)`` with a percentile-bootstrap interval.
-
-    Paired: sample i of both lists was measured in the same interleaved round, so rounds are
-    resampled as units and a drift that slowed both (a clock change) cancels in the ratio
-    instead of widening it. The resampling is seeded, so the interval is a deterministic
-    function of the samples. Runs on torch's CPU tensors: a few hundred ms at 20 000 pairs.
-    """
-    import torch
-
-    num = torch.tensor([float(v) for v in numerators], dtype=torch.float64)
-    den = torch.tensor([float(v) for v in denominators], dtype=torch.float64)
-    if num.numel() == 0 or den.numel() == 0:
-        raise ValueError("a ratio of medians needs samples on both sides")
-    if paired and num.numel() != den.numel():
-        raise ValueError(f"paired samples need equal counts, got {num.numel()} and {den.numel()}")
-    if resamples < 100:
-        raise ValueError(f"at least 100 bootstrap resamples, got {resamples}")
-    _z(confidence)
-    if _median(den) <= 0:
-        raise ValueError("the denominator's median is 0: the timings are below the timer's resolution")
-    point = _median(num) / _median(den)
-    gen = torch.Generator().manual_seed(seed)
-    ratios = []
-    rows_per_chunk = max(1, 2_000_000 // max(num.numel(), den.numel()))
-    for start in range(0, resamples, rows_per_chunk):
-        rows = min(rows_per_chunk, resamples - start)
-        counts_num = _resample_counts(num.numel(), rows, gen)
-        counts_den = counts_num if paired else _resample_counts(den.numel(), rows, gen)
-        ratios.append(_weighted_medians(num, counts_num) / _weighted_medians(den, counts_den))
-    dist = torch.cat(ratios)
-    alpha = (1 - confidence) / 2
-    low, high = torch.quantile(dist, torch.tensor([alpha, 1 - alpha], dtype=torch.float64)).tolist()
-    return Interval(point=float(point), low=min(low, point), high=max(high, point), confidence=confidence)
-
-
-def _median(t) -> float:
-    values = t.sort().values
-    n = values.numel()
-    return float((values[(n - 1) // 2] + values[n // 2]) / 2)
-
-
-def _resample_counts(n: int, rows: int, gen):
-    """How often each sample appears in each of ``rows`` resamples of size n (with replacement)."""
-    import torch
-
-    idx = torch.randint(0, n, (rows, n), generator=gen)
-    return torch.zeros(rows, n, dtype=torch.int32).scatter_add_(1, idx, torch.ones(rows, n, dtype=torch.int32))
-
-
-def _weighted_medians(values, counts):
-    """Median of each resample, read off the sorted originals by cumulative count: O(n) per
-    resample instead of a sort."""
-    import torch
-
-    n = values.numel()
-    order = values.argsort()
-    ordered = values[order]
-    cum = counts[:, order].cumsum(1, dtype=torch.int32)
-    rows = counts.shape[0]
-    lower = torch.searchsorted(cum, torch.full((rows, 1), (n + 1) // 2, dtype=torch.int32)).squeeze(1)
-    upper = torch.searchsorted(cum, torch.full((rows, 1), n // 2 + 1, dtype=torch.int32)).squeeze(1)
-    return (ordered[lower] + ordered[upper]) / 2
 
 
 def ratio_from_medians(old: float, old_rse: float, new: float, new_rse: float, confidence: float = 0.95) -> Interval:
@@ -291,7 +219,7 @@ def ratio_from_medians(old: float, old_rse: float, new: float, new_rse: float, c
     relative standard errors, ``se(log ratio) = sqrt(rse_old² + rse_new²)``."""
     if old <= 0 or new <= 0:
         raise ValueError(f"medians must be positive, got {old} and {new}")
-    z = _z(confidence)
+    z = z_for(confidence)
     se = math.sqrt(old_rse**2 + new_rse**2)
     point = old / new
     return Interval(point=point, low=point * math.exp(-z * se), high=point * math.exp(z * se), confidence=confidence)
@@ -313,7 +241,7 @@ def geometric_mean_interval(intervals: Sequence[Interval]) -> Interval:
     k = len(intervals)
     centre = math.fsum(math.log(i.point) for i in intervals) / k
     se = math.sqrt(math.fsum(i.log_se**2 for i in intervals)) / k
-    z = _z(confidence)
+    z = z_for(confidence)
     return Interval(math.exp(centre), math.exp(centre - z * se), math.exp(centre + z * se), confidence)
 
 

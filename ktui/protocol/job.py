@@ -36,7 +36,7 @@ def rung_family(rung: str) -> str:
 
 @dataclass(frozen=True)
 class BenchSettings:
-    """How the benchmark rung times (see ``ktui.measure.timing`` and ``ktui.measure.stats``)."""
+    """How the benchmark rung times (see ``ktui.loop.timing.sampler`` and ``ktui.measure.stats``)."""
 
     hot_cache: bool = False  # no L2 flush, one input set: time the kernel with its data in cache
     cuda_graph: bool = False  # also time CUDA-graph replays (no launch overhead), as extra figures

@@ -30,8 +30,9 @@ def child_env(extra: dict | None = None) -> dict:
     return env
 
 
-def end_tree(proc: subprocess.Popen, grace_s: float = 0.0) -> None:
-    """End ``proc`` and everything it started (from any thread); returns once ``proc`` is reaped."""
+def end_tree(proc: subprocess.Popen, grace_s: float = 0.0, reap: bool = True) -> None:
+    """End ``proc`` and everything it started (from any thread); returns once ``proc`` is reaped,
+    or, with ``reap=False``, once every process of the tree has been sent SIGKILL."""
     if proc.poll() is None:
         tree = descendants(proc.pid)
         groups = _groups(proc.pid, tree)
@@ -49,6 +50,8 @@ def end_tree(proc: subprocess.Popen, grace_s: float = 0.0) -> None:
         if proc.poll() is None:
             proc.kill()
         kill_all(tree)
+    if not reap:
+        return
     try:
         proc.wait(timeout=REAP_TIMEOUT_S)
     except subprocess.TimeoutExpired:  # pragma: no cover - a zombie we cannot reap

@@ -178,13 +178,13 @@ class WorkerProcess:
         _kill_orphans(self.token)
 
     def close(self) -> None:
-        if self.proc.poll() is None and self.proc.stdin is not None:
-            try:
-                self.proc.stdin.close()
-                self.proc.wait(timeout=5)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
-        self.kill()
+        """End the worker for good, at once: it is idle (its last job's events are read) and what
+        it would do on its way out (torch's and Triton's exit hooks, the GPU context's release)
+        concerns no one, yet waiting for it kept ``ktui run`` seconds past its verdicts. Its tree
+        is killed now and reaped on a thread, which an exiting ``ktui`` does not wait for."""
+        end_tree(self.proc, reap=False)
+        _kill_orphans(self.token)
+        threading.Thread(target=self.proc.wait, name="ktui-reap-worker", daemon=True).start()
 
 
 def _tree_env(token: str) -> dict[str, str]:

@@ -13,8 +13,18 @@ from typing import Callable, Iterable, Iterator
 
 from ktui.history.reports import ReportWriter
 from ktui.history.store import Store
-from ktui.protocol.events import ERROR, FAILED, Event, RunFinished, RungFinished, RunStarted, first_failure
+from ktui.protocol.events import (
+    ERROR,
+    FAILED,
+    ErrorInfo,
+    Event,
+    RunFinished,
+    RungFinished,
+    RunStarted,
+    first_failure,
+)
 from ktui.protocol.job import Job, Options
+from ktui.protocol.sourcelines import syntax_error, syntax_error_info
 from ktui.protocol.statedir import run_dir
 from ktui.run.audit import weak_test
 from ktui.run.compare import VersionComparer
@@ -65,7 +75,13 @@ class Session:
     def events(self, job: Job, runner: Runner | None = None) -> Iterator[Event]:
         """The run's events, labelled against the history and already handed to every consumer;
         ``runner``: where it runs when not the session's own (one GPU of several)."""
-        stream = (runner or self.runner).run(job) if job.reference_path else self._unrunnable(job)
+        runner = runner or self.runner
+        if not job.reference_path:
+            stream = self._unrunnable(job)
+        elif (error := self._syntax_error(job, runner)) is not None:
+            stream = self._not_python(job, error)
+        else:
+            stream = runner.run(job)
         try:
             for event in stream:
                 event = self.compare(event)
@@ -102,6 +118,35 @@ class Session:
         yield RungFinished(job.run_id, rung="pre-checks", status=FAILED, message=job.reference_error)
         yield RunFinished(job.run_id, verdict=ERROR, message=job.reference_error,
                           summary={"first_failure": first_failure("pre-checks", FAILED, job.reference_error)})
+
+    @staticmethod
+    def _syntax_error(job: Job, runner: Runner) -> ErrorInfo | None:
+        """The kernel's or the reference's syntax error, found by compiling their text here (no user
+        code runs) when the worker runs this same Python: reported without waiting for a worker.
+        A worker elsewhere (``--remote``, Ray) may run another Python, whose grammar decides there."""
+        if not isinstance(runner, LocalRunner):
+            return None
+        files = [(job.source, job.kernel_path)]
+        try:
+            files.append((Path(job.reference_path).read_text(encoding="utf-8", errors="replace"), job.reference_path))
+        except OSError:
+            pass  # the worker says why it cannot read it
+        for source, path in files:
+            exc = syntax_error(source, path)
+            if exc is not None:
+                return syntax_error_info(exc)
+        return None
+
+    def _not_python(self, job: Job, error: ErrorInfo) -> Iterator[Event]:
+        """A file that does not compile fails the pre-checks as the worker would fail them, at its line."""
+        message = f"{error.type}: {error.message}"
+        yield RunStarted(
+            job.run_id, kernel=job.kernel_id, path=job.kernel_path, version=job.version, content_hash=job.content_hash,
+            reference=job.reference_path, reference_hash=job.reference_hash, tier="-", device="-", arch="-",
+            run_dir=job.run_dir,
+        )
+        yield RungFinished(job.run_id, rung="pre-checks", status=FAILED, message=message, error=error)
+        yield RunFinished(job.run_id, verdict=FAILED, summary={"first_failure": first_failure("pre-checks", FAILED, message)})
 
     def close(self) -> None:
         self.runner.close()

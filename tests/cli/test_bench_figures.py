@@ -10,9 +10,9 @@ from ktui.cli.options import bench_settings
 from ktui.loop.errors import RungFailure
 from ktui.loop.ladder import summarize
 from ktui.loop.rungs.bench import message, roofline_done, timing_figures
-from ktui.measure.clocks import ClockLog, ClockReading, parse_smi_line, reason_names
+from ktui.loop.timing.clocks import ClockLog, ClockReading, parse_smi_line, reason_names
+from ktui.loop.timing.sampler import CallTiming, Measurement
 from ktui.measure.roofline import Ceiling, evaluate
-from ktui.measure.timing import CallTiming, Measurement
 from ktui.protocol.events import RungFinished
 from ktui.protocol.job import BenchSettings, Job, Options
 from ktui.run.render import rung_line, summary_line

@@ -5,6 +5,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -123,6 +124,17 @@ def test_exit_codes_separate_failure_from_could_not_run(tmp_path, args, code, wo
     assert words in proc.stdout + proc.stderr
 
 
+def test_a_syntax_error_is_printed_at_its_line_by_the_parent_alone(tmp_path):
+    root = make_workspace(tmp_path / "ws", fixtures=["syntax_error"])
+    proc = ktui("run", "kernels/syntax_error.py", cwd=root)
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].endswith("· not run")  # no worker started, so none said where it ran
+    assert lines[1].startswith("[pre-checks] failed — SyntaxError: ") and "(syntax_error.py:11:" in lines[1]
+    assert "    at kernels/syntax_error.py:11:" in proc.stdout and ">11 |" in proc.stdout
+    assert lines[-1].startswith("syntax_error v1 failed · pre-checks: SyntaxError")
+
+
 def ktui_into_a_closed_pipe(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
     """The CLI writing into a pipe whose reader is already gone, as under ``| head -1``."""
     read, write = os.pipe()
@@ -161,3 +173,22 @@ def test_a_piped_run_whose_reader_closed_early_exits_quietly_and_stops_its_worke
     assert "Traceback" not in proc.stderr and "BrokenPipeError" not in proc.stderr, proc.stderr
     assert proc.returncode == 1
     assert processes_with(marker) == []
+
+
+def test_a_run_exits_once_its_verdict_is_out_without_waiting_for_the_worker_to_wind_down(tmp_path):
+    root = make_workspace(tmp_path / "ws", kernels=["add_triton"])
+    source = (root / "kernels" / "add_triton.py").read_text()
+    (root / "kernels" / "add_slow_exit.py").write_text(
+        source + "\n\nimport atexit, time\natexit.register(time.sleep, 60)  # a worker that takes a minute to exit\n")
+    marker = uuid.uuid4().hex
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    proc = subprocess.Popen([sys.executable, "-m", "ktui", "run", "--no-bench", "kernels/add_slow_exit.py"], cwd=root,
+                            stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": path, "KTUI_EXIT_TEST": marker})
+    summary = next(line for line in proc.stdout if line.startswith("add_slow_exit v1 "))
+    verdict_out = time.monotonic()
+    assert proc.wait(timeout=60) == 0, summary
+    assert time.monotonic() - verdict_out < 3.0  # it waited 5 s for the worker, then killed it
+    deadline = time.monotonic() + 2.0  # the kill is sent before ktui exits; the kernel finishes it
+    while processes_with(f"KTUI_EXIT_TEST={marker}") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert processes_with(f"KTUI_EXIT_TEST={marker}") == []

@@ -14,7 +14,8 @@ from conftest import ktui, make_workspace, parse_events
 from ktui.inspect.external import ToolFailed, child_env, prepare, run_tool
 from ktui.inspect.profile import PERMISSION_HELP, ProfileOptions, explain_ncu_failure, ncu_command, run_ncu
 from ktui.inspect.sanitize import parse_output
-from ktui.inspect.sections import proton_support, sections_from_tree
+from ktui.inspect.sections import sections_from_tree
+from ktui.loop.dsl.proton import proton_support
 
 SYSTEM_NCU = [Path("/usr/local/cuda/bin/ncu"), *Path("/opt/nvidia").glob("nsight-compute/*/ncu")]
 SYSTEM_SANITIZER = [Path("/usr/local/cuda/bin/compute-sanitizer")]

@@ -144,7 +144,7 @@ def test_calibrate_measures_copy_bandwidth_and_bf16_and_the_benchmark_uses_them(
 
 # -- the timer itself, in this process ------------------------------------------------------------
 def sampler(mode="read"):
-    from ktui.measure.timing import Flush, Sampler
+    from ktui.loop.timing.sampler import Flush, Sampler
 
     return Sampler(Flush(mode))
 

@@ -53,7 +53,7 @@ def test_syntax_error_points_at_file_line_and_column(stream):
     loc = pre["error"]["location"]
     assert loc["file"].endswith("syntax_error.py") and loc["line"] == 11
     assert "^" in loc["excerpt"]
-    assert rungs(stream[1]["syntax_error"])["compile"]["status"] == "skipped"
+    assert list(rungs(stream[1]["syntax_error"])) == ["pre-checks"]  # found before any worker: no ladder
 
 
 def test_missing_custom_kernel_says_so(stream):

@@ -129,7 +129,7 @@ def measured_patterns() -> dict:
 
 def test_the_ceiling_figure_names_the_access_pattern_that_set_it(tmp_path):
     details = {}
-    best = bandwidth._record(1 << 30, measured_patterns(), details)
+    best = bandwidth.record(1 << 30, measured_patterns(), details)
     assert best == 4393.0 and details["bandwidth"]["pattern"] == "add"
     calibrate.save(tmp_path, Calibration(
         device="NVIDIA H200", driver="580.159.04", driver_source="nvml", date="2026-12-01T10:00:00+00:00",
@@ -142,7 +142,7 @@ def test_the_ceiling_figure_names_the_access_pattern_that_set_it(tmp_path):
 
 def test_describe_lists_every_pattern_labelled_and_marks_the_ceiling():
     details = {}
-    best = bandwidth._record(1 << 30, measured_patterns(), details)
+    best = bandwidth.record(1 << 30, measured_patterns(), details)
     lines = calibrate.describe(Calibration(device="NVIDIA H200", driver="580.159.04", driver_source="nvml",
                                            date="2026-12-01T10:00:00+00:00", torch="2.11.0", bandwidth_gbs=best,
                                            details=details))
@@ -167,7 +167,7 @@ def all_patterns() -> dict:
 
 def saved_ceiling(tmp_path, patterns):
     details = {}
-    best = bandwidth._record(1 << 30, patterns, details)
+    best = bandwidth.record(1 << 30, patterns, details)
     calibrate.save(tmp_path, Calibration(
         device="NVIDIA H200", driver="580.159.04", driver_source="nvml", date="2026-12-01T10:00:00+00:00",
         torch="2.11.0", bandwidth_gbs=best, tflops={"bf16": 740.0}, details=details))

@@ -1,6 +1,6 @@
 """Rung 5, ``benchmark[<shape>]``: kernel and reference timed side by side on the GPU.
 
-The kernel and the reference are sampled in interleaved rounds by ``ktui.measure.timing`` (cold L2,
+The kernel and the reference are sampled in interleaved rounds by ``ktui.loop.timing.sampler`` (cold L2,
 hidden launches, rotating input sets, warm-up by time) until ``ktui.measure.stats.StoppingRule`` is
 satisfied; the speedup is the ratio of their medians with a paired-bootstrap interval; the
 roofline (``ktui.measure.roofline``) turns the kernel's median into a fraction of the time the device
@@ -24,9 +24,10 @@ from ktui.loop.context import RunContext
 from ktui.loop.device import tensors_in
 from ktui.loop.errors import RungFailure, RungSkipped
 from ktui.loop.outcome import Outcome
+from ktui.loop.timing import bootstrap
+from ktui.loop.timing.sampler import CallTiming, Flush, Measurement, Sampler, capture_graph
 from ktui.measure import roofline as rl
 from ktui.measure import stats
-from ktui.measure.timing import CallTiming, Flush, Measurement, Sampler, capture_graph
 from ktui.protocol.events import OK, SUSPICIOUS
 from ktui.protocol.job import BenchSettings
 
@@ -160,7 +161,7 @@ def timing_figures(m: Measurement, settings: BenchSettings) -> dict[str, Any]:
     """Figures of an interleaved kernel/reference measurement (pure: testable with fake samples)."""
     kernel, reference = m.calls
     figures: dict[str, Any] = {**_summary_figures("kernel", kernel), **_summary_figures("ref", reference)}
-    speed = stats.ratio_of_medians(reference.samples_ms, kernel.samples_ms, confidence=settings.confidence)
+    speed = bootstrap.ratio_of_medians(reference.samples_ms, kernel.samples_ms, confidence=settings.confidence)
     figures.update(
         speedup=speed.point,
         speedup_ci=speed.as_list(),
@@ -194,7 +195,7 @@ def graph_figures(ctx: RunContext, sets: list[tuple], sampler: Sampler, rule: st
     k = stats.summarize(m.calls[0].samples_ms)
     out.update(graph_us=k.median * 1e3, graph_rse=k.rse_median, graph_n=k.n, graph_stop=m.stop)
     if len(m.calls) == 2:
-        speed = stats.ratio_of_medians(m.calls[1].samples_ms, m.calls[0].samples_ms, confidence=settings.confidence)
+        speed = bootstrap.ratio_of_medians(m.calls[1].samples_ms, m.calls[0].samples_ms, confidence=settings.confidence)
         out.update(graph_ref_us=stats.summarize(m.calls[1].samples_ms).median * 1e3,
                    graph_speedup=speed.point, graph_speedup_ci=speed.as_list())
     return out
@@ -273,7 +274,7 @@ def message(figures: dict[str, Any], roof: rl.Roofline) -> str:
 
 
 def _clock_monitor():
-    from ktui.measure.clocks import ClockMonitor
+    from ktui.loop.timing.clocks import ClockMonitor
 
     if "clocks" not in _process:
         _process["clocks"] = ClockMonitor()
@@ -281,7 +282,7 @@ def _clock_monitor():
 
 
 def _driver() -> str:
-    from ktui.measure.clocks import driver_version
+    from ktui.loop.timing.clocks import driver_version
 
     if "driver" not in _process:
         _process["driver"] = driver_version()[0]

@@ -1,7 +1,7 @@
 """``ktui calibrate --remote HOST``: the remote GPU's ceilings, measured there, saved here.
 
 The measurement is the same process a local ``ktui calibrate`` starts (``python -m
-ktui.measure.calibrate``), run by the remote's Python with the synced ktui over the runner's ssh
+ktui.loop.timing.calibrate``), run by the remote's Python with the synced ktui over the runner's ssh
 connection; its result comes back as the same JSON lines and is saved to the local
 ``.ktui/calibration.json`` under the remote device's key, and the next remote run sends that file
 along, so the benchmark there uses it. A remote without a CUDA GPU is said to be one, by name.
@@ -24,7 +24,7 @@ class RemoteCalibrationError(RuntimeError):
 def measure_remote(runner: RemoteRunner, root: Path, time_s: float) -> Calibration:
     """Measure on ``runner``'s host (RemoteCalibrationError, LinkDown or RuntimeError when it cannot)."""
     base = runner.connect_to(str(Path(root).resolve()))
-    done = runner.link.run([*runner.python_command(base), "-m", "ktui.measure.calibrate", "--time", str(time_s)],
+    done = runner.link.run([*runner.python_command(base), "-m", "ktui.loop.timing.calibrate", "--time", str(time_s)],
                            timeout=OVERHEAD_S + 40 * time_s, check=False)
     reply = read_reply(done.stdout.decode(errors="replace").splitlines(), lambda _: None)
     if reply.no_gpu:

@@ -13,7 +13,7 @@ buffers far larger than the L2, and the best sets the ceiling:
   block-wide accumulator and write one float at the end, or one program per large block.
 
 Every launcher returns a :class:`Stream` whose byte counts come from the tensors it really reads
-and writes. Imported only where the measurement runs (the ``python -m ktui.measure.calibrate``
+and writes. Imported only where the measurement runs (the ``python -m ktui.loop.timing.calibrate``
 child process, or a test under Triton's interpreter): it imports Triton and torch.
 """
 

@@ -3,7 +3,7 @@
 Run in a process of their own under Triton's interpreter (TRITON_INTERPRET=1 must be set before
 Triton is imported), on CPU buffers: every config of the copy, the add and the sum, on a buffer
 that is a whole number of blocks and on one with a ragged tail, then the whole measurement of
-``ktui.measure.bandwidth`` with a wall-clock timer.
+``ktui.loop.timing.bandwidth`` with a wall-clock timer.
 """
 
 import json
@@ -17,7 +17,8 @@ import pytest
 SCRIPT = textwrap.dedent("""
     import json, time
     import torch
-    from ktui.measure import bandwidth, streamkernels as sk
+    from ktui.loop.timing import bandwidth as measuring, streamkernels as sk
+    from ktui.measure import bandwidth
 
     torch.manual_seed(0)
     SMS = 2
@@ -54,9 +55,9 @@ SCRIPT = textwrap.dedent("""
         return seconds, {"median_us": seconds * 1e6, "rse": 0.0, "samples": 1, "stop": "test"}
 
     size = 4 * sk.LARGEST_BLOCK * sk.ELEMENT_BYTES
-    patterns = bandwidth._measure_patterns(size, timed, out["progress"].append, device="cpu", sms=SMS)
+    patterns = measuring._measure_patterns(size, timed, out["progress"].append, device="cpu", sms=SMS)
     details = {}
-    out["ceiling"] = bandwidth._record(size, patterns, details)
+    out["ceiling"] = bandwidth.record(size, patterns, details)
     out["details"], out["size"] = details, size
     print(json.dumps(out))
 """)

@@ -30,7 +30,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from ktui.measure.clocks import ClockLog, ClockMonitor
+from ktui.loop.timing.clocks import ClockLog, ClockMonitor
 from ktui.measure.devices import lookup
 from ktui.measure.stats import StoppingRule
 

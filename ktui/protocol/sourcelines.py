@@ -1,0 +1,56 @@
+"""A place in the user's source, shown as the lines around it: what every error that points at
+the user's file carries. Standard library only, so the parent can place a syntax error (found by
+compiling the text, no user code run) exactly as the worker places any other error.
+"""
+
+from __future__ import annotations
+
+import linecache
+import traceback
+from pathlib import Path
+
+from ktui.protocol.events import ErrorInfo, SourceLocation
+
+CONTEXT_LINES = 3
+
+
+def excerpt(file: str, line: int, col: int | None = None, context: int = CONTEXT_LINES) -> tuple[str, int]:
+    """Numbered source lines around ``line`` (and a caret under ``col``), plus the first line number."""
+    lines = linecache.getlines(file)
+    if not lines:
+        try:
+            lines = Path(file).read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)
+        except OSError:
+            return "", line
+    first = max(1, line - context)
+    last = min(len(lines), line + context)
+    width = len(str(last))
+    out = []
+    for n in range(first, last + 1):
+        marker = ">" if n == line else " "
+        out.append(f"{marker}{n:>{width}} | {lines[n - 1].rstrip()}")
+        if n == line and col is not None and col > 0:
+            out.append(" " * (width + 4) + " " * (col - 1) + "^")
+    return "\n".join(out), first
+
+
+def location(file: str, line: int, col: int | None = None) -> SourceLocation:
+    text, first = excerpt(file, line, col)
+    return SourceLocation(file=file, line=line, col=col, excerpt=text, first_line=first)
+
+
+def syntax_error_info(exc: SyntaxError, tb: str = "") -> ErrorInfo:
+    """A syntax error at the user's line: ``msg (file.py:line:col)`` and the lines around it."""
+    loc = location(exc.filename, exc.lineno, exc.offset) if exc.filename and exc.lineno else None
+    message = f"{exc.msg} ({Path(exc.filename or '?').name}:{exc.lineno}:{exc.offset or 0})"
+    return ErrorInfo(type=type(exc).__name__, message=message,
+                     traceback=tb or "".join(traceback.format_exception_only(type(exc), exc)), location=loc)
+
+
+def syntax_error(source: str, file: str) -> SyntaxError | None:
+    """The syntax error of this Python text, if any: compiled, never run."""
+    try:
+        compile(source, file, "exec", dont_inherit=True)
+    except SyntaxError as exc:  # also its subclasses: IndentationError, TabError
+        return exc
+    return None
