@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO, by_kernel, finished, ktui, make_workspace, parse_events, rungs
 
+from ktui.cli.exits import exit_code
+
 
 @pytest.fixture(scope="module")
 def softmax_run(tmp_path_factory):
@@ -120,6 +122,13 @@ def test_exit_codes_separate_failure_from_could_not_run(tmp_path, args, code, wo
     proc = ktui(*args, cwd=root)
     assert proc.returncode == code
     assert words in proc.stdout + proc.stderr
+
+
+def test_compiled_exits_0_but_does_not_hide_a_failure_beside_it():
+    """``compiled`` (CuTeDSL on the CPU tier: nothing ran) is not a pass, yet ``ktui run kernels/`` on
+    a CPU machine must succeed; any real failure in the same run still decides the status."""
+    assert exit_code(["compiled"]) == exit_code(["passed", "compiled"]) == 0
+    assert exit_code(["compiled", "failed"]) == 1 and exit_code(["compiled", "suspicious"]) == 3
 
 
 def ktui_into_a_closed_pipe(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:

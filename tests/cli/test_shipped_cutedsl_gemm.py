@@ -18,7 +18,7 @@ def test_the_cutedsl_gemm_compiles_for_sm90a_into_wgmma_fed_by_tma(tmp_path):
     r = rungs(events)
     assert r["compile"]["status"] == "ok" and r["compile"]["figures"]["arch"] == "sm_90a", r["compile"]
     assert r["dumps"]["status"] == "ok"
-    assert finished(events)["verdict"] == "passed"
+    assert finished(events)["verdict"] == "compiled"  # compiled and dumped, not run: not a pass
 
     run_dir = Path(events[0]["run_dir"])
     ptx = (run_dir / "gemm_launcher.ptx").read_text()

@@ -227,6 +227,19 @@ def test_best_is_the_fastest_passing_version_other_than_the_new_one(tmp_path):
     assert resolve_base(store, "k", 4, "previous") == 2  # v3's last run failed
 
 
+def test_a_compiled_version_is_a_previous_base_but_never_the_best(tmp_path):
+    """CuTeDSL on the CPU tier: every version only compiles, and its SASS is still worth a diff."""
+    store = Store(tmp_path / "history.db")
+    _run(store, "a", 1, "compiled", None, 1.0)
+    _run(store, "b", 2, "failed", None, 2.0)
+    assert resolve_base(store, "k", 3, "previous") == 1
+    with pytest.raises(NoBase, match="passed with a measured speedup"):
+        resolve_base(store, "k", 3, "best")
+    _run(store, "c", 3, "compiled", 99.0, 3.0)  # a speedup on a compiled run is no measurement: never best
+    with pytest.raises(NoBase):
+        resolve_base(store, "k", 4, "best")
+
+
 def test_recorded_h200_sass_of_two_versions_gives_the_same_facts_as_its_raw_counts(tmp_path):
     """SASS compiled on the H200 (tests/fixtures/gpu/sass, see its README), laid out as ktui stores it."""
     fixtures = Path(__file__).parents[1] / "fixtures" / "gpu" / "sass"
