@@ -7,6 +7,31 @@ import os
 import sys
 
 
+def print_first_audits(audits, as_json: bool = False) -> None:
+    """``ktui run``'s audit (``ktui.run.first_audit``), told as each one ends: with ``--json`` one
+    object per reference (``"type": "audit"``); else one line per weak reference, last, ending
+    ``weak test: …``, one per reference that could not be audited, and one ``audit: strong`` line."""
+    import json  # deferred for start-up speed
+
+    strong, weak = [], []
+    for audit in audits:
+        if as_json:
+            sys.stdout.write(json.dumps(audit.to_json(), default=str) + "\n")
+            sys.stdout.flush()
+        elif audit.verdict == "strong":
+            strong.append(audit)
+        elif audit.verdict == "weak":
+            weak.append(audit)
+        else:
+            print(f"audit {os.path.relpath(audit.reference)}: could not audit · {audit.message}", flush=True)
+    if strong:
+        names = ", ".join(os.path.relpath(a.reference) for a in strong)
+        print(f"audit: strong · {names} (fast checks, {sum(a.duration_s for a in strong):.1f} s)", flush=True)
+    for audit in weak:
+        ref = os.path.relpath(audit.reference)
+        print(f"audit {ref} (`ktui audit {ref}` says why): weak test: {'; '.join(audit.weak)}", flush=True)
+
+
 class JsonPrinter:
     """``--json``: every event as one JSON line, flushed, so an agent can follow it live."""
 

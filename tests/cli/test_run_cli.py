@@ -17,7 +17,7 @@ from ktui.cli.exits import exit_code
 @pytest.fixture(scope="module")
 def softmax_run(tmp_path_factory):
     root = make_workspace(tmp_path_factory.mktemp("ws"), kernels=["softmax_triton", "add_triton"])
-    proc = ktui("run", "--json", "--seed", "11", "kernels/softmax_triton.py", "kernels/add_triton.py", cwd=root)
+    proc = ktui("run", "--no-audit", "--json", "--seed", "11", "kernels/softmax_triton.py", "kernels/add_triton.py", cwd=root)
     return root, proc, by_kernel(parse_events(proc.stdout))
 
 
@@ -87,7 +87,7 @@ def test_reports_land_where_an_agent_can_cat_them(softmax_run):
 
 def test_plain_lines_name_each_rung_with_its_figures(tmp_path):
     root = make_workspace(tmp_path / "ws", kernels=["softmax_triton"])
-    proc = ktui("run", "kernels/softmax_triton.py", cwd=root)
+    proc = ktui("run", "--no-audit", "kernels/softmax_triton.py", cwd=root)
     assert proc.returncode == 0
     lines = proc.stdout.splitlines()
     line = next(x for x in lines if x.startswith("[correctness[rows=128,cols=1000]]"))
@@ -97,10 +97,10 @@ def test_plain_lines_name_each_rung_with_its_figures(tmp_path):
 
 def test_an_edit_makes_a_new_version_and_the_history_lists_both(tmp_path):
     root = make_workspace(tmp_path / "ws", kernels=["add_triton"])
-    assert ktui("run", "kernels/add_triton.py", "--seed", "1", cwd=root).returncode == 0
+    assert ktui("run", "--no-audit", "kernels/add_triton.py", "--seed", "1", cwd=root).returncode == 0
     path = root / "kernels" / "add_triton.py"
     path.write_text(path.read_text().replace("block = 1024", "block = 512"))
-    assert ktui("run", "kernels/add_triton.py", "--seed", "2", cwd=root).returncode == 0
+    assert ktui("run", "--no-audit", "kernels/add_triton.py", "--seed", "2", cwd=root).returncode == 0
     hist = ktui("history", "kernels/add_triton.py", "--json", cwd=root)
     versions = [json.loads(x)["version"] for x in hist.stdout.splitlines()]
     assert versions == [2, 1]
@@ -113,7 +113,7 @@ def test_an_edit_makes_a_new_version_and_the_history_lists_both(tmp_path):
     [
         (["run", "no/such/path.py"], 2, "no such file"),
         (["run", "kernels/missing_reference.py"], 2, "nosuchop"),
-        (["run", "kernels/wrong_values.py", "--no-bench"], 1, "failed"),
+        (["run", "kernels/wrong_values.py", "--no-bench", "--no-audit"], 1, "failed"),
         (["run", "kernels/add_triton.py", "--timeout", "compile"], 2, "RUNG=SECONDS"),
     ],
 )

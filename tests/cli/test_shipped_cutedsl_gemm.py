@@ -12,7 +12,7 @@ from conftest import finished, ktui, make_workspace, parse_events, rungs
 
 def test_the_cutedsl_gemm_compiles_for_sm90a_into_wgmma_fed_by_tma(tmp_path):
     root = make_workspace(tmp_path / "ws", kernels=["gemm_bf16_cutedsl"])
-    proc = ktui("run", "--cpu", "--no-bench", "--json", "kernels/gemm_bf16_cutedsl.py", cwd=root)
+    proc = ktui("run", "--no-audit", "--cpu", "--no-bench", "--json", "kernels/gemm_bf16_cutedsl.py", cwd=root)
     events = parse_events(proc.stdout)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     r = rungs(events)

@@ -13,7 +13,7 @@ from conftest import finished, ktui, make_workspace, parse_events, rungs
 @pytest.mark.parametrize("kernel", ["rmsnorm_triton", "gemm_bf16_triton"])
 def test_a_shipped_kernel_is_correct_on_every_test_shape_of_its_reference(tmp_path, kernel):
     root = make_workspace(tmp_path / "ws", kernels=[kernel])
-    proc = ktui("run", "--cpu", "--no-bench", "--json", f"kernels/{kernel}.py", cwd=root)
+    proc = ktui("run", "--no-audit", "--cpu", "--no-bench", "--json", f"kernels/{kernel}.py", cwd=root)
     events = parse_events(proc.stdout)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     checks = {name: r["status"] for name, r in rungs(events).items() if name.startswith("correctness[")}
@@ -24,7 +24,7 @@ def test_a_shipped_kernel_is_correct_on_every_test_shape_of_its_reference(tmp_pa
 @pytest.mark.parametrize("kernel", ["softmax_cutedsl", "rmsnorm_cutedsl"])
 def test_a_shipped_cutedsl_kernel_compiles_on_the_cpu_tier_and_leaves_its_checks_to_a_gpu(tmp_path, kernel):
     root = make_workspace(tmp_path / "ws", kernels=[kernel])
-    proc = ktui("run", "--cpu", "--no-bench", "--json", f"kernels/{kernel}.py", cwd=root)
+    proc = ktui("run", "--no-audit", "--cpu", "--no-bench", "--json", f"kernels/{kernel}.py", cwd=root)
     events = parse_events(proc.stdout)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     r = rungs(events)
@@ -40,7 +40,7 @@ def test_a_shipped_cutedsl_kernel_compiles_on_the_cpu_tier_and_leaves_its_checks
 
 def test_a_mixed_run_reads_kernel_by_kernel_cutedsl_compiled_triton_passed_and_exits_0(tmp_path):
     root = make_workspace(tmp_path / "ws", kernels=["add_cutedsl", "add_triton"])
-    proc = ktui("run", "--cpu", "--no-bench", "kernels/", cwd=root)
+    proc = ktui("run", "--no-audit", "--cpu", "--no-bench", "kernels/", cwd=root)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     lines = proc.stdout.splitlines()
     headers = [line for line in lines if line.startswith("== ")]

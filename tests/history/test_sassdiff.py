@@ -96,12 +96,12 @@ def two_versions(tmp_path_factory):
     root = make_workspace(tmp_path_factory.mktemp("ws"), kernels=["add_triton"])
     kernel = root / "kernels" / "add_triton.py"
     original = kernel.read_text()
-    procs = [ktui("run", "--seed", "1", "kernels/add_triton.py", cwd=root)]
+    procs = [ktui("run", "--no-audit", "--seed", "1", "kernels/add_triton.py", cwd=root)]
     kernel.write_text(original.replace("block = 1024", "block = 512"))
-    procs.append(ktui("run", "--seed", "1", "kernels/add_triton.py", cwd=root))
+    procs.append(ktui("run", "--no-audit", "--seed", "1", "kernels/add_triton.py", cwd=root))
     kernel.write_text(original.replace("tl.store(out_ptr + offsets, x + y, mask=mask)",
                                        "tl.store(out_ptr + offsets, x + y + undefined_name, mask=mask)"))
-    procs.append(ktui("run", "--seed", "1", "kernels/add_triton.py", cwd=root))
+    procs.append(ktui("run", "--no-audit", "--seed", "1", "kernels/add_triton.py", cwd=root))
     assert [p.returncode for p in procs] == [0, 0, 1], [p.stdout for p in procs]
     kernel.write_text(original.replace("block = 1024", "block = 512"))  # the file is v2 again
     return root
@@ -264,9 +264,9 @@ def test_a_cutedsl_kernel_whose_mangled_symbol_changed_is_still_paired(tmp_path)
     """CuTeDSL mangles the tile layout into the symbol: halving ILP renames the GPU function."""
     root = make_workspace(tmp_path / "ws", kernels=["add_cutedsl"])
     kernel = root / "kernels" / "add_cutedsl.py"
-    assert ktui("run", "--seed", "1", "kernels/add_cutedsl.py", cwd=root).returncode == 0
+    assert ktui("run", "--no-audit", "--seed", "1", "kernels/add_cutedsl.py", cwd=root).returncode == 0
     kernel.write_text(re.sub(r"^ILP = 4\b", "ILP = 2", kernel.read_text(), flags=re.M))
-    assert ktui("run", "--seed", "1", "kernels/add_cutedsl.py", cwd=root).returncode == 0
+    assert ktui("run", "--no-audit", "--seed", "1", "kernels/add_cutedsl.py", cwd=root).returncode == 0
     (f,) = diff_versions(root / ".ktui", "add_cutedsl", 1, 2).functions
     assert f.status == "changed" and f.base_name and f.base_name != f.name
     assert f.instructions[1] < f.instructions[0]  # half the independent accesses per thread
