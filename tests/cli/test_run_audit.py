@@ -89,3 +89,16 @@ def test_a_reason_is_told_in_a_few_words():
     assert short_reason(reason) == "a copy of input 0 passes"
     assert short_reason("a kernel that computes a float32 answer in bfloat16 passes on every test shape — …") == (
         "a kernel that computes a float32 answer in bfloat16 passes")
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_the_first_run_also_ends_with_the_weak_test_and_exits_0(tmp_path):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    pair = relu_pair(tmp_path / "pair")
+    proc = ktui("run", "--no-bench", "--seed", "1", "relu_copy_modelnew.py", "--reference", "19_ReLU.py", cwd=pair)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    lines = proc.stdout.strip().splitlines()
+    assert " · gpu · " in lines[0] and lines[-2].startswith("relu_copy_modelnew v1 passed"), lines
+    assert lines[-1].endswith("weak test: a copy of input 0 passes"), lines[-3:]

@@ -56,3 +56,16 @@ def test_a_mixed_run_reads_kernel_by_kernel_cutedsl_compiled_triton_passed_and_e
     assert latest["verdict"] == "compiled" and "not run" in latest["summary"]["compile_only"]
     history = ktui("history", "kernels/add_cutedsl.py", cwd=root)
     assert " add_cutedsl v1 compiled · " in history.stdout, history.stdout
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_a_cutedsl_kernel_runs_and_passes_under_the_devices_header(tmp_path):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    root = make_workspace(tmp_path / "ws", kernels=["add_cutedsl"])
+    proc = ktui("run", "--no-audit", "--no-bench", "kernels/add_cutedsl.py", cwd=root)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("== add_cutedsl v1 ") and " · gpu · " in lines[0] and "not run" not in lines[0], lines[0]
+    assert lines[-1].startswith("add_cutedsl v1 passed · 5/5 correct"), lines[-1]
