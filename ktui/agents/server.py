@@ -84,7 +84,12 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
             await ctx.report_progress(done, None, message)
 
         results = await runs.run(kernels, options, progress)
-        return {"kernels": results, "all_passed": bool(results) and all(r["verdict"] == "passed" for r in results)}
+        answer = {"kernels": results, "all_passed": bool(results) and all(r["verdict"] == "passed" for r in results)}
+        compiled = [r["kernel"] for r in results if r["verdict"] == "compiled"]
+        if compiled:  # compiled and dumped, never run (CuTeDSL on the CPU tier): not a pass
+            answer["compiled"] = compiled
+            answer["not_run"] = "compiled kernels were not run: their correctness needs a GPU"
+        return answer
 
     @server.tool(description="The newest verdict of a kernel (from .ktui/latest/<kernel>.json) with every rung's "
                              "status, and whether it is for the file's current content.")

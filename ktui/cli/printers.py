@@ -7,6 +7,31 @@ import os
 import sys
 
 
+def print_first_audits(audits, as_json: bool = False) -> None:
+    """``ktui run``'s audit (``ktui.run.first_audit``), told as each one ends: with ``--json`` one
+    object per reference (``"type": "audit"``); else one line per weak reference, last, ending
+    ``weak test: …``, one per reference that could not be audited, and one ``audit: strong`` line."""
+    import json  # deferred for start-up speed
+
+    strong, weak = [], []
+    for audit in audits:
+        if as_json:
+            sys.stdout.write(json.dumps(audit.to_json(), default=str) + "\n")
+            sys.stdout.flush()
+        elif audit.verdict == "strong":
+            strong.append(audit)
+        elif audit.verdict == "weak":
+            weak.append(audit)
+        else:
+            print(f"audit {os.path.relpath(audit.reference)}: could not audit · {audit.message}", flush=True)
+    if strong:
+        names = ", ".join(os.path.relpath(a.reference) for a in strong)
+        print(f"audit: strong · {names} (fast checks, {sum(a.duration_s for a in strong):.1f} s)", flush=True)
+    for audit in weak:
+        ref = os.path.relpath(audit.reference)
+        print(f"audit {ref} (`ktui audit {ref}` says why): weak test: {'; '.join(audit.weak)}", flush=True)
+
+
 class JsonPrinter:
     """``--json``: every event as one JSON line, flushed, so an agent can follow it live."""
 
@@ -16,11 +41,15 @@ class JsonPrinter:
 
 
 class LinePrinter:
-    """Plain lines: a header per kernel, one line per rung, one summary line per kernel."""
+    """Plain lines: a header per kernel, one line per rung, one summary line per kernel.
+
+    On the CPU tier the header waits for the pre-checks: only they tell a Triton kernel (run in
+    the interpreter) from a CuTeDSL one (compiled only), and the header says which."""
 
     def __init__(self, verbose: bool = False):
         self.verbose = verbose
         self._started = {}
+        self._unheaded = {}  # run id → its run_started, header not printed yet
 
     def __call__(self, event) -> None:
         # deferred for start-up speed
@@ -29,10 +58,16 @@ class LinePrinter:
 
         if isinstance(event, RunStarted):
             self._started[event.run_id] = event
-            where = f"{event.tier} · {event.device} · {event.arch}" if event.tier != "-" else "not run"
-            ref = os.path.relpath(event.reference) if event.reference else "no reference"
-            print(f"== {event.kernel} v{event.version} ({os.path.relpath(event.path)} → {ref}) · {where}", flush=True)
-        elif isinstance(event, RungFinished):
+            if event.tier == "cpu":
+                self._unheaded[event.run_id] = event
+            else:
+                self._header(event)
+            return
+        first = isinstance(event, RungFinished) and event.rung == "pre-checks"
+        shown = isinstance(event, (RungFinished, RunFinished)) or (isinstance(event, Output) and self.verbose)
+        if event.run_id in self._unheaded and shown:
+            self._header(self._unheaded.pop(event.run_id), event.figures if first else None)
+        if isinstance(event, RungFinished):
             print(rung_line(event.to_json()), flush=True)
         elif isinstance(event, Output) and self.verbose:
             print(f"   | {event.text}", flush=True)
@@ -42,3 +77,11 @@ class LinePrinter:
                 return
             print(summary_line(start.kernel, start.version, event.verdict, event.summary, start.tier, start.arch,
                                event.duration_s, event.message), flush=True)
+
+    @staticmethod
+    def _header(event, precheck_figures: dict | None = None) -> None:
+        from ktui.run.render import where_text  # deferred for start-up speed
+
+        where = where_text(event.tier, event.device, event.arch, precheck_figures)
+        ref = os.path.relpath(event.reference) if event.reference else "no reference"
+        print(f"== {event.kernel} v{event.version} ({os.path.relpath(event.path)} → {ref}) · {where}", flush=True)

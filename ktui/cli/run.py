@@ -1,4 +1,5 @@
-"""``ktui run``: the loop once on kernel files or folders, one line per rung (or the events as JSON)."""
+"""``ktui run``: the loop once on kernel files or folders, one line per rung (or the events as JSON);
+then, the verdicts told, the fast audit of each reference version never audited (``--no-audit``: none)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,9 @@ def add_parser(subparsers) -> None:
     run.add_argument("--strict", action="store_true",
                      help="the final word: a fresh process per run, more seeds per shape, every timed output re-checked")
     run.add_argument("-v", "--verbose", action="store_true", help="also print what the kernel printed")
+    run.add_argument("--no-audit", action="store_true",
+                     help="do not audit the references never audited (after the verdicts, the fast checks of "
+                          "`ktui audit`: does a trivial kernel pass their test?)")
     add_bench_flags(run)
     add_ray_flag(run)
     add_gpus_flag(run)
@@ -69,9 +73,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         from ktui.run.ray_pool import evaluate  # its recording in finish order; Ray itself is not imported
 
         try:
-            return exit_code([run.verdict for run in evaluate(runner, kernels, options, consumers=[printer])])
+            code = exit_code([run.verdict for run in evaluate(runner, kernels, options, consumers=[printer])])
         finally:
             runner.close()
+        return _audited(args, kernels, options, code)
     sessions: dict[Path, Session] = {}
     try:
         for kernel in kernels:
@@ -85,4 +90,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     finally:
         for session in sessions.values():
             session.close()
-    return exit_code(verdicts)
+    return _audited(args, kernels, options, exit_code(verdicts))
+
+
+def _audited(args: argparse.Namespace, kernels, options, code: int) -> int:
+    """The fast audit of the references never audited, told after every verdict; ``code`` (the
+    verdicts' exit status) is returned whatever the audit says, or if it is interrupted."""
+    if args.no_audit:
+        return code
+    from ktui.cli.printers import print_first_audits  # deferred for start-up speed
+    from ktui.run.first_audit import audit_new_references
+
+    try:
+        print_first_audits(audit_new_references(kernels, options), as_json=args.json)
+    except KeyboardInterrupt:
+        print("ktui: audit interrupted: nothing was cached", file=sys.stderr)
+    return code

@@ -31,6 +31,7 @@ from ktui.measure.masks import unmasked_of, with_hint
 from ktui.measure.roofline import DEFAULT_DONE
 from ktui.measure.stats import Interval, geometric_mean, geometric_mean_interval
 from ktui.protocol.events import (
+    COMPILED,
     FAILED,
     OK,
     PASSED,
@@ -130,7 +131,7 @@ class Ladder:
         if not built.ok:
             self._skip_all(["run", *tests, *probes], _because(built))
             return _because(built)
-        if ctx.has_cute and not ctx.tier.is_gpu:
+        if compile_only(ctx):
             self._skip_all(["run", *tests, *probes], CUTE_NEEDS_GPU)
             return NO_GPU_TIMING
         smoke = self.step("run", run.run)
@@ -186,13 +187,20 @@ def _because(result: RungFinished) -> str:
     return f"{result.rung} was {result.status.replace('_', ' ')}"
 
 
-def verdict(results: list[RungFinished]) -> str:
+def verdict(results: list[RungFinished], only_compiled: bool = False) -> str:
+    """The run's word. ``only_compiled`` (a CuTeDSL kernel on the CPU tier): nothing ran, so a clean
+    ladder is ``compiled``, never ``passed``."""
     statuses = {r.status for r in results}
     if SUSPICIOUS in statuses:
         return SUSPICIOUS
     if statuses - {OK, SKIPPED}:
         return FAILED
-    return PASSED
+    return COMPILED if only_compiled else PASSED
+
+
+def compile_only(ctx: RunContext) -> bool:
+    """Whether this run could only compile: CuTeDSL needs a GPU to run (see ``_checks``)."""
+    return ctx.has_cute and not ctx.tier.is_gpu
 
 
 def _jit_functions(ctx: RunContext) -> list:

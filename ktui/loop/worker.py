@@ -94,9 +94,9 @@ def run_job(job, tier, emit, guard=None) -> bool:
     """Climb the ladder for one job; return whether this process may take another one."""
     from ktui.loop import memory
     from ktui.loop.context import RunContext
-    from ktui.loop.ladder import Ladder, summarize, verdict
+    from ktui.loop.ladder import Ladder, compile_only, summarize, verdict
     from ktui.loop.modules import job_imports
-    from ktui.protocol.events import RunFinished
+    from ktui.protocol.events import COMPILED, RunFinished, compile_only_text
 
     started = time.perf_counter()
     ctx = RunContext(job=job, tier=tier, emit=emit, guard=guard)
@@ -104,13 +104,14 @@ def run_job(job, tier, emit, guard=None) -> bool:
     with job_imports(job):
         results = Ladder(ctx).climb()
     figures = memory.summary_figures(ctx, memory.peak_bytes(tier))
-    final = verdict(results)
+    final = verdict(results, compile_only(ctx))
+    checked = {"compile_only": compile_only_text(tier.arch)} if final == COMPILED else {}
     _end_job_output()
     emit(
         RunFinished(
             job.run_id,
             verdict=final,
-            summary={**summarize(results, *_roofline_done(ctx)), **figures},
+            summary={**summarize(results, *_roofline_done(ctx)), **figures, **checked},
             duration_s=round(time.perf_counter() - started, 3),
         )
     )

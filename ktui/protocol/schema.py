@@ -26,7 +26,7 @@ DRAFT = "https://json-schema.org/draft/2020-12/schema"
 GENERATOR = "python3 -m ktui.protocol.schema"
 RUNG_STATUSES = (events.OK, events.FAILED, events.SKIPPED, events.SUSPICIOUS, events.CRASHED, events.TIMED_OUT,
                  events.CANCELLED)
-VERDICTS = (events.PASSED, events.FAILED, events.SUSPICIOUS, events.CRASHED, events.TIMED_OUT, events.CANCELLED,
+VERDICTS = (events.PASSED, events.COMPILED, events.FAILED, events.SUSPICIOUS, events.CRASHED, events.TIMED_OUT, events.CANCELLED,
             events.INTERRUPTED, events.ERROR)
 
 # Values a field may take, where the code holds them as constants rather than in its type.

@@ -72,6 +72,7 @@ class AuditOptions:
     shapes: int | None = None  # only the first N test shapes (KernelBench: trials)
     fresh: bool = False  # audit again even when a cached verdict exists
     cache: bool = True  # False: neither read nor write .ktui/ (a corpus checkout that is not ours)
+    fast: bool = False  # only the fast checks (``ktui run``'s first audit); a full audit's record serves too
 
 
 # -- which references ------------------------------------------------------------------------------
@@ -160,9 +161,12 @@ def _in_folder(raw: Path, folder: Path) -> list[AuditTarget]:
 
 
 # -- the cache -------------------------------------------------------------------------------------
-def cached(state: Path, digest: str, shapes: int | None = None, any_shapes: bool = False) -> dict | None:
+def cached(state: Path, digest: str, shapes: int | None = None, any_shapes: bool = False,
+           fast_ok: bool = False) -> dict | None:
     """The stored audit of the reference version ``digest`` in the ``.ktui/`` folder ``state``, if
-    one is current: this audit's version, and the same number of shapes unless ``any_shapes``."""
+    one is current: this audit's version, and the same number of shapes unless ``any_shapes``. A
+    record of the fast checks only (``ktui run``'s) is one only where ``fast_ok``: a full audit
+    must not take its ``strong`` for its own."""
     try:
         record = json.loads(audit_file(state, digest).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -171,13 +175,15 @@ def cached(state: Path, digest: str, shapes: int | None = None, any_shapes: bool
         return None
     if not any_shapes and record.get("shapes") != shapes:
         return None
+    if record.get("fast") and not fast_ok:
+        return None
     return record
 
 
 def weak_test(state: Path, digest: str) -> dict | None:
     """``{"reason": …, "reasons": […]}`` when the cached audit of this reference version says weak;
     None otherwise (or when it was never audited). Reads one small file: no audit runs here."""
-    record = cached(state, digest, any_shapes=True) if digest else None
+    record = cached(state, digest, any_shapes=True, fast_ok=True) if digest else None  # fast checks' weak is weak
     if record is None or record.get("verdict") != WEAK:
         return None
     reasons = record.get("reasons") or []
@@ -188,7 +194,7 @@ def _store(target: AuditTarget, digest: str, options: AuditOptions, events: list
     finish = events[-1]
     assert isinstance(finish, RunFinished)
     record = {"audit_version": AUDIT_VERSION, "reference": str(target.reference), "reference_hash": digest,
-              "shapes": options.shapes, "verdict": finish.verdict, "reasons": finish.summary.get("reasons", []),
+              "shapes": options.shapes, "fast": options.fast, "verdict": finish.verdict, "reasons": finish.summary.get("reasons", []),
               "audited": finish.time, "events": [e.to_json() for e in events]}
     write_atomic(audit_file(state_dir(target.root), digest), json.dumps(record, default=str, allow_nan=False))
 
@@ -208,6 +214,8 @@ class AuditConfig:
             args.append("--cpu")
         if self.options.shapes:
             args += ["--shapes", str(self.options.shapes)]
+        if self.options.fast:
+            args.append("--fast")
         return args
 
 
@@ -228,7 +236,7 @@ class Auditor:
         except OSError as exc:
             raise ProblemError(f"{target.reference}: cannot read: {exc.strerror}") from exc
         reuse = self.options.cache and not self.options.fresh
-        record = cached(target.root / STATE_DIR, digest, self.options.shapes) if reuse else None
+        record = cached(target.root / STATE_DIR, digest, self.options.shapes, fast_ok=self.options.fast) if reuse else None
         if record is not None:
             yield from _replayed(record)
             return

@@ -10,6 +10,7 @@ import math
 import os
 from typing import Any
 
+from ktui.protocol.events import compile_only_text
 from ktui.protocol.job import rung_family
 
 # The figures worth a glance, per rung family, in display order.
@@ -112,6 +113,17 @@ def rung_line(event: dict[str, Any]) -> str:
     return line
 
 
+def where_text(tier: str, device: str, arch: str, precheck_figures: dict[str, Any] | None = None) -> str:
+    """A run's header: where it runs and what that checks. On the CPU tier a kernel with CuTeDSL
+    functions is compiled only (``cpu · CPU tier: CuTeDSL compiled for sm_90a only, not run``),
+    known once its pre-checks have found them."""
+    if tier == "-":
+        return "not run"
+    if tier == "cpu" and (precheck_figures or {}).get("cute_functions"):
+        return f"{tier} · {compile_only_text(arch)}"
+    return f"{tier} · {device} · {arch}"
+
+
 def best_text(best: dict[str, Any]) -> str:
     """The comparison with the best earlier version: ``new best (1.05x over v2)``."""
     version, ratio = best.get("version"), best.get("ratio", 1.0)
@@ -129,6 +141,8 @@ def summary_line(kernel: str, version: int, verdict: str, summary: dict[str, Any
     correct = summary.get("correct")
     if correct:
         parts.append(f"{correct[0]}/{correct[1]} correct")
+    elif verdict == "compiled":
+        parts.append(f"not run: {summary.get('unchecked') or 'compiled only'}")
     elif summary.get("unchecked") and verdict == "passed":
         parts.append(f"correctness not checked: {summary['unchecked']}")
     if summary.get("weak_test") is not None:  # a cached `ktui audit` of the reference says its test is weak
@@ -155,9 +169,10 @@ def summary_line(kernel: str, version: int, verdict: str, summary: dict[str, Any
     if memory:
         parts.append(memory)
     failure = summary.get("first_failure")
-    if verdict != "passed" and failure:
+    settled = verdict in ("passed", "compiled")
+    if not settled and failure:
         parts.append(f"{failure['rung']}: {failure['message'] or failure['status']}")
-    elif verdict != "passed" and message:
+    elif not settled and message:
         parts.append(message.splitlines()[0])
     if tier not in ("", "-"):
         parts.append(f"{tier} {arch}")

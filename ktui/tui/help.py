@@ -12,7 +12,7 @@ from textual.widgets import Static
 
 from ktui.tui.text import STATUS_LABELS
 
-LEGEND = ("new", "queued", "running", "passed", "failed", "crashed", "timed_out", "suspicious", "error")
+LEGEND = ("new", "queued", "running", "passed", "compiled", "failed", "crashed", "timed_out", "suspicious", "error")
 
 
 class HelpScreen(ModalScreen[None]):

@@ -11,6 +11,7 @@ STATUS_LABELS: dict[str, tuple[str, str]] = {
     "queued": ("…", "queued"),
     "running": ("▶", "running"),
     "passed": ("✓", "passed"),
+    "compiled": ("◇", "compiled"),  # compiled and dumped, not run (CuTeDSL on the CPU tier)
     "failed": ("✗", "failed"),
     "suspicious": ("?", "suspicious"),
     "crashed": ("✗", "crashed"),
@@ -26,10 +27,11 @@ STATUS_LABELS: dict[str, tuple[str, str]] = {
 
 
 def state_label(state: str, summary: dict) -> tuple[str, str]:
-    """A kernel's state as glyph and word. A pass whose correctness was never checked (a CuTeDSL
-    kernel on the CPU tier is only compiled) reads ``compiled``, not ``passed``."""
+    """A kernel's state as glyph and word. A history recorded before the ``compiled`` verdict
+    called a CuTeDSL kernel only compiled on the CPU tier ``passed`` with its correctness
+    unchecked: it reads ``compiled`` too."""
     if state == "passed" and summary.get("unchecked"):
-        return "✓", "compiled"
+        state = "compiled"
     return STATUS_LABELS.get(state, ("?", state))
 
 

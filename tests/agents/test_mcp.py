@@ -142,6 +142,21 @@ def test_a_failing_kernel_answers_with_its_first_failure_at_the_line(tmp_path):
     anyio.run(main)
 
 
+def test_a_cutedsl_kernel_on_the_cpu_tier_answers_compiled_not_passed(tmp_path):
+    ws = make_workspace(tmp_path / "ws", kernels=["add_cutedsl"])
+
+    async def main():
+        async with connect(ws) as session:
+            out = await call(session, "run", paths=["kernels/add_cutedsl.py"], no_bench=True)
+            (only,) = out["kernels"]
+            assert only["verdict"] == "compiled" and out["all_passed"] is False
+            assert out["compiled"] == ["add_cutedsl"] and "not run" in out["not_run"]
+            assert only["summary"]["compile_only"] == "CPU tier: CuTeDSL compiled for sm_90a only, not run"
+            assert (await call(session, "latest", kernel="add_cutedsl"))["verdict"] == "compiled"
+
+    anyio.run(main)
+
+
 def test_cancelling_a_hanging_run_kills_the_worker_and_leaves_no_process(tmp_path):
     ws = make_workspace(tmp_path / "ws", fixtures=["hang"])
     tag = uuid.uuid4().hex

@@ -47,7 +47,7 @@ def worker_run(tmp_path_factory):
     for op, value in GENERATORS.items():
         (ws / "references" / f"{op}.py").write_text(REFERENCE.format(value=value))
         shutil.copy(FIXTURES / "kernels" / "badgen_triton.py", ws / "kernels" / f"{op}_triton.py")
-    proc = ktui("run", "--json", "--seed", "5", "kernels", cwd=ws, timeout=600)
+    proc = ktui("run", "--no-audit", "--json", "--seed", "5", "kernels", cwd=ws, timeout=600)
     return ws, proc, by_kernel(parse_events(proc.stdout))
 
 
@@ -91,7 +91,7 @@ def test_a_reference_outside_the_workspace_fails_its_kernel_and_the_others_still
     (ws / "kernels" / "far_missing.py").write_text('REFERENCE = "/nonexistent/ktui/ref.py"\n')
     (ws / "kernels" / "far_passwd.py").write_text('REFERENCE = "/etc/passwd"\n')
     (ws / "kernels" / "dirk.py").mkdir()  # a folder named like a kernel hides nothing
-    proc = ktui("run", "--json", "--no-bench", "kernels", cwd=ws, timeout=600)
+    proc = ktui("run", "--no-audit", "--json", "--no-bench", "kernels", cwd=ws, timeout=600)
     kernels = by_kernel(parse_events(proc.stdout))
     assert finished(kernels["add_triton"])["verdict"] == "passed", proc.stderr
     for name in ("far_missing", "far_passwd"):

@@ -203,6 +203,6 @@ def test_a_bad_bench_flag_stops_ktui_run_before_any_worker(tmp_path):
     from conftest import ktui, make_workspace
 
     root = make_workspace(tmp_path / "ws", kernels=["add_triton"])
-    proc = ktui("run", "--rse-target", "2", "kernels/add_triton.py", cwd=root)
+    proc = ktui("run", "--no-audit", "--rse-target", "2", "kernels/add_triton.py", cwd=root)
     assert proc.returncode == 2 and "RSE target must be in (0, 1)" in proc.stderr
     assert not (root / ".ktui" / "history.db").exists()

@@ -44,7 +44,7 @@ def ran(tmp_path_factory):
     root = make_workspace(tmp_path_factory.mktemp("hygiene") / "ws", ["add_triton"])
     (root / "context" / "notes").mkdir(parents=True)
     (root / "context" / "notes" / "tiles.md").write_text("the layout of a tile\n")
-    names, proc = imported("run", "--cpu", "--no-bench", "kernels/add_triton.py", cwd=root)
+    names, proc = imported("run", "--no-audit", "--cpu", "--no-bench", "kernels/add_triton.py", cwd=root)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     return root, names
 
@@ -83,7 +83,7 @@ def test_on_a_gpu_the_parent_of_ktui_run_loads_no_torch_and_exits_with_its_verdi
     root = make_workspace(tmp_path / "ws", ["add_triton"])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
     with open(tmp_path / "importtime.txt", "w") as stderr:
-        proc = subprocess.Popen([sys.executable, "-X", "importtime", "-m", "ktui", "run", "--bench-time", "0.5",
+        proc = subprocess.Popen([sys.executable, "-X", "importtime", "-m", "ktui", "run", "--no-audit", "--bench-time", "0.5",
                                  "kernels/add_triton.py"], cwd=root, env=env, stdout=subprocess.PIPE, stderr=stderr,
                                 text=True)
         lines = []

@@ -61,7 +61,7 @@ def cases(tmp_path_factory) -> dict[str, Case]:
     """The three kernels, each run once by ``ktui run`` on the CPU tier (so there is a history)."""
     found = _cases(tmp_path_factory.mktemp("formats"))
     for case in found.values():
-        proc = ktui("run", "--no-bench", "--seed", "3", *case.args(), cwd=case.cwd)
+        proc = ktui("run", "--no-audit", "--no-bench", "--seed", "3", *case.args(), cwd=case.cwd)
         assert proc.returncode == 0, proc.stdout + proc.stderr
     return found
 

@@ -11,7 +11,7 @@ from conftest import by_kernel, finished, ktui, make_workspace, parse_events
 
 def test_ktui_run_on_two_gpus_prints_the_run_that_finishes_first_first_each_with_its_gpu(tmp_path):
     ws = make_workspace(tmp_path / "ws", kernels=["add_triton"], fixtures=["hang"])
-    proc = ktui("run", "--json", "--cpu", "--gpus", "0,1", "--no-bench", "--timeout", "compile=45",
+    proc = ktui("run", "--no-audit", "--json", "--cpu", "--gpus", "0,1", "--no-bench", "--timeout", "compile=45",
                 "kernels/hang.py", "kernels/add_triton.py", cwd=ws, timeout=400)
     events = parse_events(proc.stdout)
     runs = by_kernel(events)
@@ -28,7 +28,7 @@ def test_ktui_run_on_two_gpus_prints_the_run_that_finishes_first_first_each_with
 
 def test_ktui_run_with_the_cpu_tier_and_no_gpus_keeps_one_worker(tmp_path):
     ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
-    proc = ktui("run", "--json", "--cpu", "--no-bench", "kernels/add_triton.py", cwd=ws, timeout=300)
+    proc = ktui("run", "--no-audit", "--json", "--cpu", "--no-bench", "kernels/add_triton.py", cwd=ws, timeout=300)
     events = parse_events(proc.stdout)
     assert [e["gpu"] for e in events if e["type"] == "run_started"] == [""]
     assert "ran_on" not in finished(events)["summary"] and proc.returncode == 0

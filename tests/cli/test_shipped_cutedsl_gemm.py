@@ -12,13 +12,13 @@ from conftest import finished, ktui, make_workspace, parse_events, rungs
 
 def test_the_cutedsl_gemm_compiles_for_sm90a_into_wgmma_fed_by_tma(tmp_path):
     root = make_workspace(tmp_path / "ws", kernels=["gemm_bf16_cutedsl"])
-    proc = ktui("run", "--cpu", "--no-bench", "--json", "kernels/gemm_bf16_cutedsl.py", cwd=root)
+    proc = ktui("run", "--no-audit", "--cpu", "--no-bench", "--json", "kernels/gemm_bf16_cutedsl.py", cwd=root)
     events = parse_events(proc.stdout)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     r = rungs(events)
     assert r["compile"]["status"] == "ok" and r["compile"]["figures"]["arch"] == "sm_90a", r["compile"]
     assert r["dumps"]["status"] == "ok"
-    assert finished(events)["verdict"] == "passed"
+    assert finished(events)["verdict"] == "compiled"  # compiled and dumped, not run: not a pass
 
     run_dir = Path(events[0]["run_dir"])
     ptx = (run_dir / "gemm_launcher.ptx").read_text()

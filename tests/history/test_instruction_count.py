@@ -12,7 +12,7 @@ from ktui.workspace.kernels import state_dir
 
 def test_the_compile_pane_and_the_sass_diff_count_the_same_instructions_without_the_padding(tmp_path):
     ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
-    proc = ktui("run", "kernels/add_triton.py", "--json", "--seed", "0", "--no-bench", cwd=ws)
+    proc = ktui("run", "--no-audit", "kernels/add_triton.py", "--json", "--seed", "0", "--no-bench", cwd=ws)
     recorded = rungs(parse_events(proc.stdout))["dumps"]["figures"]["functions"]["add_kernel"]["instructions"]
 
     listing = load_version(state_dir(ws), "add_triton", 1)

@@ -99,12 +99,12 @@ def two_versions(tmp_path_factory):
     root = make_workspace(tmp_path_factory.mktemp("ws"), kernels=["add_triton"])
     kernel = root / "kernels" / "add_triton.py"
     original = kernel.read_text()
-    procs = [ktui("run", "--seed", "1", "kernels/add_triton.py", cwd=root)]
+    procs = [ktui("run", "--no-audit", "--seed", "1", "kernels/add_triton.py", cwd=root)]
     kernel.write_text(original.replace("block = 1024", "block = 512"))
-    procs.append(ktui("run", "--seed", "1", "kernels/add_triton.py", cwd=root))
+    procs.append(ktui("run", "--no-audit", "--seed", "1", "kernels/add_triton.py", cwd=root))
     kernel.write_text(original.replace("tl.store(out_ptr + offsets, x + y, mask=mask)",
                                        "tl.store(out_ptr + offsets, x + y + undefined_name, mask=mask)"))
-    procs.append(ktui("run", "--seed", "1", "kernels/add_triton.py", cwd=root))
+    procs.append(ktui("run", "--no-audit", "--seed", "1", "kernels/add_triton.py", cwd=root))
     assert [p.returncode for p in procs] == [0, 0, 1], [p.stdout for p in procs]
     kernel.write_text(original.replace("block = 1024", "block = 512"))  # the file is v2 again
     return root
@@ -230,6 +230,19 @@ def test_best_is_the_fastest_passing_version_other_than_the_new_one(tmp_path):
     assert resolve_base(store, "k", 4, "previous") == 2  # v3's last run failed
 
 
+def test_a_compiled_version_is_a_previous_base_but_never_the_best(tmp_path):
+    """CuTeDSL on the CPU tier: every version only compiles, and its SASS is still worth a diff."""
+    store = Store(tmp_path / "history.db")
+    _run(store, "a", 1, "compiled", None, 1.0)
+    _run(store, "b", 2, "failed", None, 2.0)
+    assert resolve_base(store, "k", 3, "previous") == 1
+    with pytest.raises(NoBase, match="passed with a measured speedup"):
+        resolve_base(store, "k", 3, "best")
+    _run(store, "c", 3, "compiled", 99.0, 3.0)  # a speedup on a compiled run is no measurement: never best
+    with pytest.raises(NoBase):
+        resolve_base(store, "k", 4, "best")
+
+
 def test_recorded_h200_sass_of_two_versions_gives_the_same_facts_as_its_raw_counts(tmp_path):
     """SASS compiled on the H200 (tests/fixtures/gpu/sass, see its README), laid out as ktui stores it."""
     fixtures = Path(__file__).parents[1] / "fixtures" / "gpu" / "sass"
@@ -254,9 +267,9 @@ def test_a_cutedsl_kernel_whose_mangled_symbol_changed_is_still_paired(tmp_path)
     """CuTeDSL mangles the tile layout into the symbol: halving ILP renames the GPU function."""
     root = make_workspace(tmp_path / "ws", kernels=["add_cutedsl"])
     kernel = root / "kernels" / "add_cutedsl.py"
-    assert ktui("run", "--seed", "1", "kernels/add_cutedsl.py", cwd=root).returncode == 0
+    assert ktui("run", "--no-audit", "--seed", "1", "kernels/add_cutedsl.py", cwd=root).returncode == 0
     kernel.write_text(re.sub(r"^ILP = 4\b", "ILP = 2", kernel.read_text(), flags=re.M))
-    assert ktui("run", "--seed", "1", "kernels/add_cutedsl.py", cwd=root).returncode == 0
+    assert ktui("run", "--no-audit", "--seed", "1", "kernels/add_cutedsl.py", cwd=root).returncode == 0
     (f,) = diff_versions(root / ".ktui", "add_cutedsl", 1, 2).functions
     assert f.status == "changed" and f.base_name and f.base_name != f.name
     assert f.instructions[1] < f.instructions[0]  # half the independent accesses per thread

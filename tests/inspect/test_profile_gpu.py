@@ -19,7 +19,7 @@ def ws(tmp_path_factory):
         pytest.skip("no NVIDIA driver on this machine")
     root = make_workspace(tmp_path_factory.mktemp("gpu"), kernels=["softmax_triton", "add_triton"],
                           fixtures=["softmax_twopass", "softmax_sections", "oob_read"])
-    proc = ktui("run", "--no-bench", "--seed", "1", "kernels/", cwd=root)
+    proc = ktui("run", "--no-audit", "--no-bench", "--seed", "1", "kernels/", cwd=root)
     assert "gpu" in proc.stdout, proc.stdout + proc.stderr
     return root
 

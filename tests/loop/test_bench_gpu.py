@@ -22,7 +22,7 @@ TIMING_KEYS = [f"{p}_{k}" for p in ("kernel", "ref") for k in ("us", "mean_us", 
 @pytest.fixture(scope="module")
 def gpu_run(tmp_path_factory):
     root = make_workspace(tmp_path_factory.mktemp("ws"), kernels=KERNELS)
-    proc = ktui("run", "--json", "--seed", "3", "--cuda-graph", "--bench-time", "1", *[f"kernels/{k}.py" for k in KERNELS],
+    proc = ktui("run", "--no-audit", "--json", "--seed", "3", "--cuda-graph", "--bench-time", "1", *[f"kernels/{k}.py" for k in KERNELS],
                 cwd=root)
     return root, proc, by_kernel(parse_events(proc.stdout))
 
@@ -113,7 +113,7 @@ def test_a_new_version_is_labelled_against_the_previous_one(gpu_run):
     root, _, _ = gpu_run
     path = root / "kernels" / "add_triton.py"
     path.write_text(path.read_text() + "\n# an edit that changes nothing on the GPU\n")
-    proc = ktui("run", "--json", "--seed", "4", "--bench-time", "1", "kernels/add_triton.py", cwd=root)
+    proc = ktui("run", "--no-audit", "--json", "--seed", "4", "--bench-time", "1", "kernels/add_triton.py", cwd=root)
     events = parse_events(proc.stdout)
     for r in benches(events).values():
         assert r["figures"]["label"] in ("faster", "slower", "within noise")
@@ -137,7 +137,7 @@ def test_calibrate_measures_copy_bandwidth_and_bf16_and_the_benchmark_uses_them(
         assert 0.3 * spec.bandwidth_gbs < cal["bandwidth_gbs"] <= spec.bandwidth_gbs
         assert 0.2 * spec.tflops["bf16"] < cal["tflops"]["bf16"] <= spec.tflops["bf16"]
     assert (root / ".ktui" / "calibration.json").exists()
-    run = ktui("run", "--json", "--bench-time", "0.5", "kernels/add_triton.py", cwd=root)
+    run = ktui("run", "--no-audit", "--json", "--bench-time", "0.5", "kernels/add_triton.py", cwd=root)
     for r in benches(parse_events(run.stdout)).values():
         assert "calibrated" in r["figures"]["ceiling"]
 

@@ -34,7 +34,7 @@ BROKEN = [
 @pytest.fixture(scope="module")
 def stream(tmp_path_factory):
     root = make_workspace(tmp_path_factory.mktemp("broken"), kernels=["add_triton"], fixtures=BROKEN)
-    proc = ktui("run", "--json", "--seed", "7", "kernels/", cwd=root)
+    proc = ktui("run", "--no-audit", "--json", "--seed", "7", "kernels/", cwd=root)
     events = parse_events(proc.stdout)
     return proc, by_kernel(events), root
 

@@ -36,7 +36,7 @@ def formats_workspace(root: Path) -> Path:
 @pytest.fixture(scope="module")
 def formats_run(tmp_path_factory):
     root = formats_workspace(tmp_path_factory.mktemp("formats"))
-    proc = ktui("run", "--json", "--seed", "5", "kernels/", "gpumode/scaleadd/", cwd=root)
+    proc = ktui("run", "--no-audit", "--json", "--seed", "5", "kernels/", "gpumode/scaleadd/", cwd=root)
     return root, proc, by_kernel(parse_events(proc.stdout))
 
 
@@ -135,7 +135,7 @@ def test_a_kernelbench_pair_runs_with_reference_outside_any_workspace(tmp_path):
     pair.mkdir()
     shutil.copy(KB / "scale_shift_relu.py", pair / "problem.py")
     shutil.copy(KB / "scale_shift_relu_triton.py", pair / "candidate.py")
-    proc = ktui("run", "--json", "candidate.py", "--reference", "problem.py", cwd=pair)
+    proc = ktui("run", "--no-audit", "--json", "candidate.py", "--reference", "problem.py", cwd=pair)
     events = parse_events(proc.stdout)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert finished(events)["verdict"] == "passed"
@@ -204,7 +204,7 @@ def test_a_reference_file_tells_kernelbench_from_native(tmp_path):
 @pytest.mark.gpu
 def test_on_a_gpu_both_formats_run_every_rung_including_the_benchmark(tmp_path):
     root = formats_workspace(tmp_path / "ws")
-    proc = ktui("run", "--json", "kernels/scale_shift_relu_triton.py", "gpumode/scaleadd/submission.py", cwd=root)
+    proc = ktui("run", "--no-audit", "--json", "kernels/scale_shift_relu_triton.py", "gpumode/scaleadd/submission.py", cwd=root)
     kernels = by_kernel(parse_events(proc.stdout))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     for name in ("scale_shift_relu_triton", "scaleadd/submission"):
@@ -219,7 +219,7 @@ def test_on_a_gpu_both_formats_run_every_rung_including_the_benchmark(tmp_path):
 @pytest.fixture(scope="module")
 def rowsum_run(tmp_path_factory):
     root = formats_workspace(tmp_path_factory.mktemp("rowsum"))
-    proc = ktui("run", "--json", "--seed", "3", "gpumode/rowsum/", cwd=root)
+    proc = ktui("run", "--no-audit", "--json", "--seed", "3", "gpumode/rowsum/", cwd=root)
     return by_kernel(parse_events(proc.stdout))
 
 

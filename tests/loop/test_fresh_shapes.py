@@ -24,7 +24,7 @@ def _workspace(root):
 @pytest.fixture(scope="module")
 def stream(tmp_path_factory):
     root = _workspace(tmp_path_factory.mktemp("fresh"))
-    proc = ktui("run", "--json", "--seed", "11", "--fresh-shapes", "3", "kernels/", cwd=root)
+    proc = ktui("run", "--no-audit", "--json", "--seed", "11", "--fresh-shapes", "3", "kernels/", cwd=root)
     return proc, by_kernel(parse_events(proc.stdout))
 
 
@@ -78,7 +78,7 @@ def test_the_fresh_shapes_rung_comes_after_the_correctness_rungs_and_before_the_
 
 def test_no_fresh_shapes_flag_turns_the_rung_off(tmp_path):
     root = _workspace(tmp_path / "ws")
-    proc = ktui("run", "--json", "--no-fresh-shapes", "kernels/double_tuned.py", cwd=root)
+    proc = ktui("run", "--no-audit", "--json", "--no-fresh-shapes", "kernels/double_tuned.py", cwd=root)
     events = parse_events(proc.stdout)
     assert proc.returncode == 0, proc.stdout[-2000:]
     fresh = rungs(events)["fresh-shapes"]

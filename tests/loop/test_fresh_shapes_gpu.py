@@ -21,7 +21,7 @@ def _cuda():
 def shipped_run(tmp_path_factory):
     _cuda()
     root = make_workspace(tmp_path_factory.mktemp("gpu-fresh"), kernels=SHIPPED)
-    proc = ktui("run", "--json", "--seed", "3", "--no-bench", "kernels/", cwd=root, timeout=1200)
+    proc = ktui("run", "--no-audit", "--json", "--seed", "3", "--no-bench", "kernels/", cwd=root, timeout=1200)
     return by_kernel(parse_events(proc.stdout))
 
 
@@ -29,7 +29,7 @@ def shipped_run(tmp_path_factory):
 def tuned_run(tmp_path_factory):
     _cuda()
     root = make_workspace(tmp_path_factory.mktemp("gpu-tuned"), fixtures=["double_tuned", "double_honest"])
-    proc = ktui("run", "--json", "--seed", "3", "--bench-time", "0.5", "kernels/", cwd=root, timeout=900)
+    proc = ktui("run", "--no-audit", "--json", "--seed", "3", "--bench-time", "0.5", "kernels/", cwd=root, timeout=900)
     return by_kernel(parse_events(proc.stdout))
 
 

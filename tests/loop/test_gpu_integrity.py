@@ -14,7 +14,7 @@ def stream(tmp_path_factory):
         pytest.skip("no CUDA device")
     root = make_workspace(tmp_path_factory.mktemp("gpuhacks"), kernels=["add_triton"],
                           hacks=["side_stream", "lazy_after_warmup", "patches_timer", "cache_by_pointer"])
-    proc = ktui("run", "--json", "--seed", "9", "--bench-time", "1", "kernels/", cwd=root, timeout=900)
+    proc = ktui("run", "--no-audit", "--json", "--seed", "9", "--bench-time", "1", "kernels/", cwd=root, timeout=900)
     return proc, by_kernel(parse_events(proc.stdout))
 
 

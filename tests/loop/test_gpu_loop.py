@@ -19,7 +19,7 @@ def gpu_run(tmp_path_factory):
         pytest.skip("no CUDA device")
     root = make_workspace(tmp_path_factory.mktemp("gpu"), kernels=["add_triton", "softmax_triton", "add_cutedsl"],
                           fixtures=["oob_write", "crash_segfault", "partial_write"])
-    proc = ktui("run", "--json", "--seed", "3", "--bench-time", "1", "kernels/", cwd=root, timeout=900)
+    proc = ktui("run", "--no-audit", "--json", "--seed", "3", "--bench-time", "1", "kernels/", cwd=root, timeout=900)
     return root, proc, by_kernel(parse_events(proc.stdout))
 
 

@@ -27,7 +27,7 @@ HACKS = {
 @pytest.fixture(scope="module")
 def stream(tmp_path_factory):
     root = make_workspace(tmp_path_factory.mktemp("hacks"), kernels=["add_triton", "softmax_triton"], hacks=[*HACKS, "partial_output"])
-    proc = ktui("run", "--json", "--seed", "5", "kernels/", cwd=root)
+    proc = ktui("run", "--no-audit", "--json", "--seed", "5", "kernels/", cwd=root)
     return proc, by_kernel(parse_events(proc.stdout))
 
 
@@ -65,7 +65,7 @@ def test_suspicious_has_its_own_exit_code(stream):
 
 def test_strict_mode_runs_more_seeds_in_a_fresh_process(tmp_path):
     root = make_workspace(tmp_path / "ws", kernels=["add_triton"])
-    proc = ktui("run", "--json", "--strict", "kernels/add_triton.py", cwd=root)
+    proc = ktui("run", "--no-audit", "--json", "--strict", "kernels/add_triton.py", cwd=root)
     assert proc.returncode == 0
     events = parse_events(proc.stdout)
     assert events[0]["strict"] is True

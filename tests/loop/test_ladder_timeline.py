@@ -9,7 +9,7 @@ PHASES = {"inputs", "candidate", "reference", "metrics"}
 
 def _events(tmp_path):
     root = make_workspace(tmp_path / "ws", kernels=["add_triton"])
-    result = ktui("run", "kernels/add_triton.py", "--json", "--no-bench", cwd=root)
+    result = ktui("run", "--no-audit", "kernels/add_triton.py", "--json", "--no-bench", cwd=root)
     assert result.returncode == 0, result.stderr
     return parse_events(result.stdout)
 

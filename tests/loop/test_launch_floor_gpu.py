@@ -28,7 +28,7 @@ def calibrated(tmp_path_factory):
     root = make_workspace(tmp_path_factory.mktemp("ws"), kernels=KERNELS)
     cal = ktui("calibrate", "--json", "--time", "0.5", cwd=root)
     assert cal.returncode == 0, cal.stderr
-    run = ktui("run", "--json", "--bench-time", "1", *[f"kernels/{k}.py" for k in KERNELS], cwd=root)
+    run = ktui("run", "--no-audit", "--json", "--bench-time", "1", *[f"kernels/{k}.py" for k in KERNELS], cwd=root)
     events = by_kernel(parse_events(run.stdout))
     print("\n" + "\n".join(calibrate.describe(calibrate.Calibration(**{k: v for k, v in json.loads(cal.stdout).items()
                                                                           if k != "path"}))))

@@ -174,7 +174,7 @@ def test_the_summary_line_says_the_peak_next_to_the_footprint_only_when_measured
 def cpu_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("kb_memory")
     problem, candidate = kernelbench_pair(tmp, 16, 1000)
-    proc = ktui("run", "--json", "--no-bench", "--cpu", "--seed", "3", str(candidate), "--reference", str(problem), cwd=tmp)
+    proc = ktui("run", "--no-audit", "--json", "--no-bench", "--cpu", "--seed", "3", str(candidate), "--reference", str(problem), cwd=tmp)
     return proc, parse_events(proc.stdout)
 
 
@@ -191,7 +191,7 @@ def test_on_a_gpu_the_run_reports_its_peak_and_ratio(tmp_path):
     # 1.07 GB per tensor: large enough that the run's fixed costs (the CUDA context, the metrics'
     # chunk workspace) do not dominate, which is where the ≤ 3× target applies
     problem, candidate = kernelbench_pair(tmp_path, 65536, 4096)
-    proc = ktui("run", "--json", "--no-bench", str(candidate), "--reference", str(problem), cwd=tmp_path)
+    proc = ktui("run", "--no-audit", "--json", "--no-bench", str(candidate), "--reference", str(problem), cwd=tmp_path)
     end = finished(parse_events(proc.stdout))
     summary = end["summary"]
     assert end["verdict"] == "passed", json.dumps(summary)

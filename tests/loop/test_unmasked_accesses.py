@@ -11,7 +11,7 @@ from ktui.measure.masks import unmasked_lines
 
 def test_a_cpu_failure_of_a_kernel_with_unmasked_loads_points_at_them_and_at_ktui_sanitize(tmp_path):
     ws = make_workspace(tmp_path / "ws", kernels=["softmax_triton"], fixtures=["softmax_unmasked", "oob_read_far", "oob_write"])
-    proc = ktui("run", "kernels", "--json", "--seed", "0", cwd=ws)
+    proc = ktui("run", "--no-audit", "kernels", "--json", "--seed", "0", cwd=ws)
     kernels = by_kernel(parse_events(proc.stdout))
 
     wrong = rungs(kernels["softmax_unmasked"])

@@ -24,7 +24,7 @@ def test_every_line_of_a_real_cpu_run_fits_the_schema(tmp_path):
     """A passing Triton kernel, one that raises on the host (an error with its source location)
     and one that prints (output events): every kind of event a run prints."""
     root = make_workspace(tmp_path / "ws", kernels=["add_triton"], fixtures=["raises", "prints"])
-    proc = ktui("run", "--cpu", "--json", "--no-bench", "--seed", "1",
+    proc = ktui("run", "--no-audit", "--cpu", "--json", "--no-bench", "--seed", "1",
                 "kernels/add_triton.py", "kernels/raises.py", "kernels/prints.py", cwd=root)
     lines = parse_events(proc.stdout)
     assert {e["type"] for e in lines} == {"run_started", "rung_started", "rung_finished", "artifact", "output",
@@ -42,7 +42,7 @@ def test_every_line_of_a_real_gpu_run_fits_the_schema(tmp_path):
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
     root = make_workspace(tmp_path / "ws", kernels=["add_triton", "add_cutedsl"], fixtures=["crash_segfault"])
-    proc = ktui("run", "--json", "--seed", "1", "--bench-time", "1", "kernels/", cwd=root, timeout=900)
+    proc = ktui("run", "--no-audit", "--json", "--seed", "1", "--bench-time", "1", "kernels/", cwd=root, timeout=900)
     lines = parse_events(proc.stdout)
     verdicts = {e["verdict"] for e in lines if e["type"] == "run_finished"}
     assert {"passed", "crashed"} <= verdicts, proc.stderr[-2000:]

@@ -65,7 +65,7 @@ def test_a_bad_gpus_list_says_what_is_wrong(text, says):
 
 def test_ktui_run_with_a_bad_gpus_list_stops_before_any_worker_with_the_reason(tmp_path):
     ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
-    proc = ktui("run", "--gpus", "0,0", "kernels/add_triton.py", cwd=ws, timeout=60)
+    proc = ktui("run", "--no-audit", "--gpus", "0,0", "kernels/add_triton.py", cwd=ws, timeout=60)
     assert proc.returncode == 2 and "--gpus names a GPU twice" in proc.stderr
-    proc = ktui("run", "--gpus", "0", "--remote", "gpu1", "kernels/add_triton.py", cwd=ws, timeout=60)
+    proc = ktui("run", "--no-audit", "--gpus", "0", "--remote", "gpu1", "kernels/add_triton.py", cwd=ws, timeout=60)
     assert proc.returncode == 2 and "cannot be combined with --remote" in proc.stderr

@@ -13,7 +13,7 @@ from conftest import FIXTURES, by_kernel, ktui, make_workspace, parse_events
 def test_printed_lines_end_with_their_run_even_without_a_newline(tmp_path):
     root = make_workspace(tmp_path, kernels=["add_triton"])
     shutil.copy(FIXTURES / "kernels" / "prints.py", root / "kernels" / "aa_prints.py")  # runs first
-    proc = ktui("run", "--json", "--no-bench", "--seed", "2", "kernels/aa_prints.py", "kernels/add_triton.py", cwd=root)
+    proc = ktui("run", "--no-audit", "--json", "--no-bench", "--seed", "2", "kernels/aa_prints.py", "kernels/add_triton.py", cwd=root)
     kernels = by_kernel(parse_events(proc.stdout))
     printed = kernels["aa_prints"]
     types = [e["type"] for e in printed]

@@ -60,7 +60,7 @@ def history(ws: Path) -> dict[str, list]:
 def test_eight_kernels_on_ray_get_the_serial_verdicts_and_all_reach_the_history(local_ray, serial_verdicts, tmp_path):
     ws = make_workspace(tmp_path / "ws", SHIPPED, FIXTURES)
     # the real CLI, joining the module's Ray instance (two CPUs: two actors, each with a warm worker)
-    proc = ktui("run", "--json", "--no-bench", "--seed", "7", "--ray", "auto", "kernels", cwd=ws, timeout=240)
+    proc = ktui("run", "--no-audit", "--json", "--no-bench", "--seed", "7", "--ray", "auto", "kernels", cwd=ws, timeout=240)
     assert proc.returncode == 3, proc.stderr  # the worst verdict among them: suspicious
     events = parse_events(proc.stdout)
     kernel_of = {e["run_id"]: e["kernel"] for e in events if e["type"] == "run_started"}
@@ -124,7 +124,7 @@ def test_without_ray_the_flag_says_how_to_install_it(tmp_path):
 
 def test_an_address_with_nothing_listening_is_refused_at_once(tmp_path):
     ws = make_workspace(tmp_path / "ws", ["add_triton"])
-    proc = ktui("run", "--ray", "127.0.0.1:1", "kernels/add_triton.py", cwd=ws, timeout=60)
+    proc = ktui("run", "--no-audit", "--ray", "127.0.0.1:1", "kernels/add_triton.py", cwd=ws, timeout=60)
     assert proc.returncode == 2
     assert "could not join the Ray cluster at 127.0.0.1:1" in proc.stderr
 

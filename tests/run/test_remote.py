@@ -99,15 +99,15 @@ def test_a_bad_remote_address_is_refused_with_the_expected_form(value, says):
 
 
 def test_the_cli_refuses_a_remote_that_ssh_would_read_as_an_option(ws):
-    proc = ktui("run", "--remote=-oProxyCommand=touch PWNED", "kernels/add_triton.py", cwd=ws, timeout=60)
+    proc = ktui("run", "--no-audit", "--remote=-oProxyCommand=touch PWNED", "kernels/add_triton.py", cwd=ws, timeout=60)
     assert proc.returncode == 2
     assert "is not a host name" in proc.stderr
     assert not (ws / "PWNED").exists()
 
 
 def test_the_cpu_tier_run_remotely_matches_a_local_run_and_its_files_come_back(sshd, ws, tmp_path):
-    local = ktui("run", "--json", "--seed", "7", "kernels/add_triton.py", cwd=ws, timeout=300)
-    remote = ktui("run", "--json", "--seed", "7", *remote_flags(sshd, tmp_path), "kernels/add_triton.py",
+    local = ktui("run", "--no-audit", "--json", "--seed", "7", "kernels/add_triton.py", cwd=ws, timeout=300)
+    remote = ktui("run", "--no-audit", "--json", "--seed", "7", *remote_flags(sshd, tmp_path), "kernels/add_triton.py",
                   cwd=ws, timeout=300)
     assert remote.returncode == local.returncode == 0, remote.stderr
     here, there = parse_events(local.stdout), parse_events(remote.stdout)
@@ -318,7 +318,7 @@ def test_a_reference_outside_the_workspace_is_refused_for_a_remote_run(sshd, ws,
     outside = tmp_path / "elsewhere" / "add_ref.py"
     outside.parent.mkdir()
     outside.write_text((ws / "references" / "add.py").read_text())
-    proc = ktui("run", "--json", "--reference", str(outside), *remote_flags(sshd, tmp_path), "kernels/add_triton.py",
+    proc = ktui("run", "--no-audit", "--json", "--reference", str(outside), *remote_flags(sshd, tmp_path), "kernels/add_triton.py",
                 cwd=ws, timeout=120)
     end = finished(parse_events(proc.stdout))
     assert end["verdict"] == "error" and proc.returncode == 2
@@ -377,7 +377,7 @@ def test_a_key_the_remote_does_not_accept_fails_with_what_ssh_said_and_never_pro
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(stranger)], check=True)
     config = tmp_path / "ssh_config"
     config.write_text(sshd.client_config.read_text().replace(str(sshd.folder / "client_key"), str(stranger)))
-    proc = ktui("run", "--remote", f"localhost:{tmp_path}/remote", "--ssh-config", str(config),
+    proc = ktui("run", "--no-audit", "--remote", f"localhost:{tmp_path}/remote", "--ssh-config", str(config),
                 "--remote-python", sys.executable, "kernels/add_triton.py", cwd=ws, timeout=60)
     assert proc.returncode == 1
     assert "interrupted" in proc.stdout and "Permission denied" in proc.stdout
@@ -401,7 +401,7 @@ def test_a_gpumode_module_kept_beside_the_problem_folder_is_synced_and_named_by_
         session.close()
     if sync == "tar":
         return  # the run below syncs as ssh finds best: once is enough
-    proc = ktui("run", "--json", "--seed", "7", *remote_flags(sshd, tmp_path), "submission.py", cwd=problem, timeout=300)
+    proc = ktui("run", "--no-audit", "--json", "--seed", "7", *remote_flags(sshd, tmp_path), "submission.py", cwd=problem, timeout=300)
     end = finished(parse_events(proc.stdout))
     assert proc.returncode == 0 and end["verdict"] == "passed", proc.stdout[-2000:] + proc.stderr
     assert end["summary"]["host"] == "localhost"

@@ -183,7 +183,7 @@ def test_a_local_calibration_is_sent_with_a_remote_run(sshd, tmp_path):
 def one_version(tmp_path_factory):
     """add_triton run once here (v1); the file then changed (BLOCK 512), not run."""
     root = make_workspace(tmp_path_factory.mktemp("ws"), kernels=["add_triton"])
-    assert ktui("run", "--seed", "1", "--no-bench", "kernels/add_triton.py", cwd=root).returncode == 0
+    assert ktui("run", "--no-audit", "--seed", "1", "--no-bench", "kernels/add_triton.py", cwd=root).returncode == 0
     kernel = root / "kernels" / "add_triton.py"
     kernel.write_text(kernel.read_text().replace("block = 1024", "block = 512"))
     return root

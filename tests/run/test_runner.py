@@ -26,7 +26,7 @@ def ws(tmp_path):
 
 
 def test_a_hanging_kernel_times_out_with_its_limit_and_the_worker_group_is_killed(ws):
-    proc = ktui("run", "--json", "--timeout", "compile=4", "kernels/hang.py", cwd=ws, timeout=120)
+    proc = ktui("run", "--no-audit", "--json", "--timeout", "compile=4", "kernels/hang.py", cwd=ws, timeout=120)
     events = parse_events(proc.stdout)
     end = finished(events)
     assert end["verdict"] == "timed_out"

@@ -20,7 +20,7 @@ def test_on_the_gpu_a_kernel_hanging_in_its_loop_times_out_with_its_whole_stack_
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
     ws = make_workspace(tmp_path / "ws", kernels=["add_triton"], fixtures=["hang_in_jit"])
-    proc = ktui("run", "kernels/hang_in_jit.py", "kernels/add_triton.py", "--json", "--no-bench", "--seed", "0",
+    proc = ktui("run", "--no-audit", "kernels/hang_in_jit.py", "kernels/add_triton.py", "--json", "--no-bench", "--seed", "0",
                 "--timeout", "compile=30", "--timeout", "run=10", "--timeout", "correctness=10", cwd=ws, timeout=600)
     kernels = by_kernel(parse_events(proc.stdout))
     hung = next(r for r in rungs(kernels["hang_in_jit"]).values() if r["status"] == "timed_out")

@@ -29,7 +29,7 @@ def workspace_with_gpumode_and_kernelbench(root):
 def ran(tmp_path_factory):
     root = workspace_with_gpumode_and_kernelbench(tmp_path_factory.mktemp("current"))
     targets = ["gpumode/scaleadd/submission.py", "kernels/scale_shift_relu_triton.py"]
-    proc = ktui("run", "--no-bench", "--seed", "3", *targets, cwd=root)
+    proc = ktui("run", "--no-audit", "--no-bench", "--seed", "3", *targets, cwd=root)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return root, {t: discover([root / t])[0] for t in targets}  # as `ktui run` and `ktui watch` find them
 

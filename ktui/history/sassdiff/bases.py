@@ -1,5 +1,9 @@
 """Which stored version to diff a new one against: the previous passing one, the best, the pinned
-baseline, or a version number."""
+baseline, or a version number.
+
+A ``compiled`` version (CuTeDSL on the CPU tier: compiled and dumped, not run) is a base for
+``previous``: its SASS is real and, on a machine without a GPU, no version of such a kernel ever
+does more. It is never ``best``: nothing about it was timed (``ktui.history.best``)."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ if TYPE_CHECKING:
     from ktui.history.store import Store
 
 BASES = ("previous", "best", "pinned")
+DIFFABLE = ("passed", "compiled")  # verdicts of a version ``previous`` may diff against
 
 
 def resolve_base(store: Store, kernel: str, new_version: int, base: str) -> int:
@@ -44,12 +49,13 @@ def resolve_base(store: Store, kernel: str, new_version: int, base: str) -> int:
             last_verdict.setdefault(run.version, run.verdict)
     if base == "previous":
         earlier = [v for v in versions if v < new_version]
-        passing = [v for v in earlier if last_verdict.get(v) == "passed"]
+        passing = [v for v in earlier if last_verdict.get(v) in DIFFABLE]
         if passing:
             return max(passing)
         if not earlier:
             raise NoBase(f"v{new_version} is the first version of {kernel}: there is nothing earlier to compare with")
-        raise NoBase(f"none of the {len(earlier)} earlier version(s) of {kernel} passed its last run",
+        raise NoBase(f"none of the {len(earlier)} earlier version(s) of {kernel} passed (or only compiled) in its "
+                     "last run",
                      cli="choose one with --base VERSION", dashboard="d cycles to best or pinned; b pins a version")
     newest = {}  # the newest finished run of each version: what "best" counts
     for run in runs:

@@ -29,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpu", action="store_true", help="the CPU tier even where a GPU is present")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds one step may take")
     parser.add_argument("--shapes", type=int, default=None, help="audit only the first N test shapes")
+    parser.add_argument("--fast", action="store_true", help="only the fast checks (ktui run's first audit)")
     args = parser.parse_args(argv)
     channel = _protocol_channel()
     sys.dont_write_bytecode = True  # the audit writes nothing outside .ktui/, not even a problem's __pycache__
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     if tier.is_gpu:
         torch.cuda.init()
     send({"type": "ready", "tier": tier.name, "device": tier.device, "arch": tier.arch, "pid": os.getpid()})
-    settings = Settings(shapes=args.shapes)
+    settings = Settings(shapes=args.shapes, fast=args.fast)
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -102,7 +103,7 @@ def audit_job(job, tier, settings, limit_s: float, send: Callable[[dict], None])
         send(RungFinished(job.run_id, rung=result.rung, status=result.status, figures=clean_figures(result.figures),
                           message=result.message).to_json())
     verdict = done.verdict
-    summary = {**verdict.summary(done.results), "shapes": done.shapes}
+    summary = {**verdict.summary(done.results), "shapes": done.shapes, "fast": settings.fast}
     send(RunFinished(job.run_id, verdict=verdict.verdict, message=(verdict.reasons or [""])[0], summary=summary,
                      duration_s=round(time.perf_counter() - started, 3)).to_json())
 

@@ -17,7 +17,7 @@ from typing import Any, Callable, ContextManager
 from ktui.loop import formats
 from ktui.loop.audit import draws, reference_checks
 from ktui.loop.audit.draws import AuditError
-from ktui.loop.audit.mutants import Mutant, judge_candidate, judge_output, mutants_for
+from ktui.loop.audit.mutants import Mutant, is_fast, judge_candidate, judge_output, mutants_for
 from ktui.loop.audit.results import CAUGHT, NOT_APPLICABLE, CheckResult, Judged
 from ktui.loop.audit.verdict import Verdict, combine, conclude_mutant
 from ktui.loop.context import RunContext
@@ -33,6 +33,7 @@ Step = Callable[[str], ContextManager[None]]
 @dataclass(frozen=True)
 class Settings:
     shapes: int | None = None  # audit only the first N test shapes (reduced repetitions for a corpus)
+    fast: bool = False  # only the fast mutants (``is_fast``) beside the reference's own checks
 
 
 @dataclass
@@ -83,6 +84,8 @@ def audit(ctx: RunContext, settings: Settings, step: Step = lambda what: context
                 status, constant = reference_checks.influence(ctx, draw, path)
             ignored.setdefault(name, []).append((label, status, constant))
         for mutant in mutants_for(draw):
+            if settings.fast and not is_fast(mutant):
+                continue
             mutants.setdefault(mutant.key, mutant)
             with step(f"judging the mutant '{mutant.key}' on {label}"):
                 judged.setdefault(mutant.key, {})[label] = judge_candidate(ctx, draw.inputs_b, draw.ref_b,

@@ -22,7 +22,7 @@ class KernelList(DataTable):
     BINDINGS = [Binding("enter", "select_cursor", "select", show=False)]
     COMPONENT_CLASSES = {
         "kernel-list--passed", "kernel-list--failed", "kernel-list--running", "kernel-list--queued",
-        "kernel-list--muted", "kernel-list--stale", "kernel-list--suspicious",
+        "kernel-list--muted", "kernel-list--stale", "kernel-list--suspicious", "kernel-list--compiled",
     }
 
     class Selected(Message):
@@ -90,7 +90,7 @@ class KernelList(DataTable):
         glyph, word = state_label(view.state, view.summary)
         if view.state == "running":
             word = view.rung_progress()
-        tone = "muted" if word == "compiled" else _tone(view.state)  # unchecked: not the colour of a pass
+        tone = "compiled" if word == "compiled" else _tone(view.state)  # not run: not the colour of a pass
         state = Text(f"{glyph} {word}", style=self._style(tone), no_wrap=True, overflow="ellipsis")
         version = Text(f"v{view.version}" if view.version is not None else "")
         if view.state in ("queued", "running") and view.stale:

@@ -1,0 +1,104 @@
+"""``ktui run`` names a weak test without a separate command: after the verdicts, the first run
+against a reference version never audited runs the audit's fast checks and says what passes.
+
+Through the real command (CPU tier, a real worker and audit process) on a KernelBench-format pair
+made here: ``19_ReLU.py`` (ReLU on ``torch.rand`` inputs, as KernelBench's) and a candidate that
+returns a copy of its input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, finished, ktui, parse_events
+
+from ktui.run.audit import cached
+from ktui.run.first_audit import short_reason
+
+KB = FIXTURES / "kernelbench"
+RUN = ("run", "--cpu", "--no-bench", "--seed", "1", "relu_copy_modelnew.py", "--reference", "19_ReLU.py")
+
+
+def relu_pair(folder: Path) -> Path:
+    folder.mkdir(parents=True)
+    for name in ("19_ReLU.py", "relu_copy_modelnew.py"):
+        shutil.copy(KB / name, folder / name)
+    return folder
+
+
+def audit_records(pair: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted((pair / ".ktui" / "audits").glob("*.json"))]
+
+
+@pytest.fixture(scope="module")
+def first(tmp_path_factory):
+    pair = relu_pair(tmp_path_factory.mktemp("audit_run") / "pair")
+    return pair, ktui(*RUN, cwd=pair)
+
+
+def test_the_first_run_against_a_weak_test_ends_with_what_passes_it_after_the_verdict(first):
+    pair, proc = first
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]  # a weak test is a notice
+    lines = proc.stdout.strip().splitlines()
+    assert lines[-1].endswith("weak test: a copy of input 0 passes"), lines[-3:]
+    assert lines[-1].startswith("audit 19_ReLU.py "), lines[-1]
+    assert lines[-2].startswith("relu_copy_modelnew v1 passed · 5/5 correct"), lines[-2]  # the verdict came first
+    (record,) = audit_records(pair)
+    assert (record["verdict"], record["fast"]) == ("weak", True)
+
+
+def test_a_second_run_of_the_same_reference_version_audits_nothing_and_reads_the_cache(first):
+    pair, _ = first
+    proc = ktui(*RUN, cwd=pair)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    lines = proc.stdout.strip().splitlines()
+    assert not [line for line in lines if line.startswith("audit")], lines[-3:]
+    assert "weak test: a kernel that returns a copy of input 0 passes on every test shape" in lines[-1], lines[-1]
+
+
+def test_no_audit_audits_nothing_and_json_tells_the_audit_as_an_object_of_its_own(tmp_path):
+    pair = relu_pair(tmp_path / "pair")
+    quiet = ktui(*RUN, "--no-audit", "--json", cwd=pair)
+    assert quiet.returncode == 0, quiet.stderr[-2000:]
+    assert [e["type"] for e in parse_events(quiet.stdout)][-1] == "run_finished"
+    assert not (pair / ".ktui" / "audits").exists()
+
+    told = ktui(*RUN, "--json", cwd=pair)
+    records = parse_events(told.stdout)  # every line is JSON
+    assert told.returncode == 0 and finished(records)["verdict"] == "passed", told.stderr[-2000:]
+    audit = records[-1]
+    assert (audit["type"], audit["verdict"], audit["checks"]) == ("audit", "weak", "fast"), audit
+    assert audit["weak"] == ["a copy of input 0 passes"] and audit["kernels"] == ["relu_copy_modelnew"]
+    assert audit["reference_hash"] == records[0]["reference_hash"]  # the version the run recorded
+
+
+def test_a_fast_audit_never_stands_in_for_a_full_one_but_its_weak_is_read_as_weak(tmp_path):
+    state = tmp_path / ".ktui"
+    (state / "audits").mkdir(parents=True)
+    record = {"audit_version": 1, "shapes": None, "fast": True, "verdict": "strong", "reasons": []}
+    (state / "audits" / "abc.json").write_text(json.dumps(record))
+    assert cached(state, "abc") is None  # `ktui audit`, the watch: the full checks still to do
+    assert cached(state, "abc", fast_ok=True)["verdict"] == "strong"  # `ktui run`: audited already
+
+
+def test_a_reason_is_told_in_a_few_words():
+    reason = ("a kernel that returns a copy of input 0 passes on every test shape — input 0 is never negative "
+              "(its smallest value is 5.9e-05), so …")
+    assert short_reason(reason) == "a copy of input 0 passes"
+    assert short_reason("a kernel that computes a float32 answer in bfloat16 passes on every test shape — …") == (
+        "a kernel that computes a float32 answer in bfloat16 passes")
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_the_first_run_also_ends_with_the_weak_test_and_exits_0(tmp_path):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    pair = relu_pair(tmp_path / "pair")
+    proc = ktui("run", "--no-bench", "--seed", "1", "relu_copy_modelnew.py", "--reference", "19_ReLU.py", cwd=pair)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    lines = proc.stdout.strip().splitlines()
+    assert " · gpu · " in lines[0] and lines[-2].startswith("relu_copy_modelnew v1 passed"), lines
+    assert lines[-1].endswith("weak test: a copy of input 0 passes"), lines[-3:]
