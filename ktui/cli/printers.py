@@ -25,13 +25,14 @@ class LinePrinter:
     def __call__(self, event) -> None:
         # deferred for start-up speed
         from ktui.protocol.events import Output, RunFinished, RungFinished, RunStarted
-        from ktui.run.render import rung_line, summary_line
+        from ktui.run.render import confinement_note, rung_line, summary_line
 
         if isinstance(event, RunStarted):
             self._started[event.run_id] = event
             where = f"{event.tier} · {event.device} · {event.arch}" if event.tier != "-" else "not run"
             ref = os.path.relpath(event.reference) if event.reference else "no reference"
-            print(f"== {event.kernel} v{event.version} ({os.path.relpath(event.path)} → {ref}) · {where}", flush=True)
+            print(f"== {event.kernel} v{event.version} ({os.path.relpath(event.path)} → {ref}) · {where}"
+                  f"{confinement_note(event.confined, event.confinement)}", flush=True)
         elif isinstance(event, RungFinished):
             print(rung_line(event.to_json()), flush=True)
         elif isinstance(event, Output) and self.verbose:

@@ -153,6 +153,7 @@ class DashboardState:
     device: str = ""
     arch: str = ""
     gpus: tuple[str, ...] = ()  # one worker per GPU: their indices (the runner's, not a run's)
+    unconfined: str = ""  # "not confined: <why>" where the worker lets user code write anywhere
     watcher: str = "starting"
     watcher_reason: str = ""
     queue: QueueChanged = field(default_factory=lambda: QueueChanged(None, ()))
@@ -223,6 +224,7 @@ class DashboardState:
         if item.tier not in ("", "-"):
             view.tier, view.device, view.arch = item.tier, item.device, item.arch
             self.tier, self.device, self.arch = item.tier, item.device, item.arch
+            self.unconfined = unconfined_text(item.confined, item.confinement)
         return {view.id, ""}
 
     def _rung_started(self, item: RungStarted) -> set[str]:
@@ -339,6 +341,7 @@ class DashboardState:
     def _runner_ready(self, item: RunnerReady) -> set[str]:
         self.tier, self.device, self.arch = item.tier, item.device, item.arch
         self.gpus = item.gpus
+        self.unconfined = unconfined_text(item.confined, item.confinement)
         self.problem = ""
         return {""}
 
@@ -363,6 +366,11 @@ class DashboardState:
     def remove(self, kernel_id: str) -> None:
         self.kernels.pop(kernel_id, None)
         self.on_disk.pop(kernel_id, None)
+
+
+def unconfined_text(confined: bool | None, confinement: str) -> str:
+    """What the status line warns of: "" when confined or not known."""
+    return (confinement or "not confined") if confined is False else ""
 
 
 # One handler per event and notice type; anything else changes nothing on screen (``output``).

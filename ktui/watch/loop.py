@@ -17,6 +17,7 @@ from watchdog.observers import Observer
 
 from ktui.history.store import Store
 from ktui.protocol.job import Options
+from ktui.protocol.statedir import runs_folder
 from ktui.run.pool import DevicePool
 from ktui.run.runner import LocalRunner, Runner, WorkerConfig
 from ktui.run.session import Session
@@ -81,7 +82,8 @@ class WatchLoop:
         self.options = options
         self.listener = listener
         self.settings = settings or WatchSettings()
-        runner = runner or LocalRunner(WorkerConfig(arch=options.arch, force_cpu=options.force_cpu))
+        runs = (str(runs_folder(workspace.root)),)  # where its worker may write, from its start
+        runner = runner or LocalRunner(WorkerConfig(arch=options.arch, force_cpu=options.force_cpu, writable=runs))
         runners: list[Runner] = list(runner.runners) if isinstance(runner, DevicePool) else [runner]  # one per GPU
         self.session = Session(workspace.root, runner=runners[0])
         self.scheduler = Scheduler(

@@ -64,6 +64,8 @@ class RunnerReady(Notice):
     device: str
     arch: str
     gpus: tuple[str, ...] = ()  # with several GPUs: the index of each, one worker per GPU
+    confined: bool | None = None  # whether the worker confines user code (``ktui.loop.confine``)
+    confinement: str = ""  # "landlock ABI 7" or "not confined: <why>"
 
 
 @dataclass(frozen=True)
@@ -325,7 +327,8 @@ class Scheduler:
         if slot == 0:
             gpus = tuple(getattr(getattr(r, "config", None), "gpu", "") for r in self.runners)
             self._emit(RunnerReady(tier=info.get("tier", "?"), device=info.get("device", "?"), arch=info.get("arch", "?"),
-                                   gpus=gpus if len(self.runners) > 1 else ()))
+                                   gpus=gpus if len(self.runners) > 1 else (), confined=info.get("confined"),
+                                   confinement=info.get("confinement", "")))
 
     def _run(self, current: _Current, slot: int) -> None:
         if current.entry.kind == BACKGROUND:
