@@ -27,6 +27,7 @@ from ktui.protocol.events import (
 from ktui.protocol.job import rung_family
 from ktui.tui.profile_task import ProfileFinished, ProfileProgress
 from ktui.watch.audits import AuditFinished
+from ktui.watch.echoes import RerunsStopped
 from ktui.watch.loop import Saved, WatchStateChanged, WorkspaceNote
 from ktui.watch.scheduler import JobProblem, Notice, QueueChanged, RunnerReady
 from ktui.workspace.kernels import Kernel, content_hash, reference_hash
@@ -219,6 +220,8 @@ class DashboardState:
         view.version, view.run_id, view.run_dir = item.version, item.run_id, item.run_dir
         view.content_hash, view.reference_hash = item.content_hash, item.reference_hash
         view.started, view.finished, view.message, view.summary = item.time, None, "", {}
+        if view.problem and self.problem == view.problem:  # its re-runs had stopped: they no longer are
+            self.problem = ""
         view.rungs, view.shapes, view.problem, view.output = [], (0, 0), "", []
         self._judge_test(view)
         if item.tier not in ("", "-"):
@@ -330,6 +333,15 @@ class DashboardState:
             view.state = view.verdict or PROBLEM
         return {view.id}
 
+    def _reruns_stopped(self, item: RerunsStopped) -> set[str]:
+        """Said on the status line and in the kernel's panes until it runs again."""
+        self.problem = item.message
+        view = self.kernels.get(item.kernel)
+        if view is None:
+            return {""}
+        view.problem = item.message
+        return {view.id, ""}
+
     def _profile_progress(self, item: ProfileProgress) -> set[str]:
         self.profiles[item.kernel] = ProfileStatus(item.message, running=True)
         return {item.kernel, ""}
@@ -382,6 +394,7 @@ _HANDLERS: dict[type, Callable[[DashboardState, Any], set[str]]] = {
     QueueChanged: DashboardState._queue_changed,
     Saved: DashboardState._saved,
     JobProblem: DashboardState._job_problem,
+    RerunsStopped: DashboardState._reruns_stopped,
     ProfileProgress: DashboardState._profile_progress,
     ProfileFinished: DashboardState._profile_finished,
     RunnerReady: DashboardState._runner_ready,

@@ -1,9 +1,11 @@
-"""The dashboard's status line warns when user code is not confined."""
+"""The dashboard's status line warns when user code is not confined, and says why a kernel that kept
+saving its own files is no longer re-run — until it runs again."""
 
 from pathlib import Path
 
 from ktui.protocol.events import RunStarted
 from ktui.tui.state import DashboardState, KernelView
+from ktui.watch.echoes import RerunsStopped
 from ktui.watch.scheduler import RunnerReady
 
 WHY = "not confined: KTUI_NO_CONFINE is set"
@@ -31,3 +33,11 @@ def test_an_unconfined_worker_is_named_on_the_status_line_and_a_confined_one_is_
     state.apply(_start(False, WHY))
     assert state.unconfined == WHY
 
+
+def test_stopped_reruns_are_said_until_the_kernel_runs_again():
+    state = _state()
+    stopped = RerunsStopped("add", "/ws/kernels/add.py", "kernel add kept rewriting kernels/add.py …")
+    assert state.apply(stopped) == {"add", ""}
+    assert state.problem == stopped.message and state.kernels["add"].problem == stopped.message
+    state.apply(_start(True, "landlock ABI 7"))
+    assert state.problem == "" and state.kernels["add"].problem == ""
