@@ -285,7 +285,8 @@ class LocalRunner:
             self._cancelled.clear()
             self._cancel_reason = REPLACED
         fresh = self.fresh_each_run or job.options.strict
-        if fresh or self._allow_writes(job):  # strict: nothing a previous version left in the process survives
+        widened = self._allow_writes(job)
+        if fresh or widened:  # strict: nothing a previous version left in the process survives
             self._discard_worker()
         worker = self._ensure_worker()
         info = worker.info

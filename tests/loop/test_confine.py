@@ -148,3 +148,11 @@ def test_an_unconfined_run_says_so_in_its_header_and_summary(tmp_path):
     header, summary = lines[0], lines[-1]
     assert header.startswith("== add_triton v1") and header.endswith(f"· not confined: {NO_CONFINE_ENV} is set")
     assert summary.startswith("add_triton v1 passed") and f"not confined: {NO_CONFINE_ENV} is set" in summary
+
+
+def test_a_fresh_worker_for_each_run_may_still_write_its_run_folder(tmp_path):
+    root = make_workspace(tmp_path / "ws", kernels=["add_triton"])
+    proc = ktui("run", "--json", "--cold", "--no-bench", "kernels/add_triton.py", cwd=root)
+    events = parse_events(proc.stdout)
+    assert rungs(events)["dumps"]["status"] == "ok", rungs(events)["dumps"]["message"]
+    assert finished(events)["verdict"] == "passed" and proc.returncode == 0
