@@ -13,7 +13,7 @@ import pytest
 from conftest import REPO, by_kernel, finished, ktui, make_workspace, parse_events, rungs
 
 from ktui.loop.confine import IOCTL_DEV, REFER, TRUNCATE, landlock_abi, write_rights
-from ktui.protocol.processes import NO_CONFINE_ENV
+from ktui.protocol.processes import NO_CONFINE_ENV, TMP_ENV
 
 READ_FILE, READ_DIR, EXECUTE = 1 << 2, 1 << 3, 1 << 0
 
@@ -60,9 +60,11 @@ def _probe(tmp_path, env: dict | None = None) -> dict:
     denied.mkdir()
     readable = denied / "history.db"
     readable.write_text("the parent's")
+    private = tmp_path / "private-tmp"  # as the runner gives a worker its temp folder (and removes it)
+    private.mkdir()
     proc = subprocess.run([sys.executable, "-c", PROBE, str(allowed), str(denied), str(readable)],
                           capture_output=True, text=True, timeout=60, cwd=tmp_path,
-                          env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})})
+                          env={**os.environ, "PYTHONPATH": str(REPO), TMP_ENV: str(private), **(env or {})})
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     report["history"] = readable.read_text()
@@ -85,7 +87,7 @@ def test_a_confined_process_writes_only_where_it_was_allowed_and_reads_everythin
     assert report["status"]["confined"] is True
     assert report["status"]["confinement"].startswith("landlock ABI ")
     assert report["allowed"] == "ok" and report["read"] == "ok" and report["dev_null"] == "ok"
-    assert os.path.basename(report["tmp"]).startswith("ktui-tmp-") and report["tmp_file"] == "ok"
+    assert report["tmp"] == str(tmp_path / "private-tmp") and report["tmp_file"] == "ok"
     assert report["denied"] == "PermissionError" and report["truncate"] == "PermissionError"
     assert report["history"] == "the parent's"
     assert not report["child_wrote"]  # what it starts (a shell) is confined too
