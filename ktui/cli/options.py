@@ -168,7 +168,7 @@ def runner_for(args: argparse.Namespace, fresh_each_run: bool = False, root: Pat
     if gpus is not None and getattr(args, "remote", None) is not None:
         raise ValueError("--gpus picks GPUs of this host: it cannot be combined with --remote")
     if getattr(args, "remote", None) is None:
-        return local_runner(args, fresh_each_run)
+        return local_runner(args, fresh_each_run, root)
     from ktui.run.remote.address import parse_remote  # deferred for start-up speed
     from ktui.run.remote.runner import RemoteRunner
 
@@ -176,16 +176,21 @@ def runner_for(args: argparse.Namespace, fresh_each_run: bool = False, root: Pat
                         ssh_config=args.ssh_config, python=args.remote_python, root=root)
 
 
-def local_runner(args: argparse.Namespace, fresh_each_run: bool = False):
+def local_runner(args: argparse.Namespace, fresh_each_run: bool = False, root: Path | None = None):
     """One warm worker per GPU where several are picked (``--gpus``) or visible; otherwise one
     worker as always, its runs recorded on the one GPU where it is known. ``--cpu`` without
-    ``--gpus`` looks for no GPU; ``--cpu --gpus 0,1`` runs a CPU-tier worker per entry."""
+    ``--gpus`` looks for no GPU; ``--cpu --gpus 0,1`` runs a CPU-tier worker per entry. With the
+    workspace's ``root``, its workers may write its run folders from their start."""
     import dataclasses
 
     from ktui.run.devices import visible_devices  # deferred for start-up speed
     from ktui.run.runner import LocalRunner
 
     config = worker_config(args)
+    if root is not None:
+        from ktui.protocol.statedir import runs_folder
+
+        config = dataclasses.replace(config, writable=(str(runs_folder(root)),))
     gpus = getattr(args, "gpus", None)
     devices = [] if (config.force_cpu and gpus is None) else visible_devices(gpus)
     if len(devices) > 1:

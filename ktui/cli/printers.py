@@ -80,8 +80,9 @@ class LinePrinter:
 
     @staticmethod
     def _header(event, precheck_figures: dict | None = None) -> None:
-        from ktui.run.render import where_text  # deferred for start-up speed
+        from ktui.run.render import confinement_note, where_text  # deferred for start-up speed
 
         where = where_text(event.tier, event.device, event.arch, precheck_figures)
         ref = os.path.relpath(event.reference) if event.reference else "no reference"
-        print(f"== {event.kernel} v{event.version} ({os.path.relpath(event.path)} → {ref}) · {where}", flush=True)
+        print(f"== {event.kernel} v{event.version} ({os.path.relpath(event.path)} → {ref}) · {where}"
+              f"{confinement_note(event.confined, event.confinement)}", flush=True)

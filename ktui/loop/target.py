@@ -24,7 +24,9 @@ import sys
 import traceback
 from pathlib import Path
 
+from ktui.loop.confine import confine, writable_from_env
 from ktui.protocol.processes import NVTX_RANGE
+from ktui.protocol.statedir import runs_root
 
 MODES = ("check", "ncu", "sanitize", "sections")
 
@@ -41,7 +43,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--proton", action="store_true", help="check: also report Proton support")
     parser.add_argument("--tests", action="store_true", help="check: index into TESTS, as sanitize does")
     args = parser.parse_args(argv)
-    result: dict = {"ok": False, "mode": args.mode}
+    # Before any user code and any thread: only the result, Proton's output and the run folders
+    # may be written (``ktui.loop.confine``); the temp folder lives in the result's private folder.
+    confinement = confine(_writable(args), tmp_inside=args.result.parent)
+    result: dict = {"ok": False, "mode": args.mode, **confinement.to_json()}
     try:
         run(args, result)
     except BaseException as exc:
@@ -51,6 +56,15 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         _write(args.result, result)
     return 0 if result.get("ok") else 1
+
+
+def _writable(args: argparse.Namespace) -> list[Path]:
+    folders = [args.result.parent] + ([args.output.parent] if args.output else [])
+    try:
+        runs = runs_root(json.loads(args.job.read_text()).get("run_dir") or "")
+    except (OSError, ValueError):
+        runs = None  # the job is read again in ``run``, which says what is wrong with it
+    return folders + ([runs] if runs else []) + writable_from_env()
 
 
 def _write(path: Path, result: dict) -> None:

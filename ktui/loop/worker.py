@@ -6,8 +6,11 @@ stdout. The user's prints go to stderr, which the parent forwards as ``output`` 
 print can corrupt the protocol. Anything that kills this process — a segfault, an illegal
 memory access, ``os._exit`` — is turned into a verdict by the parent (see ``ktui.run.runner``).
 
+It may write only its run folders, its temp folder, the compilers' caches and /dev
+(``ktui.loop.confine``): the history is the parent's alone.
+
 Protocol lines (worker → parent), besides the loop's events:
-    {"type": "ready", "tier": ..., "device": ..., "arch": ..., "pid": ...}
+    {"type": "ready", "tier": ..., "device": ..., "arch": ..., "pid": ..., "confined": bool, "confinement": ...}
     {"type": "job_done", "run_id": ..., "healthy": bool}
 """
 
@@ -22,6 +25,7 @@ import sys
 import time
 from typing import IO
 
+from ktui.loop.confine import confine, writable_from_env
 from ktui.protocol import processes
 
 
@@ -43,6 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--arch", default=None)
     parser.add_argument("--cpu", action="store_true", help="run the CPU tier even if a GPU is present")
     args = parser.parse_args(argv)
+    # First of all: Landlock binds this thread and those it starts, not threads already running.
+    confinement = confine(writable_from_env())
     channel = _protocol_channel()
     # Before any user code: what it starts stays in this process's tree, and none of it (nor this
     # process) outlives the parent (see ktui.protocol.processes).
@@ -75,14 +81,15 @@ def main(argv: list[str] | None = None) -> int:
         torch.cuda.init()
     memory.warm_up()  # the fit check's fake tensors cost ~1.5 s on first use: pay it before "ready"
     guard = HarnessGuard.snapshot()  # before any user code runs in this process
-    send({"type": "ready", "tier": tier.name, "device": tier.device, "arch": tier.arch, "pid": os.getpid()})
+    send({"type": "ready", "tier": tier.name, "device": tier.device, "arch": tier.arch, "pid": os.getpid(),
+          **confinement.to_json()})
 
     for line in sys.stdin:
         line = line.strip()
         if not line:
             continue
         job = Job.from_json(json.loads(line))
-        healthy = run_job(job, tier, lambda event: send(event.to_json()), guard)
+        healthy = run_job(job, tier, lambda event: send(event.to_json()), guard, confinement)
         processes.end_descendants()  # nothing user code started outlives its run
         send({"type": "job_done", "run_id": job.run_id, "healthy": healthy})
         if not healthy:
@@ -90,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def run_job(job, tier, emit, guard=None) -> bool:
+def run_job(job, tier, emit, guard=None, confinement=None) -> bool:
     """Climb the ladder for one job; return whether this process may take another one."""
     from ktui.loop import memory
     from ktui.loop.context import RunContext
@@ -111,7 +118,8 @@ def run_job(job, tier, emit, guard=None) -> bool:
         RunFinished(
             job.run_id,
             verdict=final,
-            summary={**summarize(results, *_roofline_done(ctx)), **figures, **checked},
+            summary={**summarize(results, *_roofline_done(ctx)), **figures, **checked,
+                     **(confinement.to_json() if confinement else {})},
             duration_s=round(time.perf_counter() - started, 3),
         )
     )

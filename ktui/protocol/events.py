@@ -106,6 +106,8 @@ class RunStarted(Event):
     strict: bool = False
     gpu: str = ""  # which GPU of the host ran it (its index), "" when not known or the CPU tier
     gpu_uuid: str = ""
+    confined: bool | None = None  # whether user code could write only its run folder (None: not known)
+    confinement: str = ""  # "landlock ABI 7" or "not confined: <why>"
 
 
 @dataclass

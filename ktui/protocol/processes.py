@@ -34,6 +34,10 @@ NVTX_RANGE = "ktui_custom_kernel"
 STACK_SIGNAL = signal.SIGUSR1  # the worker answers it with every thread's Python stack on stderr
 TOKEN_ENV = "KTUI_WORKER_TOKEN"  # set in the worker's environment, inherited by what user code starts
 PARENT_ENV = "KTUI_WORKER_PARENT"  # the pid of the process that started the worker
+# Confinement (ktui.loop.confine): the parent names what a worker may write and its temp folder.
+NO_CONFINE_ENV = "KTUI_NO_CONFINE"  # "1": run user code unconfined
+WRITABLE_ENV = "KTUI_WRITABLE"  # folders (os.pathsep) a worker's runs write: the workspaces' .ktui/runs
+TMP_ENV = "KTUI_TMP"  # the worker's private temp folder, made and removed by the parent
 WATCH_PARENT_S = 0.5
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 STATE_DIR = ".ktui"
 HISTORY_DB = "history.db"
 CALIBRATION = "calibration.json"
+RUNS = "runs"
 OUTPUT_FILE = "output.txt"  # in a run folder: what the kernel printed in its newest run
 
 
@@ -34,9 +35,22 @@ def history_db(state: Path) -> Path:
     return Path(state) / HISTORY_DB
 
 
+def runs_folder(root: Path) -> Path:
+    """``<root>/.ktui/runs``, not created: every run folder of the workspace, what its workers may write."""
+    return Path(root).resolve() / STATE_DIR / RUNS
+
+
 def runs_of(state: Path, kernel: str) -> Path:
     """The folder holding every stored version of ``kernel``."""
-    return Path(state) / "runs" / kernel
+    return Path(state) / RUNS / kernel
+
+
+def runs_root(run_folder: str | Path) -> Path | None:
+    """The ``.ktui/runs`` folder above a run folder (where a worker may write); None if not in one."""
+    for folder in Path(run_folder).parents:
+        if folder.name == RUNS and folder.parent.name == STATE_DIR:
+            return folder.resolve()
+    return None
 
 
 def run_dir(state: Path, kernel: str, version: int) -> Path:

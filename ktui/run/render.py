@@ -176,6 +176,8 @@ def summary_line(kernel: str, version: int, verdict: str, summary: dict[str, Any
         parts.append(message.splitlines()[0])
     if tier not in ("", "-"):
         parts.append(f"{tier} {arch}")
+    if summary.get("confined") is False:
+        parts.append(summary.get("confinement") or "not confined")
     place = summary.get("ran_on") or {}  # `ktui run --ray`: the node and GPU that ran it
     if place.get("node"):
         parts.append(f"on {place['node']}" + (f" gpu {place['gpu']}" if place.get("gpu") is not None else ""))
@@ -198,6 +200,11 @@ def roofline_parts(summary: dict[str, Any]) -> list[str]:
         short = summary.get("short") or []
         parts.append(f"not satisfied: {', '.join(short)} short of {done * 100:.0f}%")
     return parts
+
+
+def confinement_note(confined: bool | None, confinement: str) -> str:
+    """`` · not confined: <why>`` where user code could write outside its run folder; else nothing."""
+    return f" · {confinement or 'not confined'}" if confined is False else ""
 
 
 RATIO_FROM_GB = 1.0  # problems smaller than this show their peak beside their footprint, without a ratio

@@ -13,11 +13,14 @@ A remote GPU will be another class with the same ``run``/``cancel``/``close``.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import os
 import queue
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -25,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Protocol
 
 from ktui.measure.masks import unmasked_of, with_hint
-from ktui.protocol import processes
+from ktui.protocol import processes, statedir
 from ktui.protocol.events import (
     CANCELLED,
     CRASHED,
@@ -62,6 +65,7 @@ class WorkerConfig:
     gpu: str = ""  # the GPU its runs are recorded on (an index, ``ktui.run.devices``); "" when unknown
     gpu_uuid: str = ""
     pin_gpu: bool = False  # the worker sees only ``gpu`` (CUDA_VISIBLE_DEVICES): one worker per GPU
+    writable: tuple[str, ...] = ()  # the ``.ktui/runs`` folders its runs write (``ktui.loop.confine``)
 
     def env(self) -> dict[str, str]:
         return {"CUDA_VISIBLE_DEVICES": self.gpu} if self.pin_gpu and self.gpu else {}
@@ -85,7 +89,11 @@ class WorkerProcess:
         self.lines_seen = 0  # every stderr line so far (the tail keeps the last STDERR_TAIL)
         self.token = uuid.uuid4().hex
         pinned = config.env() if isinstance(config, WorkerConfig) else {}  # other processes (an audit) see every GPU
-        env = child_env({**_tree_env(self.token), **pinned})
+        # Its private temp folder is made and removed here: confined, it could not remove it itself.
+        self.tmp = tempfile.mkdtemp(prefix="ktui-worker-")
+        writable = os.pathsep.join(getattr(config, "writable", ()))
+        env = child_env({**_tree_env(self.token), **pinned, processes.TMP_ENV: self.tmp,
+                         processes.WRITABLE_ENV: writable})
         self.proc = subprocess.Popen(
             config.argv(),
             stdin=subprocess.PIPE,
@@ -176,6 +184,7 @@ class WorkerProcess:
         what was reparented away from it); safe to call on a worker that is already dead."""
         end_tree(self.proc)
         _kill_orphans(self.token)
+        shutil.rmtree(self.tmp, ignore_errors=True)
 
     def close(self) -> None:
         """End the worker for good, at once: it is idle (its last job's events are read) and what
@@ -184,6 +193,7 @@ class WorkerProcess:
         is killed now and reaped on a thread, which an exiting ``ktui`` does not wait for."""
         end_tree(self.proc, reap=False)
         _kill_orphans(self.token)
+        shutil.rmtree(self.tmp, ignore_errors=True)
         threading.Thread(target=self.proc.wait, name="ktui-reap-worker", daemon=True).start()
 
 
@@ -275,7 +285,8 @@ class LocalRunner:
             self._cancelled.clear()
             self._cancel_reason = REPLACED
         fresh = self.fresh_each_run or job.options.strict
-        if fresh:  # strict: nothing a previous version left in the process survives
+        widened = self._allow_writes(job)
+        if fresh or widened:  # strict: nothing a previous version left in the process survives
             self._discard_worker()
         worker = self._ensure_worker()
         info = worker.info
@@ -294,6 +305,8 @@ class LocalRunner:
             strict=job.options.strict,
             gpu=self.config.gpu,
             gpu_uuid=self.config.gpu_uuid,
+            confined=info.get("confined"),
+            confinement=info.get("confinement", ""),
         )
         started = time.monotonic()
         worker.send(job)
@@ -306,6 +319,15 @@ class LocalRunner:
             raise
         if fresh:
             self._discard_worker()
+
+    def _allow_writes(self, job: Job) -> bool:
+        """Let the workers write the job's ``.ktui/runs`` folder; True when the warm one may not yet
+        (a job of another workspace): it must be replaced, its confinement is fixed at its start."""
+        runs = statedir.runs_root(job.run_dir) if job.run_dir else None
+        if runs is None or str(runs) in self.config.writable:
+            return False
+        self.config = dataclasses.replace(self.config, writable=(*self.config.writable, str(runs)))
+        return True
 
     def _follow(self, worker: WorkerProcess, job: Job, started: float) -> Iterator[Event]:
         rung: str | None = None

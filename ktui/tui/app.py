@@ -313,7 +313,7 @@ class KtuiApp(DashboardActions, App[int]):
             watcher=self.state.watcher if self.live else "off (viewer)", watcher_reason=self.state.watcher_reason,
             follow=self.follow, strict=self.options.strict, stale=stale, note=self.state.note or self.state.problem,
             activity=self.state.activity(), remote=_remote_text(self.runner),
-            weak_test=view.weak_test if view is not None else (),
+            weak_test=view.weak_test if view is not None else (), unconfined=self.state.unconfined,
         )
 
     def _refresh_ages(self) -> None:

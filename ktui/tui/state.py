@@ -27,6 +27,7 @@ from ktui.protocol.events import (
 from ktui.protocol.job import rung_family
 from ktui.tui.profile_task import ProfileFinished, ProfileProgress
 from ktui.watch.audits import AuditFinished
+from ktui.watch.echoes import RerunsStopped
 from ktui.watch.loop import Saved, WatchStateChanged, WorkspaceNote
 from ktui.watch.scheduler import JobProblem, Notice, QueueChanged, RunnerReady
 from ktui.workspace.kernels import Kernel, content_hash, reference_hash
@@ -159,6 +160,7 @@ class DashboardState:
     device: str = ""
     arch: str = ""
     gpus: tuple[str, ...] = ()  # one worker per GPU: their indices (the runner's, not a run's)
+    unconfined: str = ""  # "not confined: <why>" where the worker lets user code write anywhere
     watcher: str = "starting"
     watcher_reason: str = ""
     queue: QueueChanged = field(default_factory=lambda: QueueChanged(None, ()))
@@ -224,11 +226,14 @@ class DashboardState:
         view.version, view.run_id, view.run_dir = item.version, item.run_id, item.run_dir
         view.content_hash, view.reference_hash = item.content_hash, item.reference_hash
         view.started, view.finished, view.message, view.summary = item.time, None, "", {}
+        if view.problem and self.problem == view.problem:  # its re-runs had stopped: they no longer are
+            self.problem = ""
         view.rungs, view.shapes, view.problem, view.output = [], (0, 0), "", []
         self._judge_test(view)
         if item.tier not in ("", "-"):
             view.tier, view.device, view.arch = item.tier, item.device, item.arch
             self.tier, self.device, self.arch = item.tier, item.device, item.arch
+            self.unconfined = unconfined_text(item.confined, item.confinement)
         return {view.id, ""}
 
     def _rung_started(self, item: RungStarted) -> set[str]:
@@ -334,6 +339,15 @@ class DashboardState:
             view.state = view.verdict or PROBLEM
         return {view.id}
 
+    def _reruns_stopped(self, item: RerunsStopped) -> set[str]:
+        """Said on the status line and in the kernel's panes until it runs again."""
+        self.problem = item.message
+        view = self.kernels.get(item.kernel)
+        if view is None:
+            return {""}
+        view.problem = item.message
+        return {view.id, ""}
+
     def _profile_progress(self, item: ProfileProgress) -> set[str]:
         self.profiles[item.kernel] = ProfileStatus(item.message, running=True)
         return {item.kernel, ""}
@@ -345,6 +359,7 @@ class DashboardState:
     def _runner_ready(self, item: RunnerReady) -> set[str]:
         self.tier, self.device, self.arch = item.tier, item.device, item.arch
         self.gpus = item.gpus
+        self.unconfined = unconfined_text(item.confined, item.confinement)
         self.problem = ""
         return {""}
 
@@ -371,6 +386,11 @@ class DashboardState:
         self.on_disk.pop(kernel_id, None)
 
 
+def unconfined_text(confined: bool | None, confinement: str) -> str:
+    """What the status line warns of: "" when confined or not known."""
+    return (confinement or "not confined") if confined is False else ""
+
+
 # One handler per event and notice type; anything else changes nothing on screen (``output``).
 _HANDLERS: dict[type, Callable[[DashboardState, Any], set[str]]] = {
     RunStarted: DashboardState._run_started,
@@ -380,6 +400,7 @@ _HANDLERS: dict[type, Callable[[DashboardState, Any], set[str]]] = {
     QueueChanged: DashboardState._queue_changed,
     Saved: DashboardState._saved,
     JobProblem: DashboardState._job_problem,
+    RerunsStopped: DashboardState._reruns_stopped,
     ProfileProgress: DashboardState._profile_progress,
     ProfileFinished: DashboardState._profile_finished,
     RunnerReady: DashboardState._runner_ready,

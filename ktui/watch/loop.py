@@ -17,14 +17,18 @@ from watchdog.observers import Observer
 
 from ktui.history.store import Store
 from ktui.protocol.job import Options
+from ktui.protocol.statedir import runs_folder
 from ktui.run.pool import DevicePool
 from ktui.run.runner import LocalRunner, Runner, WorkerConfig
 from ktui.run.session import Session
 from ktui.watch.audits import BackgroundAudits
+from ktui.watch.echoes import Echoes
 from ktui.watch.scheduler import Listener, Notice, Scheduler, Task
 from ktui.watch.watcher import DEFAULT_DEBOUNCE_S, Save, Watcher, WatcherState
 from ktui.workspace.folder import KernelIndex, Workspace
 from ktui.workspace.kernels import Kernel, content_hash, reference_hash
+
+ECHO_GRACE_S = 1.0  # after a run ends, how long a save may still be that run's own, beyond the debounce
 
 
 @dataclass(frozen=True)
@@ -81,7 +85,8 @@ class WatchLoop:
         self.options = options
         self.listener = listener
         self.settings = settings or WatchSettings()
-        runner = runner or LocalRunner(WorkerConfig(arch=options.arch, force_cpu=options.force_cpu))
+        runs = (str(runs_folder(workspace.root)),)  # where its worker may write, from its start
+        runner = runner or LocalRunner(WorkerConfig(arch=options.arch, force_cpu=options.force_cpu, writable=runs))
         runners: list[Runner] = list(runner.runners) if isinstance(runner, DevicePool) else [runner]  # one per GPU
         self.session = Session(workspace.root, runner=runners[0])
         self.scheduler = Scheduler(
@@ -90,6 +95,7 @@ class WatchLoop:
         )
         self.audits = BackgroundAudits(self.scheduler, listener, workspace.kernel, options) if self.settings.audit else None
         self.index = KernelIndex(workspace)  # touched only from the watcher's thread after start
+        self.echoes = Echoes(workspace.root)  # kernels that keep saving their own files
         self.watcher = Watcher(
             workspace.watch_folders(), self._on_saves, debounce_s=self.settings.debounce_s,
             force_polling=self.settings.force_polling, observer_factory=observer_factory,
@@ -127,6 +133,7 @@ class WatchLoop:
         kernel = self.workspace.kernel(Path(path))
         if kernel is None:
             return False
+        self.echoes.forget(kernel.path)
         self.scheduler.submit(kernel, restart=True)
         return True
 
@@ -156,7 +163,12 @@ class WatchLoop:
             dependency = all(k.path != save.path for k in affected)
             self.listener(Saved(str(save.path), tuple(k.id for k in affected), save.content_hash, dependency))
             for kernel in affected:
-                self.scheduler.submit(kernel, restart=True)
+                echo = self.scheduler.ran_lately(kernel.path, self.settings.debounce_s + ECHO_GRACE_S)
+                rerun, stopped = self.echoes.admit(kernel.id, kernel.path, save.path, echo)
+                if stopped is not None:
+                    self.listener(stopped)
+                if rerun:
+                    self.scheduler.submit(kernel, restart=True)
             self._audit(affected)
 
     def _audit(self, kernels: list[Kernel]) -> None:

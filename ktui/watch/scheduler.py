@@ -18,6 +18,7 @@ queue is empty. It never shares the machine with a run, so never with a timed be
 from __future__ import annotations
 
 import threading
+import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,6 +65,8 @@ class RunnerReady(Notice):
     device: str
     arch: str
     gpus: tuple[str, ...] = ()  # with several GPUs: the index of each, one worker per GPU
+    confined: bool | None = None  # whether the worker confines user code (``ktui.loop.confine``)
+    confinement: str = ""  # "landlock ABI 7" or "not confined: <why>"
 
 
 @dataclass(frozen=True)
@@ -126,6 +129,7 @@ class Scheduler:
         self._queue: list[_Entry] = []
         self._background: list[_Entry] = []  # starts only when _queue is empty
         self._ids: dict[Path, str] = {}
+        self._ended: dict[Path, float] = {}  # when each kernel's last run ended (time.monotonic)
         self._seq = 0  # the last snapshot's number
         self._slots: list[_Current | None] = [None] * len(self.runners)  # what each runner runs now
         self._cond = threading.Condition()
@@ -231,6 +235,15 @@ class Scheduler:
                 seq=self._seq,
             )
 
+    def ran_lately(self, path: Path, within_s: float) -> bool:
+        """Whether a run of the kernel at ``path`` is in flight or ended less than ``within_s`` ago:
+        a save arriving now may be that run's own (``ktui.watch.echoes``)."""
+        with self._cond:
+            if any(cur.entry.key() == ("run", path) for _, cur in self._running()):
+                return True
+            ended = self._ended.get(path)
+        return ended is not None and time.monotonic() - ended < within_s
+
     @property
     def idle(self) -> bool:
         with self._cond:
@@ -292,6 +305,8 @@ class Scheduler:
             finally:
                 with self._cond:
                     self._slots[slot] = None
+                    if current.entry.kind == "run":
+                        self._ended[current.entry.path] = time.monotonic()
                     if (current.entry.kind == BACKGROUND and not current.finished and current.cancel.is_set()
                             and not self._stopping):
                         self._background.insert(0, current.entry)  # pre-empted: again once the runs are done
@@ -325,7 +340,8 @@ class Scheduler:
         if slot == 0:
             gpus = tuple(getattr(getattr(r, "config", None), "gpu", "") for r in self.runners)
             self._emit(RunnerReady(tier=info.get("tier", "?"), device=info.get("device", "?"), arch=info.get("arch", "?"),
-                                   gpus=gpus if len(self.runners) > 1 else ()))
+                                   gpus=gpus if len(self.runners) > 1 else (), confined=info.get("confined"),
+                                   confinement=info.get("confinement", "")))
 
     def _run(self, current: _Current, slot: int) -> None:
         if current.entry.kind == BACKGROUND:

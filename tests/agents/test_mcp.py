@@ -270,7 +270,7 @@ def _path_with(bin_dir: Path) -> dict:
 def _stuck_workspace(tmp_path: Path) -> tuple[Path, dict, Path]:
     ws = make_workspace(tmp_path / "ws")
     (ws / "kernels" / "stuck_triton.py").write_text(STUCK_KERNEL)
-    started = tmp_path / "standin-started"
+    started = ws / ".ktui" / "runs" / "standin-started"  # user code is confined: it writes only beneath runs/
     _script(tmp_path / "bin", "ktui-standin-tool", f"touch {started}\nsleep 600\n")
     _script(tmp_path / "bin", "ncu", "sleep 600\n")
     return ws, _path_with(tmp_path / "bin"), started

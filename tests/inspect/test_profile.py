@@ -288,7 +288,7 @@ def test_cancelling_the_dashboards_profile_kills_what_ktui_profile_started_in_ot
     kernel_file = ws / "kernels" / "stuck_triton.py"
     kernel_file.write_text('import subprocess\n\nREFERENCE = "add"\nsubprocess.run(["ktui-standin-tool"])\n\n\n'
                            "def custom_kernel(x, y):\n    return x + y\n")
-    started = tmp_path / "standin-started"
+    started = ws / ".ktui" / "runs" / "standin-started"  # user code is confined: it writes only beneath runs/
     _script(tmp_path / "bin", "ktui-standin-tool", f"touch {started}\nsleep 600\n")
     tag = uuid.uuid4().hex
     monkeypatch.setenv("KTUI_PROFILE_TEST_TAG", tag)

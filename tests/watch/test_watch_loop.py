@@ -247,3 +247,47 @@ def test_sigterm_of_headless_cancels_the_run_saying_the_watcher_stopped(tmp_path
     end = next(e for e in rest if e["type"] == "run_finished")
     assert end["verdict"] == "cancelled"
     assert end["message"] == "cancelled: stopped by SIGTERM: the watcher is stopping"
+
+
+def _watch_rewriting_kernel(tmp_path, got: Collector) -> tuple[WatchLoop, Path]:
+    ws = make_workspace(tmp_path / "ws", fixtures=["rewrites_itself"])
+    loop = WatchLoop(Workspace.at(ws), Options(seed=0, benchmark=False), got, WatchSettings(debounce_s=0.05, audit=False))
+    loop.start()
+    return loop, ws / "kernels" / "rewrites_itself.py"
+
+
+def test_an_unconfined_kernel_that_keeps_saving_itself_is_stopped_after_a_few_reruns_saying_why(tmp_path, monkeypatch):
+    from ktui.protocol.processes import NO_CONFINE_ENV
+    from ktui.watch.echoes import LIMIT, RerunsStopped
+
+    monkeypatch.setenv(NO_CONFINE_ENV, "1")
+    got = Collector()
+    loop, kernel = _watch_rewriting_kernel(tmp_path, got)
+    try:
+        got.wait_for(lambda e: isinstance(e, RerunsStopped) or len(got.of(RunStarted)) > LIMIT + 2, timeout=300)
+        assert got.of(RerunsStopped), f"{len(got.of(RunStarted))} runs, and it is still being re-run"
+        (stopped,) = got.of(RerunsStopped)
+        assert stopped.kernel == "rewrites_itself" and stopped.path == str(kernel)
+        assert "kept rewriting kernels/rewrites_itself.py during its own runs" in stopped.message
+        last = got.wait_for(lambda e: isinstance(e, RunFinished) and e.verdict != "cancelled")
+        assert last.verdict == "passed"
+        time.sleep(3.0)  # no save of the user's: nothing more runs
+        starts = got.of(RunStarted)
+        assert len(starts) == 1 + LIMIT and all(s.confined is False for s in starts)
+        save_atomically(kernel, kernel.read_text() + "# the user's edit\n")  # it runs again (and echoes again)
+        got.wait_for(lambda e: isinstance(e, RunStarted) and len(got.of(RunStarted)) > 1 + LIMIT)
+    finally:
+        loop.close()
+
+
+def test_a_confined_kernel_cannot_save_itself_so_it_runs_once(tmp_path):
+    got = Collector()
+    loop, kernel = _watch_rewriting_kernel(tmp_path, got)
+    try:
+        done = got.wait_for(lambda e: isinstance(e, RunFinished))
+        assert done.verdict == "failed" and "PermissionError" in done.message + json.dumps(done.summary), done.summary
+        time.sleep(2.0)
+        assert len(got.of(RunStarted)) == 1 and got.of(RunStarted)[0].confined is True
+        assert kernel.read_text() == (FIXTURES / "kernels" / "rewrites_itself.py").read_text()
+    finally:
+        loop.close()

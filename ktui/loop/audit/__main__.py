@@ -18,6 +18,7 @@ import threading
 import time
 from typing import Callable
 
+from ktui.loop.confine import confine, writable_from_env
 from ktui.loop.worker import _protocol_channel
 from ktui.protocol import processes
 from ktui.protocol.events import ERROR
@@ -31,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shapes", type=int, default=None, help="audit only the first N test shapes")
     parser.add_argument("--fast", action="store_true", help="only the fast checks (ktui run's first audit)")
     args = parser.parse_args(argv)
+    # First of all, before any thread: the reference writes nothing but temp files (``ktui.loop.confine``).
+    confinement = confine(writable_from_env())
     channel = _protocol_channel()
     sys.dont_write_bytecode = True  # the audit writes nothing outside .ktui/, not even a problem's __pycache__
     processes.become_subreaper()
@@ -52,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     tier = detect(args.arch, force_cpu=args.cpu)
     if tier.is_gpu:
         torch.cuda.init()
-    send({"type": "ready", "tier": tier.name, "device": tier.device, "arch": tier.arch, "pid": os.getpid()})
+    send({"type": "ready", "tier": tier.name, "device": tier.device, "arch": tier.arch, "pid": os.getpid(),
+          **confinement.to_json()})
     settings = Settings(shapes=args.shapes, fast=args.fast)
     for line in sys.stdin:
         if not line.strip():

@@ -30,6 +30,7 @@ class StatusInfo:
     activity: str = ""  # e.g. a profile in progress
     remote: str = ""  # ``remote HOST · LINK STATE`` for ``--remote``, "" for a local worker
     weak_test: tuple[str, ...] = ()  # the selected kernel's reference has a weak test: why (its audit)
+    unconfined: str = ""  # "not confined: <why>": user code may write anywhere (``ktui.loop.confine``)
 
 
 class StatusBar(Static):
@@ -55,6 +56,8 @@ class StatusBar(Static):
         if info.remote:
             parts.append(Text(info.remote, style=warn if not info.remote.endswith("· up") else ""))
         parts.append(Text(device_text(info.tier, info.device, info.arch, info.gpus)))
+        if info.unconfined:
+            parts.append(Text(info.unconfined, style=warn))
         if info.running:
             what = f"running {info.running}" + (f" ({info.running_rung})" if info.running_rung else "")
             if info.cancelling:
