@@ -105,7 +105,7 @@ def confined_run(tmp_path_factory):
     root = make_workspace(tmp_path_factory.mktemp("confined"), fixtures=["wrong_values"],
                           hacks=["rewrites_history", "touches_reference"])
     reference = (root / "references" / "add.py").read_bytes()
-    proc = ktui("run", "--json", "--no-bench", "kernels/wrong_values.py", "kernels/hack_rewrites_history.py",
+    proc = ktui("run", "--no-audit", "--json", "--no-bench", "kernels/wrong_values.py", "kernels/hack_rewrites_history.py",
                 "kernels/hack_touches_reference.py", cwd=root, env={NO_CONFINE_ENV: ""})
     return root, reference, by_kernel(parse_events(proc.stdout)), proc
 
@@ -145,7 +145,7 @@ def test_a_kernel_cannot_write_its_reference(confined_run):
 
 def test_an_unconfined_run_says_so_in_its_header_and_summary(tmp_path):
     root = make_workspace(tmp_path / "ws", kernels=["add_triton"])
-    proc = ktui("run", "--no-bench", "kernels/add_triton.py", cwd=root, env={NO_CONFINE_ENV: "1"})
+    proc = ktui("run", "--no-audit", "--no-bench", "kernels/add_triton.py", cwd=root, env={NO_CONFINE_ENV: "1"})
     lines = proc.stdout.splitlines()
     header, summary = lines[0], lines[-1]
     assert header.startswith("== add_triton v1") and header.endswith(f"· not confined: {NO_CONFINE_ENV} is set")
@@ -154,7 +154,7 @@ def test_an_unconfined_run_says_so_in_its_header_and_summary(tmp_path):
 
 def test_a_fresh_worker_for_each_run_may_still_write_its_run_folder(tmp_path):
     root = make_workspace(tmp_path / "ws", kernels=["add_triton"])
-    proc = ktui("run", "--json", "--cold", "--no-bench", "kernels/add_triton.py", cwd=root)
+    proc = ktui("run", "--no-audit", "--json", "--cold", "--no-bench", "kernels/add_triton.py", cwd=root)
     events = parse_events(proc.stdout)
     assert rungs(events)["dumps"]["status"] == "ok", rungs(events)["dumps"]["message"]
     assert finished(events)["verdict"] == "passed" and proc.returncode == 0

@@ -24,7 +24,7 @@ def confined_gpu_run(tmp_path_factory):
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
     root = make_workspace(tmp_path_factory.mktemp("confined_gpu"), kernels=SHIPPED, hacks=["rewrites_history"])
-    proc = ktui("run", "--json", "-v", "--seed", "2", "--bench-time", "1", "kernels/", cwd=root, timeout=1800,
+    proc = ktui("run", "--no-audit", "--json", "-v", "--seed", "2", "--bench-time", "1", "kernels/", cwd=root, timeout=1800,
                 env={NO_CONFINE_ENV: ""})
     return root, proc, by_kernel(parse_events(proc.stdout))
 

@@ -144,7 +144,7 @@ def test_the_first_rung_reaches_json_while_the_run_still_waits_on_it(two_nodes, 
     go = tmp_path / "go"
     (ws / "kernels" / "slow_add.py").write_text(SLOW_KERNEL.format(go=str(go)))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)}
-    proc = subprocess.Popen([sys.executable, "-m", "ktui", "run", "--json", "--no-bench", "--seed", "7",
+    proc = subprocess.Popen([sys.executable, "-m", "ktui", "run", "--no-audit", "--json", "--no-bench", "--seed", "7",
                              "--ray", two_nodes["address"], "kernels"], cwd=ws, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines: queue.Queue = queue.Queue()
