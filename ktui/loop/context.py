@@ -6,10 +6,11 @@ later rungs read both. Rungs never talk to each other directly.
 
 from __future__ import annotations
 
+import contextlib
 import random
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -43,6 +44,7 @@ class RunContext:
     kernel: ModuleType | None = None  # the module whose custom_kernel runs (interpreted on CPU)
     compilable: ModuleType | None = None  # the same source with real @triton.jit (CPU tier: a 2nd import)
     reference: ModuleType | None = None
+    reference_modules: dict[str, ModuleType] = field(default_factory=dict)  # it and its snapshot's modules: guarded
     problem: Problem | None = None  # the format adapter every call below goes through
     triton_kernels: dict[str, Any] = field(default_factory=dict)
     cute_functions: list[tuple[str, Any]] = field(default_factory=list)
@@ -89,7 +91,7 @@ class RunContext:
         self.pending_provenance = None
         counter = integrity.LaunchCounter(self.triton_kernels, self.has_cute and self.tier.is_gpu, execute=execute)
         ledger = provenance.StorageLedger()
-        with integrity.reference_tripwire(self.reference), counter.counting():
+        with self.reference_kept("custom_kernel"), integrity.reference_tripwire(self.reference), counter.counting():
             try:
                 with ledger:
                     out = self.custom_kernel(*inputs)
@@ -109,6 +111,20 @@ class RunContext:
             self.pending_provenance = provenance.judge(outputs, counter.received, ledger, self.returned)
             self.returned.update(storage_key(t) for t in outputs)
         return out
+
+    @contextlib.contextmanager
+    def reference_kept(self, who: str) -> Iterator[None]:
+        """Run user code that must leave the reference's modules as they were: a global it replaced,
+        added or removed is put back, and the run is suspicious (unless the code raised: then only put back)."""
+        watch = integrity.NamespaceGuard(self.reference_modules)
+        try:
+            yield
+        except BaseException:
+            watch.verify()
+            raise
+        patched = watch.verify()
+        if patched:
+            raise RungFailure(f"{who} patched its reference: {_names(patched)} (restored)", status="suspicious")
 
     def note_answer(self, out: Any, ref: Any, right: bool) -> str:
         """Remember this call's output, its right answer and whether it was right; say how ``out``

@@ -98,6 +98,29 @@ class HarnessGuard:
 _MISSING = object()
 
 
+class NamespaceGuard:
+    """The globals of the reference's modules as they were; ``verify`` names what user code
+    replaced, added or removed since, and puts them back.
+
+    The reference is executed before the kernel's module, so the kernel (at import, or in a call)
+    could otherwise swap ``ref_kernel`` or a constant it reads for one that agrees with it."""
+
+    def __init__(self, modules: dict[str, ModuleType]):
+        self.saved = {label: (module, dict(vars(module))) for label, module in modules.items()}
+
+    def verify(self) -> list[str]:
+        changed = []
+        for label, (module, saved) in self.saved.items():
+            current = vars(module)
+            names = sorted(set(saved) | set(current), key=str)
+            diff = [n for n in names if current.get(n, _MISSING) is not saved.get(n, _MISSING)]
+            if diff:
+                changed.extend(f"{label}.{n}" for n in diff)
+                current.clear()
+                current.update(saved)
+        return changed
+
+
 class LaunchCounter:
     """Counts launches of a module's Triton kernels and CuTeDSL functions during a block, and
     keeps what they were handed (for the provenance check). With ``execute=False`` the launches

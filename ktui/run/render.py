@@ -133,6 +133,8 @@ def summary_line(kernel: str, version: int, verdict: str, summary: dict[str, Any
         parts.append(f"correctness not checked: {summary['unchecked']}")
     if summary.get("weak_test") is not None:  # a cached `ktui audit` of the reference says its test is weak
         parts.append(f"weak test: {summary['weak_test'].split(' — ')[0]}" if summary["weak_test"] else "weak test")
+    if summary.get("reference_changed"):  # judged by the reference as snapshotted when the run started
+        parts.append(f"reference changed during the run: judged against the recorded {summary['reference_changed']['recorded']}")
     if summary.get("checks"):  # runs recorded while the problem's check had rungs of its own
         parts.append(f"{summary['checks'][0]}/{summary['checks'][1]} problem checks")
     if "speedup" in summary:

@@ -113,6 +113,27 @@ def test_a_reference_save_reruns_every_kernel_that_uses_it(tmp_path):
         loop.close()
 
 
+def test_a_reference_save_during_a_run_cancels_it_and_the_new_run_records_the_new_reference(tmp_path):
+    ws = make_workspace(tmp_path / "ws")
+    kernel = ws / "kernels" / "add_edit.py"
+    kernel.write_text(HANG)
+    got = Collector()
+    loop = WatchLoop(Workspace.at(ws), Options(seed=0, timeouts={"compile": 120}), got,
+                     WatchSettings(debounce_s=0.05, audit=False))
+    loop.start()
+    try:
+        stale = got.wait_for(lambda e: isinstance(e, RungStarted) and e.rung == "compile")
+        old = got.wait_for(lambda e: isinstance(e, RunStarted) and e.run_id == stale.run_id)
+        ref = ws / "references" / "add.py"
+        save_atomically(ref, ref.read_text() + "\n# a comment changes the reference's hash\n")
+        cancelled = got.wait_for(lambda e: isinstance(e, RunFinished) and e.run_id == stale.run_id)
+        assert cancelled.verdict == "cancelled"
+        fresh = got.wait_for(lambda e: isinstance(e, RunStarted) and e.run_id != stale.run_id)
+        assert fresh.reference_hash == content_hash(ref.read_bytes()) != old.reference_hash
+    finally:
+        loop.close()
+
+
 def _workers_tagged(tag: str) -> list[int]:
     pids = []
     for entry in Path("/proc").iterdir():
