@@ -82,13 +82,16 @@ class RunContext:
         with interpreter_environment(), self.problem.scope():
             return self.problem.custom_kernel(*inputs)
 
-    def candidate(self, *inputs: Any, count_launches: bool = True, execute: bool = True) -> Any:
+    def candidate(self, *inputs: Any, count_launches: bool = True, execute: bool = True,
+                  kept: dict[str, Any] | None = None) -> Any:
         """``custom_kernel`` under the integrity checks: the reference may not be called, the
         harness must be left unpatched, the module's own kernels must have launched, and the
         output must come from them (``provenance``). ``execute=False`` turns the module's kernels
-        into no-ops that are still counted (the dependence rung)."""
+        into no-ops that are still counted (the dependence rung). ``kept``: what the harness keeps
+        for itself across the call (label → tensors), which must come back byte for byte."""
 
         self.pending_provenance = None
+        sealed = integrity.Sealed(kept or {})
         counter = integrity.LaunchCounter(self.triton_kernels, self.has_cute and self.tier.is_gpu, execute=execute)
         ledger = provenance.StorageLedger()
         with self.reference_kept("custom_kernel"), integrity.reference_tripwire(self.reference), counter.counting():
@@ -100,6 +103,11 @@ class RunContext:
         tampered = self.guard.verify() if self.guard is not None else []
         if tampered:
             raise RungFailure(f"custom_kernel patched the harness: {_names(tampered)} (restored)", status="suspicious")
+        overwritten = sealed.changed()
+        if overwritten:
+            raise RungFailure(
+                f"custom_kernel changed {'; '.join(overwritten)}, which the harness keeps out of the kernel's reach to "
+                "judge its answer: a kernel may write only its own outputs", status="suspicious")
         if count_launches and counter.count == 0:
             raise RungFailure(
                 "custom_kernel returned without launching any of its own Triton/CuTeDSL kernels: "
@@ -152,7 +160,7 @@ class RunContext:
             pristine = clone_tree(inputs)
             self.poison_outputs(inputs)
         with self.phases.timing("candidate"), poisoned_allocations():
-            out = self.candidate(*inputs)
+            out = self.candidate(*inputs, kept={integrity.PRIVATE_INPUTS: pristine})
             synchronize(self.tier)
         return CheckedCall(seed, inputs, pristine, out)
 
