@@ -131,12 +131,16 @@ class Session:
             event.summary = {**event.summary, "reference_changed": {"recorded": job.reference_hash, "now": now}}
         return event
 
+    def mark_again(self, job: Job) -> None:
+        """``job`` runs again because its reference changed during the previous run of its kernel."""
+        self._reruns.add(job.run_id)
+
     def run(self, kernel: Kernel, options: Options, again: bool = False) -> RunFinished:
         """One run of ``kernel``; ``again``: a second run because its reference changed during the first."""
         finished = None
         job = self.prepare(kernel, options)
         if again:
-            self._reruns.add(job.run_id)
+            self.mark_again(job)
         for event in self.events(job):
             if isinstance(event, RunFinished):
                 finished = event

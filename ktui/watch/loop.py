@@ -156,7 +156,7 @@ class WatchLoop:
             dependency = all(k.path != save.path for k in affected)
             self.listener(Saved(str(save.path), tuple(k.id for k in affected), save.content_hash, dependency))
             for kernel in affected:
-                self.scheduler.submit(kernel, restart=True)
+                self.scheduler.submit(kernel, restart=True, reference=kernel.path != save.path)
             self._audit(affected)
 
     def _audit(self, kernels: list[Kernel]) -> None:

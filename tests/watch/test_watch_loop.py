@@ -134,6 +134,22 @@ def test_a_reference_save_during_a_run_cancels_it_and_the_new_run_records_the_ne
         loop.close()
 
 
+def test_a_kernel_that_rewrites_its_reference_in_every_run_ends_suspicious_never_passed(tmp_path, monkeypatch):
+    # Its first run changes the reference (cancelled, or judged by the recorded one); the run that
+    # follows is judged by what it wrote, and writing it again there gives the kernel away.
+    monkeypatch.setenv("KTUI_NO_CONFINE", "1")  # the snapshot is under test here, not a sandbox
+    ws = make_workspace(tmp_path / "ws", hacks=["rewrites_reference"])
+    got = Collector()
+    loop = WatchLoop(Workspace.at(ws), Options(seed=0, benchmark=False), got, WatchSettings(debounce_s=0.05, audit=False))
+    loop.start()
+    try:
+        done = got.wait_for(lambda e: isinstance(e, RunFinished) and e.verdict not in ("cancelled", "failed"), timeout=240)
+        assert done.verdict == "suspicious" and "written again during this second run" in done.message
+        assert [f.verdict for f in got.of(RunFinished)][:-1] in (["cancelled"], ["failed"])
+    finally:
+        loop.close()
+
+
 def _workers_tagged(tag: str) -> list[int]:
     pids = []
     for entry in Path("/proc").iterdir():
