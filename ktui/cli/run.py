@@ -83,7 +83,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             session = sessions.get(kernel.root)
             if session is None:
                 session = sessions[kernel.root] = Session(kernel.root, runner=runner, consumers=[printer])
-            verdicts.append(session.run(kernel, options).verdict)
+            verdicts.append(_run_judged_by_current_reference(session, kernel, options, args.reference))
     except WorkerStartError as exc:
         print(f"ktui: {exc}", file=sys.stderr)
         return EXIT_CANNOT_RUN
@@ -106,3 +106,28 @@ def _audited(args: argparse.Namespace, kernels, options, code: int) -> int:
     except KeyboardInterrupt:
         print("ktui: audit interrupted: nothing was cached", file=sys.stderr)
     return code
+
+
+def _run_judged_by_current_reference(session, kernel, options, reference) -> str:
+    """One kernel's verdict. A reference that changed on disk during the run (its recorded version
+    judged it) cancels that verdict: the kernel runs once more against the new reference, saying so."""
+    from ktui.workspace.kernels import ProblemError, kernel_for
+
+    finished = session.run(kernel, options)
+    changed = finished.summary.get("reference_changed")
+    if not changed:
+        return finished.verdict
+    shown = kernel.reference.name if kernel.reference else "its reference"
+    print(f"ktui: {kernel.id}: {shown} changed during the run (recorded {changed['recorded']}, now {changed['now']}); "
+          f"its {finished.verdict} stands against the recorded version: running it again against the new reference",
+          file=sys.stderr)
+    try:
+        kernel = kernel_for(kernel.path, reference, kernel.root)
+    except ProblemError as exc:
+        print(f"ktui: {exc}", file=sys.stderr)
+        return "error"
+    again = session.run(kernel, options, again=True)
+    if again.summary.get("reference_changed"):
+        print(f"ktui: {kernel.id}: {shown} changed again during the second run: its {again.verdict} stands against "
+              f"the version it recorded ({again.summary['reference_changed']['recorded']})", file=sys.stderr)
+    return again.verdict

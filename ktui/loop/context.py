@@ -6,10 +6,11 @@ later rungs read both. Rungs never talk to each other directly.
 
 from __future__ import annotations
 
+import contextlib
 import random
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -43,6 +44,7 @@ class RunContext:
     kernel: ModuleType | None = None  # the module whose custom_kernel runs (interpreted on CPU)
     compilable: ModuleType | None = None  # the same source with real @triton.jit (CPU tier: a 2nd import)
     reference: ModuleType | None = None
+    reference_modules: dict[str, ModuleType] = field(default_factory=dict)  # it and its snapshot's modules: guarded
     problem: Problem | None = None  # the format adapter every call below goes through
     triton_kernels: dict[str, Any] = field(default_factory=dict)
     cute_functions: list[tuple[str, Any]] = field(default_factory=list)
@@ -80,16 +82,19 @@ class RunContext:
         with interpreter_environment(), self.problem.scope():
             return self.problem.custom_kernel(*inputs)
 
-    def candidate(self, *inputs: Any, count_launches: bool = True, execute: bool = True) -> Any:
+    def candidate(self, *inputs: Any, count_launches: bool = True, execute: bool = True,
+                  kept: dict[str, Any] | None = None) -> Any:
         """``custom_kernel`` under the integrity checks: the reference may not be called, the
         harness must be left unpatched, the module's own kernels must have launched, and the
         output must come from them (``provenance``). ``execute=False`` turns the module's kernels
-        into no-ops that are still counted (the dependence rung)."""
+        into no-ops that are still counted (the dependence rung). ``kept``: what the harness keeps
+        for itself across the call (label → tensors), which must come back byte for byte."""
 
         self.pending_provenance = None
+        sealed = integrity.Sealed(kept or {})
         counter = integrity.LaunchCounter(self.triton_kernels, self.has_cute and self.tier.is_gpu, execute=execute)
         ledger = provenance.StorageLedger()
-        with integrity.reference_tripwire(self.reference), counter.counting():
+        with self.reference_kept("custom_kernel"), integrity.reference_tripwire(self.reference), counter.counting():
             try:
                 with ledger:
                     out = self.custom_kernel(*inputs)
@@ -98,6 +103,11 @@ class RunContext:
         tampered = self.guard.verify() if self.guard is not None else []
         if tampered:
             raise RungFailure(f"custom_kernel patched the harness: {_names(tampered)} (restored)", status="suspicious")
+        overwritten = sealed.changed()
+        if overwritten:
+            raise RungFailure(
+                f"custom_kernel changed {'; '.join(overwritten)}, which the harness keeps out of the kernel's reach to "
+                "judge its answer: a kernel may write only its own outputs", status="suspicious")
         if count_launches and counter.count == 0:
             raise RungFailure(
                 "custom_kernel returned without launching any of its own Triton/CuTeDSL kernels: "
@@ -109,6 +119,20 @@ class RunContext:
             self.pending_provenance = provenance.judge(outputs, counter.received, ledger, self.returned)
             self.returned.update(storage_key(t) for t in outputs)
         return out
+
+    @contextlib.contextmanager
+    def reference_kept(self, who: str) -> Iterator[None]:
+        """Run user code that must leave the reference's modules as they were: a global it replaced,
+        added or removed is put back, and the run is suspicious (unless the code raised: then only put back)."""
+        watch = integrity.NamespaceGuard(self.reference_modules)
+        try:
+            yield
+        except BaseException:
+            watch.verify()
+            raise
+        patched = watch.verify()
+        if patched:
+            raise RungFailure(f"{who} patched its reference: {_names(patched)} (restored)", status="suspicious")
 
     def note_answer(self, out: Any, ref: Any, right: bool) -> str:
         """Remember this call's output, its right answer and whether it was right; say how ``out``
@@ -136,7 +160,7 @@ class RunContext:
             pristine = clone_tree(inputs)
             self.poison_outputs(inputs)
         with self.phases.timing("candidate"), poisoned_allocations():
-            out = self.candidate(*inputs)
+            out = self.candidate(*inputs, kept={integrity.PRIVATE_INPUTS: pristine})
             synchronize(self.tier)
         return CheckedCall(seed, inputs, pristine, out)
 

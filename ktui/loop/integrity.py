@@ -98,6 +98,29 @@ class HarnessGuard:
 _MISSING = object()
 
 
+class NamespaceGuard:
+    """The globals of the reference's modules as they were; ``verify`` names what user code
+    replaced, added or removed since, and puts them back.
+
+    The reference is executed before the kernel's module, so the kernel (at import, or in a call)
+    could otherwise swap ``ref_kernel`` or a constant it reads for one that agrees with it."""
+
+    def __init__(self, modules: dict[str, ModuleType]):
+        self.saved = {label: (module, dict(vars(module))) for label, module in modules.items()}
+
+    def verify(self) -> list[str]:
+        changed = []
+        for label, (module, saved) in self.saved.items():
+            current = vars(module)
+            names = sorted(set(saved) | set(current), key=str)
+            diff = [n for n in names if current.get(n, _MISSING) is not saved.get(n, _MISSING)]
+            if diff:
+                changed.extend(f"{label}.{n}" for n in diff)
+                current.clear()
+                current.update(saved)
+        return changed
+
+
 class LaunchCounter:
     """Counts launches of a module's Triton kernels and CuTeDSL functions during a block, and
     keeps what they were handed (for the provenance check). With ``execute=False`` the launches
@@ -237,6 +260,57 @@ def fingerprint(out: Any, chunk: int | None = None) -> tuple:
     return tuple(prints)
 
 
+PRIVATE_INPUTS = "the harness's private copy of input"  # what the reference is judged on: never the kernel's
+_SAME_WIDTH_INTS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def checksums(tree: Any, chunk: int | None = None) -> list[tuple[int, int]]:
+    """An exact identity of each tensor's bytes, computed where the tensor lies: its elements read
+    as integers of their width, summed plain and weighted by position (int64, wrapping). Two small
+    reductions per chunk and one transfer of the sums at the end: no host copy of the data."""
+    sums = []
+    for t in tensors_in(tree):
+        if not t.numel() or t.is_meta:
+            sums.append(torch.zeros(2, dtype=torch.int64))
+            continue
+        total = torch.zeros(2, dtype=torch.int64, device=t.device)
+        width = t.element_size()
+        as_int = _SAME_WIDTH_INTS.get(width, torch.int64)
+        for offset, piece in flat_chunks(t.detach(), chunk or CHUNK_ELEMENTS):
+            piece = piece.reshape(-1)
+            if piece.stride(0) != 1:  # one element of a strided tensor: a view of it keeps its stride
+                piece = piece.clone(memory_format=torch.contiguous_format)
+            words = piece.view(as_int).to(torch.int64)
+            start = offset * max(1, width // 8)
+            weights = torch.arange(start + 1, start + words.numel() + 1, device=words.device, dtype=torch.int64)
+            total += torch.stack([words.sum(), (words * weights).sum()])
+        sums.append(total)
+    if any(t.is_cuda for t in sums):
+        torch.cuda.synchronize()  # every stream's work on them is done before they are read
+    return [tuple(int(v) for v in total.tolist()) for total in sums]
+
+
+class Sealed:
+    """Tensors the harness keeps for itself (the copy of the inputs the reference is judged on),
+    checksummed before user code runs; ``changed`` names any whose bytes moved since.
+
+    A kernel that finds the harness's copies (``gc``, frames) and overwrites them with what suits
+    its answer would otherwise be judged against what it wrote."""
+
+    def __init__(self, kept: dict[str, Any]):
+        self.kept = kept
+        self.sums = {label: checksums(tree) for label, tree in kept.items()}
+
+    def changed(self) -> list[str]:
+        """``["the harness's private copy of input 0 and 2"]``: each label whose tensors moved, with their positions."""
+        found = []
+        for label, tree in self.kept.items():
+            moved = [str(i) for i, (a, b) in enumerate(zip(self.sums[label], checksums(tree))) if a != b]
+            if moved:
+                found.append(f"{label} {' and '.join([', '.join(moved[:-1]), moved[-1]] if len(moved) > 1 else moved)}")
+        return found
+
+
 def same_storage_replay(inputs: tuple, fresh: tuple) -> None:
     """Write ``fresh``'s values into ``inputs``' tensors in place: same pointers, new data."""
     for dst, src in zip(tensors_in(inputs), tensors_in(fresh)):
@@ -258,7 +332,7 @@ def run(ctx) -> Outcome:
     synchronize(ctx.tier)
     fresh = ctx.generate(shape, second_seed)
     same_storage_replay(inputs, fresh)
-    second = ctx.candidate(*inputs)
+    second = ctx.candidate(*inputs, kept={PRIVATE_INPUTS: fresh, "the harness's copy of the first call's output": first})
     synchronize(ctx.tier)
     del inputs  # the candidate's buffers: ``second`` keeps what it returned
     ref = ctx.ref_kernel(*fresh)  # ``fresh`` is private: nothing else reads it but the judgement below
@@ -294,6 +368,12 @@ class TimedOutputCheck:
         self.expected = [ctx.ref_kernel(*clone_tree(s)) for s in sets]
         self.checked = 0
         self.failure: str | None = None
+        self.sealed = Sealed({"the harness's copy of the reference's answer": self.expected})
+
+    def overwritten(self) -> str | None:
+        """Why the timed answers cannot be trusted: the reference's answers they are compared with moved."""
+        changed = self.sealed.changed()
+        return f"custom_kernel changed {', '.join(changed[:4])} while timed" if changed else None
 
     def inspect(self, index: int, round_: int, result: Any) -> None:
         if index != 0 or self.failure is not None or round_ % self.every:

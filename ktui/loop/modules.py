@@ -60,29 +60,59 @@ def load_module(name: str, path: str, source: str | None = None, interpret: bool
 
 
 class NamedFiles(importlib.abc.MetaPathFinder):
-    """Import each of some names from a given file, wherever it lies.
+    """Import each of some names from a given file, wherever it lies, with its text taken from
+    ``sources`` (path → text) where that holds the file.
 
     GPU MODE's task.yml ``files:`` assembles a problem from files kept elsewhere (``utils.py``
     from ``../utils.py``) under the names its code imports; this makes those names importable.
+    The reference's modules come from the texts the parent hashed before the run: a file rewritten
+    on disk during the run is not what the reference imports.
     """
 
-    def __init__(self, files: dict[str, str]):
+    def __init__(self, files: dict[str, str], sources: dict[str, str] | None = None):
         self.files = files
+        self.sources = sources or {}
 
     def find_spec(self, fullname, path=None, target=None):
         file = self.files.get(fullname)
-        return importlib.util.spec_from_file_location(fullname, file) if file else None
+        if not file:
+            return None
+        if file not in self.sources:
+            return importlib.util.spec_from_file_location(fullname, file)
+        package = Path(file).name == "__init__.py"
+        spec = importlib.util.spec_from_loader(fullname, SnapshotLoader(file, self.sources[file]), origin=file,
+                                               is_package=package)
+        spec.has_location = True  # __file__ is the original path: tracebacks and inspect name the user's file
+        if package:
+            spec.submodule_search_locations = [str(Path(file).parent)]
+        return spec
+
+
+class SnapshotLoader(importlib.abc.Loader):
+    """Executes a module from a text read earlier, under its file's path."""
+
+    def __init__(self, path: str, source: str):
+        self.path = path
+        self.source = source
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module) -> None:
+        _prime_linecache(self.path, self.source)
+        exec(compile(self.source, self.path, "exec", dont_inherit=True), module.__dict__)
 
 
 @contextlib.contextmanager
-def workspace_imports(root: str, kernel_dir: str, modules: dict[str, str] | None = None) -> Iterator[None]:
-    """Let user code import its neighbours (and ``modules``: name → file); forget every
-    workspace module afterwards."""
+def workspace_imports(root: str, kernel_dir: str, modules: dict[str, str] | None = None,
+                      sources: dict[str, str] | None = None) -> Iterator[None]:
+    """Let user code import its neighbours (and ``modules``: name → file, their text from
+    ``sources`` where it holds them); forget every workspace module afterwards."""
     added = [p for p in (kernel_dir, root) if p not in sys.path]
     sys.path[:0] = added
     modules = dict(modules or {})
     shadowed = {name: sys.modules.pop(name) for name in modules if name in sys.modules}
-    finder = NamedFiles(modules)
+    finder = NamedFiles(modules, sources)
     if modules:
         sys.meta_path.insert(0, finder)
     before = set(sys.modules)
@@ -125,6 +155,14 @@ def is_workspace_source(file: str | None, root: str) -> bool:
 
 
 def job_imports(job: Job) -> ContextManager[None]:
-    """What the user code of ``job`` may import — its workspace, its own folder and the problem's
-    modules (GPU MODE ``files:``) — the same in the worker and in the target a tool wraps."""
-    return workspace_imports(job.root, str(Path(job.kernel_path).parent), job.problem.get("modules"))
+    """What the user code of ``job`` may import — its workspace, its own folder, the problem's
+    modules (GPU MODE ``files:``) and the reference's workspace modules, these from the texts the
+    parent hashed — the same in the worker and in the target a tool wraps."""
+    modules = {**job.reference_modules, **(job.problem.get("modules") or {})}
+    return workspace_imports(job.root, str(Path(job.kernel_path).parent), modules, job.reference_files)
+
+
+def load_reference(job: Job, name: str) -> types.ModuleType:
+    """The reference module of ``job``, executed from the text the parent hashed (``Job.reference_files``);
+    from the file only for a Job made without that snapshot (a tool's or a test's own)."""
+    return load_module(name, job.reference_path, job.reference_files.get(job.reference_path))

@@ -112,6 +112,11 @@ class Job:
     options: Options = field(default_factory=Options)
     format: str = "native"  # "native" | "gpumode" | "kernelbench" (see ktui.loop.formats)
     problem: dict[str, Any] = field(default_factory=dict)  # format-specific, e.g. GPU MODE's task.yml shapes
+    # The reference as it was hashed (``reference_hash``), read before any user code ran: path →
+    # text, the reference first, then the files it needs. The worker judges with these texts, never
+    # with what is on disk by then (a kernel's import could have rewritten it).
+    reference_files: dict[str, str] = field(default_factory=dict)
+    reference_modules: dict[str, str] = field(default_factory=dict)  # workspace modules it imports: name → path
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

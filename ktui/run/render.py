@@ -149,6 +149,8 @@ def summary_line(kernel: str, version: int, verdict: str, summary: dict[str, Any
         parts.append(f"weak test: {summary['weak_test'].split(' — ')[0]}" if summary["weak_test"] else "weak test")
     if summary.get("no_signal"):  # shapes whose every value is below the noise floor
         parts.append(f"no signal on {', '.join(summary['no_signal'])}: a zero kernel would pass")
+    if summary.get("reference_changed"):  # judged by the reference as snapshotted when the run started
+        parts.append(f"reference changed during the run: judged against the recorded {summary['reference_changed']['recorded']}")
     if summary.get("checks"):  # runs recorded while the problem's check had rungs of its own
         parts.append(f"{summary['checks'][0]}/{summary['checks'][1]} problem checks")
     if "speedup" in summary:

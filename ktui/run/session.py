@@ -14,8 +14,10 @@ from typing import Callable, Iterable, Iterator
 from ktui.history.reports import ReportWriter
 from ktui.history.store import Store
 from ktui.protocol.events import (
+    CANCELLED,
     ERROR,
     FAILED,
+    SUSPICIOUS,
     ErrorInfo,
     Event,
     RunFinished,
@@ -29,7 +31,14 @@ from ktui.protocol.statedir import run_dir
 from ktui.run.audit import weak_test
 from ktui.run.compare import VersionComparer
 from ktui.run.runner import LocalRunner, Runner
-from ktui.workspace.kernels import Kernel, content_hash, reference_hash, state_dir
+from ktui.workspace.kernels import (
+    Kernel,
+    content_hash,
+    reference_on_disk,
+    reference_snapshot,
+    reference_stat,
+    state_dir,
+)
 
 Consumer = Callable[[Event], None]
 
@@ -43,6 +52,8 @@ class Session:
         self.consumers: list[Consumer] = [self.store.record, ReportWriter(self.state), *consumers]
         # Labels benchmark figures against earlier versions before anyone sees them.
         self.compare = VersionComparer(self.store, self.state)
+        self._written: dict[str, tuple] = {}  # run id → its reference files' stat when snapshotted
+        self._reruns: set[str] = set()  # runs started again because their reference changed
 
     def run_dir(self, kernel_id: str, version: int) -> Path:
         return run_dir(self.state, kernel_id, version)
@@ -55,13 +66,17 @@ class Session:
         run_dir = self.run_dir(kernel.id, version)
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "source.py").write_bytes(data)
+        reference = reference_snapshot(kernel)  # before any user code of this run: what judges it
+        written = reference_stat(list(reference.files))
+        run_id = uuid.uuid4().hex
+        self._written[run_id] = written
         return Job(
-            run_id=uuid.uuid4().hex,
+            run_id=run_id,
             kernel_id=kernel.id,
             kernel_path=str(kernel.path),
             reference_path=str(kernel.reference) if kernel.reference else "",
             reference_error=kernel.reference_error,
-            reference_hash=reference_hash(kernel),
+            reference_hash=reference.hash,
             root=str(kernel.root),
             version=version,
             content_hash=digest,
@@ -70,6 +85,8 @@ class Session:
             options=options,
             format=kernel.format,
             problem=dict(kernel.problem),
+            reference_files={str(path): text.decode("utf-8", errors="replace") for path, text in reference.files.items()},
+            reference_modules={name: str(path) for name, path in reference.modules.items()},
         )
 
     def events(self, job: Job, runner: Runner | None = None) -> Iterator[Event]:
@@ -86,7 +103,7 @@ class Session:
             for event in stream:
                 event = self.compare(event)
                 if isinstance(event, RunFinished):
-                    event = self._weak_test(job, event)
+                    event = self._reference_moved(job, self._weak_test(job, event))
                 for consumer in self.consumers:
                     consumer(event)
                 yield event
@@ -101,9 +118,38 @@ class Session:
             event.summary = {**event.summary, "weak_test": weak["reason"], "weak_test_reasons": weak["reasons"]}
         return event
 
-    def run(self, kernel: Kernel, options: Options) -> RunFinished:
+    def _reference_moved(self, job: Job, event: RunFinished) -> RunFinished:
+        """The run was judged by the reference as snapshotted (``job.reference_hash``); say so when
+        the files on disk differ by now (``reference_changed``: the caller may run it again). A run
+        that is itself such a second run, during which the reference was written again, is
+        suspicious: what keeps rewriting it is most likely the kernel's own code."""
+        written = self._written.pop(job.run_id, None)
+        rerun = job.run_id in self._reruns
+        self._reruns.discard(job.run_id)
+        if not job.reference_files or event.verdict == CANCELLED:
+            return event
+        now = reference_on_disk(list(job.reference_files))
+        reference = Path(job.reference_path).name
+        if rerun and written is not None and reference_stat([Path(p) for p in job.reference_files]) != written:
+            why = (f"{reference} was written again during this second run, after it changed during the first: most "
+                   f"likely the kernel's own code rewrites its reference (judged against the recorded {job.reference_hash})")
+            event.verdict, event.message = SUSPICIOUS, why
+            event.summary = {**event.summary, "first_failure": first_failure("reference", SUSPICIOUS, why)}
+        if now != job.reference_hash:
+            event.summary = {**event.summary, "reference_changed": {"recorded": job.reference_hash, "now": now}}
+        return event
+
+    def mark_again(self, job: Job) -> None:
+        """``job`` runs again because its reference changed during the previous run of its kernel."""
+        self._reruns.add(job.run_id)
+
+    def run(self, kernel: Kernel, options: Options, again: bool = False) -> RunFinished:
+        """One run of ``kernel``; ``again``: a second run because its reference changed during the first."""
         finished = None
-        for event in self.events(self.prepare(kernel, options)):
+        job = self.prepare(kernel, options)
+        if again:
+            self.mark_again(job)
+        for event in self.events(job):
             if isinstance(event, RunFinished):
                 finished = event
         assert finished is not None

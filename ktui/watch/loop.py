@@ -168,7 +168,7 @@ class WatchLoop:
                 if stopped is not None:
                     self.listener(stopped)
                 if rerun:
-                    self.scheduler.submit(kernel, restart=True)
+                    self.scheduler.submit(kernel, restart=True, reference=kernel.path != save.path)
             self._audit(affected)
 
     def _audit(self, kernels: list[Kernel]) -> None:

@@ -130,6 +130,7 @@ class Scheduler:
         self._background: list[_Entry] = []  # starts only when _queue is empty
         self._ids: dict[Path, str] = {}
         self._ended: dict[Path, float] = {}  # when each kernel's last run ended (time.monotonic)
+        self._again: set[Path] = set()  # kernels whose reference changed during their last run (Session.mark_again)
         self._seq = 0  # the last snapshot's number
         self._slots: list[_Current | None] = [None] * len(self.runners)  # what each runner runs now
         self._cond = threading.Condition()
@@ -151,9 +152,10 @@ class Scheduler:
         with self._cond:
             self.options = options
 
-    def submit(self, kernel: Kernel, restart: bool = True) -> None:
-        """Run ``kernel`` (its newest content). If it is running now and ``restart``, cancel that run."""
-        self._enqueue(_Entry("run", kernel.path), kernel.id, restart)
+    def submit(self, kernel: Kernel, restart: bool = True, reference: bool = False) -> None:
+        """Run ``kernel`` (its newest content). If it is running now and ``restart``, cancel that run;
+        ``reference``: what changed is its reference (or a file it needs), not the kernel."""
+        self._enqueue(_Entry("run", kernel.path), kernel.id, restart, reference)
 
     def submit_task(self, name: str, kernel: Kernel) -> None:
         if name not in self.tasks:
@@ -172,7 +174,7 @@ class Scheduler:
                 self._background.append(entry)
             self._cond.notify_all()
 
-    def _enqueue(self, entry: _Entry, kernel_id: str, restart: bool) -> None:
+    def _enqueue(self, entry: _Entry, kernel_id: str, restart: bool, reference: bool = False) -> None:
         kill: tuple[Runner, str] | None = None
         with self._cond:
             self._ids[entry.path] = kernel_id
@@ -188,6 +190,8 @@ class Scheduler:
                     return
                 current.stale = True
                 current.cancel.set()
+                if reference and entry.kind == "run":
+                    self._again.add(entry.path)  # its reference changed during the run: the next one is a second run
                 if current.live and entry.kind == "run":
                     kill = self.runners[slot], current.run_id
                 self._queue = [e for e in self._queue if e.key() != entry.key()]
@@ -358,8 +362,16 @@ class Scheduler:
         job = self.session.prepare(kernel, self.options)
         if current.cancel.is_set():
             return  # saved again while preparing: the newer content is already queued
+        with self._cond:
+            again = current.entry.path in self._again
+            self._again.discard(current.entry.path)
+        if again:
+            self.session.mark_again(job)
         runner = self.runners[slot]
         for event in self.session.events(job, runner=runner):
+            if isinstance(event, RunFinished) and event.summary.get("reference_changed"):
+                with self._cond:
+                    self._again.add(current.entry.path)
             if not isinstance(event, RunStarted) and not current.live:
                 # The worker has the job from here on: a pending cancel can kill it now.
                 with self._cond:

@@ -95,16 +95,145 @@ def content_hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:16]
 
 
+@dataclass(frozen=True)
+class ReferenceSnapshot:
+    """What judges a kernel, read once: the bytes of its reference and of every file the reference
+    needs (a GPU MODE task.yml and ``files:``, the workspace modules it imports), in hashing order.
+
+    A run carries these bytes to the worker, which judges with them: a file rewritten on disk
+    after this read (by a person, or by the kernel's own code) cannot change the run's verdict."""
+
+    files: dict[Path, bytes]  # the reference first, then what it needs
+    modules: dict[str, Path]  # workspace modules the reference imports: import name → file
+
+    @property
+    def hash(self) -> str:
+        return files_hash(list(self.files.values()))
+
+
+def files_hash(contents: list[bytes]) -> str:
+    """The reference hash of files' contents, the reference's first: the one combination."""
+    if not contents:
+        return ""
+    return content_hash(contents[0] + b"".join(b"\0" + data for data in contents[1:]))
+
+
+def reference_snapshot(kernel: Kernel) -> ReferenceSnapshot:
+    """Read the reference of ``kernel`` and the files it needs, once. Raises OSError when the
+    reference cannot be read (a missing dependency counts as empty, as it always has)."""
+    if kernel.reference is None:
+        return ReferenceSnapshot({}, {})
+    files = {kernel.reference: kernel.reference.read_bytes()}
+    for dep in kernel.dependencies:
+        if dep.is_file() and dep not in files:
+            files[dep] = dep.read_bytes()
+    searched = [kernel.path.parent, kernel.root]  # where the worker's imports look (``loop.modules``)
+    named = set((kernel.problem.get("modules") or {}).keys())
+    modules = local_imports(files[kernel.reference], searched, kernel.root, named)
+    for path in modules.values():
+        if path not in files:
+            files[path] = path.read_bytes()
+    return ReferenceSnapshot(files, modules)
+
+
 def reference_hash(kernel: Kernel) -> str:
     """The hash of what judges ``kernel``: its reference, and the files the reference needs (a
-    GPU MODE task.yml and its ``files:``). The one definition: a run records it, and "is this
-    result still current?" compares against it. Raises OSError when a file cannot be read."""
-    if kernel.reference is None:
-        return ""
-    data = kernel.reference.read_bytes()
-    for dep in kernel.dependencies:
-        data += b"\0" + dep.read_bytes() if dep.is_file() else b""
-    return content_hash(data)
+    GPU MODE task.yml and its ``files:``, the workspace modules it imports). The one definition:
+    a run records it, and "is this result still current?" compares against it. Raises OSError
+    when the reference cannot be read."""
+    return reference_snapshot(kernel).hash
+
+
+def reference_on_disk(paths: list[str]) -> str:
+    """The reference hash of the files a snapshot holds, read again now (their order is the hash's);
+    a file gone counts as empty."""
+    contents = []
+    for path in paths:
+        try:
+            contents.append(Path(path).read_bytes())
+        except OSError:
+            contents.append(b"")
+    return files_hash(contents)
+
+
+def reference_stat(paths: list[Path]) -> tuple:
+    """Whether files were written since: each one's inode, size and modification times (None if gone)."""
+    found = []
+    for path in paths:
+        try:
+            st = Path(path).stat()
+        except OSError:
+            found.append(None)
+            continue
+        found.append((st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+    return tuple(found)
+
+
+MAX_LOCAL_MODULES = 200
+
+
+def local_imports(source: bytes, folders: list[Path], root: Path, skip: set[str] = frozenset()) -> dict[str, Path]:
+    """The workspace modules ``source`` imports, and those they import in turn: import name → file.
+
+    Resolved as the worker's imports are (the first of ``folders`` holding the top-level name),
+    kept only when inside ``root`` and not an installed package; ``skip``: names served otherwise
+    (GPU MODE ``files:``). Text only: nothing is imported."""
+    found: dict[str, Path] = {}
+    pending = [source]
+    root = root.resolve()
+    while pending and len(found) < MAX_LOCAL_MODULES:
+        for name in _imported_names(pending.pop()):
+            for module, path in _resolve_module(name, folders):
+                if module in found or module in skip or module.split(".", 1)[0] in skip:
+                    continue
+                if not path.is_relative_to(root) or any(p in ("site-packages", "dist-packages") for p in path.parts):
+                    continue
+                found[module] = path
+                try:
+                    pending.append(path.read_bytes())
+                except OSError:
+                    continue
+    return found
+
+
+def _imported_names(source: bytes) -> list[str]:
+    """Absolute module names an ``import`` or ``from … import`` of ``source`` may load."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.append(node.module)
+            names.extend(f"{node.module}.{alias.name}" for alias in node.names if alias.name != "*")
+    return names
+
+
+def _resolve_module(name: str, folders: list[Path]) -> list[tuple[str, Path]]:
+    """``a.b.c`` → the files Python would load for ``a``, ``a.b``, ``a.b.c`` from the first folder
+    holding ``a`` (a module ``a.py``, a package ``a/__init__.py``, or a plain folder); [] when none does."""
+    parts = name.split(".")
+    for folder in folders:
+        found: list[tuple[str, Path]] = []
+        base = folder
+        for i, part in enumerate(parts):
+            package, module = base / part / "__init__.py", base / f"{part}.py"
+            if package.is_file():
+                found.append((".".join(parts[: i + 1]), package.resolve()))
+                base = base / part
+            elif module.is_file():
+                found.append((".".join(parts[: i + 1]), module.resolve()))
+                break
+            elif (base / part).is_dir() and i + 1 < len(parts):
+                base = base / part  # a namespace package (a folder without __init__.py): no file of its own
+            else:
+                break
+        if found:
+            return found
+    return []
 
 
 def declared_reference(source: str) -> str | None:

@@ -18,6 +18,7 @@ from typing import Any
 from ktui.protocol.statedir import CALIBRATION, STATE_DIR, calibration_file
 
 MAX_FILES = 5000
+TEXTS = ("source", "reference_files")  # a Job's file texts: never rewritten as paths
 MAX_BYTES = 512 * 1024 * 1024
 SKIPPED = {"__pycache__", "node_modules"}
 
@@ -53,7 +54,7 @@ def run_files(root: Path) -> list[str]:
 
 def moved_job(data: dict, root: str, new_root: str, run_dir: str, new_run: str, who: str) -> dict:
     """A Job's JSON with its workspace paths under ``new_root`` and its run folder at ``new_run``
-    (the source text is left as it is). ValueError when the kernel or its reference lies outside
+    (the source texts are left as they are). ValueError when the kernel or its reference lies outside
     the workspace: ``who`` (``a remote run``) receives the workspace only."""
     def move(value: Any) -> Any:
         if isinstance(value, str):
@@ -68,7 +69,9 @@ def moved_job(data: dict, root: str, new_root: str, run_dir: str, new_run: str, 
             return [move(v) for v in value]
         return value
 
-    out = {k: (v if k == "source" else move(v)) for k, v in data.items()}
+    out = {k: (v if k in TEXTS else move(v)) for k, v in data.items()}
+    if data.get("reference_files"):  # its keys are paths, its values the texts: only the paths move
+        out["reference_files"] = {move(path): text for path, text in data["reference_files"].items()}
     for key in ("kernel_path", "reference_path"):
         if data[key] and out[key] == data[key]:
             raise ValueError(f"{data[key]} is outside the workspace {root}: {who} sends the workspace only")
@@ -90,9 +93,11 @@ def outside_name(original: str) -> str:
 
 
 def moved_modules(data: dict, placed: dict[str, str]) -> dict:
-    """A Job's JSON whose problem modules at the paths of ``placed`` (original → copy) name the copies."""
+    """A Job's JSON whose problem modules at the paths of ``placed`` (original → copy) name the
+    copies, in its reference snapshot too (a ``files:`` module is part of what judges the kernel)."""
     modules = (data.get("problem") or {}).get("modules")
     if not modules:
         return data
     moved = {name: placed.get(path, path) for name, path in modules.items()}
-    return {**data, "problem": {**data["problem"], "modules": moved}}
+    files = {placed.get(path, path): text for path, text in (data.get("reference_files") or {}).items()}
+    return {**data, "problem": {**data["problem"], "modules": moved}, "reference_files": files}

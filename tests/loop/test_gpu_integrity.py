@@ -13,7 +13,7 @@ def stream(tmp_path_factory):
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
     root = make_workspace(tmp_path_factory.mktemp("gpuhacks"), kernels=["add_triton"],
-                          hacks=["side_stream", "lazy_after_warmup", "patches_timer", "cache_by_pointer"])
+                          hacks=["side_stream", "lazy_after_warmup", "patches_timer", "cache_by_pointer", "zeroes_copies"])
     proc = ktui("run", "--no-audit", "--json", "--seed", "9", "--bench-time", "1", "kernels/", cwd=root, timeout=900)
     return proc, by_kernel(parse_events(proc.stdout))
 
@@ -46,3 +46,12 @@ def test_the_honest_kernel_passes_every_check_on_the_gpu(stream):
     for name, r in rungs(events).items():
         if name.startswith("benchmark["):
             assert r["figures"]["rechecked"] > 0 and r["figures"]["wall_us"] > 0
+
+
+def test_a_kernel_that_zeroes_the_harness_copies_of_its_inputs_is_caught_before_timing(stream):
+    # Found through gc and zeroed with the inputs, the copies would agree with an answer for zeros:
+    # their checksums, taken on the device before the call, name the copy that moved.
+    events = stream[1]["hack_zeroes_copies"]
+    assert finished(events)["verdict"] == "suspicious"
+    r = rungs(events)["run"]
+    assert r["status"] == "suspicious" and "changed the harness's private copy of input 0" in r["message"]

@@ -21,6 +21,8 @@ HACKS = {
     "token_launch_sentinel": ("run", "torch wrote values into the output (aten.copy_)"),
     # a write torch's dispatcher cannot see passes provenance; the no-op kernels give it away
     "numpy_write": ("dependence", "still returned the right answer"),
+    # zeroes every tensor equal to its inputs, the harness's copies too (found through gc)
+    "zeroes_copies": ("run", "changed the harness's private copy of input 0"),
 }
 
 

@@ -113,6 +113,43 @@ def test_a_reference_save_reruns_every_kernel_that_uses_it(tmp_path):
         loop.close()
 
 
+def test_a_reference_save_during_a_run_cancels_it_and_the_new_run_records_the_new_reference(tmp_path):
+    ws = make_workspace(tmp_path / "ws")
+    kernel = ws / "kernels" / "add_edit.py"
+    kernel.write_text(HANG)
+    got = Collector()
+    loop = WatchLoop(Workspace.at(ws), Options(seed=0, timeouts={"compile": 120}), got,
+                     WatchSettings(debounce_s=0.05, audit=False))
+    loop.start()
+    try:
+        stale = got.wait_for(lambda e: isinstance(e, RungStarted) and e.rung == "compile")
+        old = got.wait_for(lambda e: isinstance(e, RunStarted) and e.run_id == stale.run_id)
+        ref = ws / "references" / "add.py"
+        save_atomically(ref, ref.read_text() + "\n# a comment changes the reference's hash\n")
+        cancelled = got.wait_for(lambda e: isinstance(e, RunFinished) and e.run_id == stale.run_id)
+        assert cancelled.verdict == "cancelled"
+        fresh = got.wait_for(lambda e: isinstance(e, RunStarted) and e.run_id != stale.run_id)
+        assert fresh.reference_hash == content_hash(ref.read_bytes()) != old.reference_hash
+    finally:
+        loop.close()
+
+
+def test_a_kernel_that_rewrites_its_reference_in_every_run_ends_suspicious_never_passed(tmp_path, monkeypatch):
+    # Its first run changes the reference (cancelled, or judged by the recorded one); the run that
+    # follows is judged by what it wrote, and writing it again there gives the kernel away.
+    monkeypatch.setenv("KTUI_NO_CONFINE", "1")  # the snapshot is under test here, not a sandbox
+    ws = make_workspace(tmp_path / "ws", hacks=["rewrites_reference"])
+    got = Collector()
+    loop = WatchLoop(Workspace.at(ws), Options(seed=0, benchmark=False), got, WatchSettings(debounce_s=0.05, audit=False))
+    loop.start()
+    try:
+        done = got.wait_for(lambda e: isinstance(e, RunFinished) and e.verdict not in ("cancelled", "failed"), timeout=240)
+        assert done.verdict == "suspicious" and "written again during this second run" in done.message
+        assert [f.verdict for f in got.of(RunFinished)][:-1] in (["cancelled"], ["failed"])
+    finally:
+        loop.close()
+
+
 def _workers_tagged(tag: str) -> list[int]:
     pids = []
     for entry in Path("/proc").iterdir():

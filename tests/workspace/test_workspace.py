@@ -171,3 +171,34 @@ def test_a_misspelled_reference_name_gets_the_closest_one_suggested(tmp_path):
     kernel = kernel_at(ws / "kernels" / "typo.py")
     assert kernel.reference is None
     assert 'REFERENCE = "sofmtax" names references/sofmtax.py, which does not exist; did you mean softmax?' in kernel.reference_error
+
+
+# -- what judges a kernel: the reference snapshot ------------------------------------------------
+def test_the_reference_hash_of_a_reference_without_workspace_imports_is_its_content_hash(tmp_path):
+    from ktui.workspace.kernels import content_hash, reference_snapshot
+
+    ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
+    snapshot = reference_snapshot(kernel_at(ws / "kernels" / "add_triton.py"))
+    assert snapshot.modules == {} and list(snapshot.files) == [ws / "references" / "add.py"]
+    assert snapshot.hash == content_hash((ws / "references" / "add.py").read_bytes())
+
+
+def test_the_workspace_modules_a_reference_imports_are_part_of_its_snapshot_and_hash(tmp_path):
+    from ktui.workspace.kernels import content_hash, reference_hash, reference_snapshot
+
+    ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
+    (ws / "refpkg").mkdir()
+    (ws / "refpkg" / "__init__.py").write_text("")
+    (ws / "refpkg" / "ops.py").write_text("import helpers\n")
+    (ws / "helpers.py").write_text("SCALE = 1\n")
+    (ws / "shared").mkdir()  # a folder without __init__.py: a namespace package
+    (ws / "shared" / "consts.py").write_text("EPS = 0\n")
+    ref = ws / "references" / "add.py"
+    ref.write_text("import os, torch\nfrom refpkg import ops\nfrom shared.consts import EPS\n" + ref.read_text())
+    kernel = kernel_at(ws / "kernels" / "add_triton.py")
+    snapshot = reference_snapshot(kernel)
+    assert snapshot.modules == {"refpkg": ws / "refpkg" / "__init__.py", "refpkg.ops": ws / "refpkg" / "ops.py",
+                                "helpers": ws / "helpers.py", "shared.consts": ws / "shared" / "consts.py"}
+    assert reference_hash(kernel) == snapshot.hash != content_hash(ref.read_bytes())
+    (ws / "helpers.py").write_text("SCALE = 2\n")  # a module imported by a module the reference imports
+    assert reference_hash(kernel) != snapshot.hash

@@ -69,6 +69,9 @@ def run(ctx: RunContext, shape: dict) -> Outcome:
     if check.failure is not None:
         return Outcome(figures=figures, status=SUSPICIOUS,
                        message=f"right when checked, wrong when timed — {check.failure}")
+    overwritten = check.overwritten()
+    if overwritten is not None:
+        return Outcome(figures=figures, status=SUSPICIOUS, message=overwritten)
     escape = integrity.timer_escape(lambda s: ctx.custom_kernel(*s), sets, figures["kernel_us"], figures["kernel_host_us"])
     figures["wall_us"] = escape["wall_us"]
     if escape["escaped"]:

@@ -42,10 +42,13 @@ def run(ctx: RunContext) -> Outcome:
     trace_error: BaseException | None = None
     with recorder.recording(execute=ctx.tier.is_gpu), capture:
         try:
-            ctx.custom_kernel(*inputs)
-            synchronize(ctx.tier)
+            with ctx.reference_kept("custom_kernel"):
+                ctx.custom_kernel(*inputs)
+                synchronize(ctx.tier)
         except cutedsl.ExecutionSkipped:
             pass  # CPU tier: the CuTeDSL kernel compiled; running it needs a GPU
+        except RungFailure:
+            raise  # it patched its reference: the trace is not what failed
         except Exception as exc:
             if _is_compile_error(exc):
                 raise

@@ -10,6 +10,7 @@ returns poison (or raises); a right answer means it did not come from the kernel
 
 from __future__ import annotations
 
+from ktui.loop import integrity
 from ktui.loop.context import RunContext
 from ktui.loop.device import clone_tree, poisoned_allocations, synchronize
 from ktui.loop.errors import RungFailure
@@ -27,7 +28,7 @@ def run(ctx: RunContext) -> Outcome:
     label = shape_label(shape)
     try:
         with poisoned_allocations():
-            out = ctx.candidate(*inputs, execute=False)
+            out = ctx.candidate(*inputs, execute=False, kept={integrity.PRIVATE_INPUTS: pristine})
             synchronize(ctx.tier)
     except RungFailure:
         raise

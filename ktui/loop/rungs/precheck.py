@@ -9,14 +9,16 @@ target architecture).
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+from types import ModuleType
 
 from ktui.loop import formats, integrity, memory
 from ktui.loop.context import RunContext
 from ktui.loop.dsl import cutedsl
 from ktui.loop.dsl.triton_kernels import find_triton_kernels
 from ktui.loop.errors import RungFailure
-from ktui.loop.modules import load_module
+from ktui.loop.modules import load_module, load_reference
 from ktui.loop.outcome import Outcome
 
 
@@ -25,14 +27,28 @@ def run(ctx: RunContext) -> Outcome:
     tag = f"{job.run_id[:8]}_{Path(job.kernel_path).stem}"
     if not job.reference_path:
         raise RungFailure(job.reference_error or "no reference resolved for this kernel")
-    ctx.user_files = {job.kernel_path, job.reference_path, *job.problem.get("modules", {}).values()}
+    ctx.user_files = {job.kernel_path, job.reference_path, *job.problem.get("modules", {}).values(),
+                      *job.reference_modules.values()}
 
     fmt = formats.spec(job.format)
+    if job.reference_files and job.reference_path not in job.reference_files:
+        raise RungFailure(f"the run carries no snapshot of its reference {Path(job.reference_path).name}")
+    # The reference first, from the text the parent hashed: nothing the kernel's module does can
+    # change what judges it (a rewritten file on disk is not read; a patched module is restored).
+    ctx.reference = load_reference(job, f"ktui_user_ref_{tag}")
+    ctx.reference_modules = reference_modules(ctx)
+    watch = integrity.NamespaceGuard(ctx.reference_modules)
     ctx.kernel = load_module(f"ktui_user_{tag}", job.kernel_path, job.source, interpret=not ctx.tier.is_gpu)
     tampered = ctx.guard.verify() if ctx.guard is not None else []
     if tampered:
         raise RungFailure(
             f"importing {Path(job.kernel_path).name} patched the harness: {', '.join(tampered[:4])} (restored)",
+            status="suspicious",
+        )
+    patched = watch.verify()
+    if patched:
+        raise RungFailure(
+            f"importing {Path(job.kernel_path).name} patched its reference: {', '.join(patched[:4])} (restored)",
             status="suspicious",
         )
     copied = integrity.reference_imports(job.source, job.reference_path)
@@ -45,7 +61,6 @@ def run(ctx: RunContext) -> Outcome:
     if not callable(getattr(ctx.kernel, fmt.entry, None)):
         raise RungFailure(f"{Path(job.kernel_path).name} defines no {fmt.entry_text}")
 
-    ctx.reference = load_module(f"ktui_user_ref_{tag}", job.reference_path)
     ctx.problem = formats.load_problem(job, ctx.tier, ctx.kernel, ctx.reference, ctx.next_seed)
     bad = [t for t in [*ctx.tests, *ctx.benchmarks] if not isinstance(t, dict)]
     if bad:
@@ -60,7 +75,14 @@ def run(ctx: RunContext) -> Outcome:
         )
     ctx.compilable = ctx.kernel
     if ctx.triton_kernels and not ctx.tier.is_gpu:
+        watch = integrity.NamespaceGuard(ctx.reference_modules)
         ctx.compilable = load_module(f"ktui_user_aot_{tag}", job.kernel_path, job.source, interpret=False)
+        patched = watch.verify()
+        if patched:
+            raise RungFailure(
+                f"importing {Path(job.kernel_path).name} patched its reference: {', '.join(patched[:4])} (restored)",
+                status="suspicious",
+            )
 
     fitted = memory.require_fit(ctx)  # before anything heavy: compile's traced call is the first to allocate
     return Outcome(
@@ -74,6 +96,15 @@ def run(ctx: RunContext) -> Outcome:
         },
         message=f"{_summary(ctx)}; memory: {fitted.message}",
     )
+
+
+def reference_modules(ctx: RunContext) -> dict[str, ModuleType]:
+    """The reference module and the workspace modules it imported from the run's snapshot, by name."""
+    found = {"reference": ctx.reference}
+    for name, module in list(sys.modules.items()):
+        if module is not ctx.reference and getattr(module, "__file__", None) in ctx.job.reference_files:
+            found[name] = module
+    return found
 
 
 def _summary(ctx: RunContext) -> str:

@@ -10,6 +10,7 @@ import time
 
 import torch
 
+from ktui.loop import integrity
 from ktui.loop.context import RunContext
 from ktui.loop.device import clone_tree, synchronize
 from ktui.loop.errors import RungFailure
@@ -23,7 +24,7 @@ def run(ctx: RunContext) -> Outcome:
     ref_inputs = clone_tree(inputs)
     ctx.poison_outputs(inputs)
     started = time.perf_counter()
-    out = ctx.candidate(*inputs)
+    out = ctx.candidate(*inputs, kept={integrity.PRIVATE_INPUTS: ref_inputs})
     synchronize(ctx.tier)
     elapsed = time.perf_counter() - started
     learned = ctx.learn_output_slots(inputs, ref_inputs, out)
