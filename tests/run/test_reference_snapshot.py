@@ -34,7 +34,7 @@ def runs_of(events: list[dict]) -> list[list[dict]]:
 def hacked(tmp_path_factory):
     root = make_workspace(tmp_path_factory.mktemp("snapshot"), hacks=["patches_reference", "rewrites_reference"])
     original = (root / "references" / "add.py").read_bytes()
-    proc = ktui("run", "--json", "--seed", "5", "--no-bench", "kernels/", cwd=root, env=UNCONFINED)
+    proc = ktui("run", "--no-audit", "--json", "--seed", "5", "--no-bench", "kernels/", cwd=root, env=UNCONFINED)
     return root, original, proc, by_kernel(parse_events(proc.stdout))
 
 
@@ -102,7 +102,7 @@ def test_gpumode_a_call_that_patches_a_constant_of_the_reference_is_suspicious(t
         "    x, y, out = data\n",
         "    import sys\n    for name, module in list(sys.modules.items()):\n"
         "        if name.startswith('ktui_user_ref_'):\n            module.ALPHA = 2.0\n    x, y, out = data\n", 1))
-    proc = ktui("run", "--json", "--seed", "5", "--no-bench", "gpumode/scaleadd/submission.py", cwd=tmp_path, env=UNCONFINED)
+    proc = ktui("run", "--no-audit", "--json", "--seed", "5", "--no-bench", "gpumode/scaleadd/submission.py", cwd=tmp_path, env=UNCONFINED)
     events = parse_events(proc.stdout)
     r = next(e for e in rungs(events).values() if e["status"] != "ok")
     assert r["status"] == "suspicious", r
@@ -123,7 +123,7 @@ def test_gpumode_a_submission_that_rewrites_reference_and_outside_utils_is_judge
         "_utils = _here.parent / 'utils.py'\n"
         "_utils.write_text(_utils.read_text().replace('if reasons:', 'if False:'))\n" + wrong)
     recorded = reference_hash(kernel_for(kernel_path))
-    proc = ktui("run", "--json", "--seed", "5", "--no-bench", "gpumode/scaleadd/submission.py", cwd=tmp_path, env=UNCONFINED)
+    proc = ktui("run", "--no-audit", "--json", "--seed", "5", "--no-bench", "gpumode/scaleadd/submission.py", cwd=tmp_path, env=UNCONFINED)
     first = runs_of(parse_events(proc.stdout))[0]
     assert first[0]["reference_hash"] == recorded
     assert finished(first)["verdict"] == "failed", rungs(first)
@@ -143,7 +143,7 @@ def test_kernelbench_a_candidate_that_rewrites_the_model_file_is_judged_by_the_r
         "_model = _Path(__file__).resolve().parents[1] / 'kb' / 'scale_shift_relu.py'\n"
         "_model.write_text(_model.read_text().replace('x * self.weight + self.bias', 'x * self.weight'))\n")
     recorded = reference_hash(kernel_for(kernel_path))
-    proc = ktui("run", "--json", "--seed", "5", "--no-bench", "kernels/scale_shift_relu_triton.py", cwd=root, env=UNCONFINED)
+    proc = ktui("run", "--no-audit", "--json", "--seed", "5", "--no-bench", "kernels/scale_shift_relu_triton.py", cwd=root, env=UNCONFINED)
     first = runs_of(parse_events(proc.stdout))[0]
     assert first[0]["reference_hash"] == recorded
     assert finished(first)["verdict"] == "failed", rungs(first)
@@ -152,7 +152,7 @@ def test_kernelbench_a_candidate_that_rewrites_the_model_file_is_judged_by_the_r
 
 def test_a_reference_that_did_not_change_runs_once(tmp_path):
     root = make_workspace(tmp_path / "ws", kernels=["add_triton"])
-    proc = ktui("run", "--json", "--seed", "5", "--no-bench", "kernels/add_triton.py", cwd=root, env=UNCONFINED)
+    proc = ktui("run", "--no-audit", "--json", "--seed", "5", "--no-bench", "kernels/add_triton.py", cwd=root, env=UNCONFINED)
     events = parse_events(proc.stdout)
     assert len(runs_of(events)) == 1 and finished(events)["verdict"] == "passed"
     assert "reference_changed" not in finished(events)["summary"]

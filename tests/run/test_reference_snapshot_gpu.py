@@ -17,7 +17,7 @@ def hacked(tmp_path_factory):
         pytest.skip("no CUDA device")
     root = make_workspace(tmp_path_factory.mktemp("gpusnapshot"), hacks=["patches_reference", "rewrites_reference"])
     original = (root / "references" / "add.py").read_bytes()
-    proc = ktui("run", "--json", "--seed", "9", "--no-bench", "kernels/", cwd=root, timeout=900,
+    proc = ktui("run", "--no-audit", "--json", "--seed", "9", "--no-bench", "kernels/", cwd=root, timeout=900,
                 env={"KTUI_NO_CONFINE": "1"})
     return original, proc, by_kernel(parse_events(proc.stdout))
 
