@@ -171,3 +171,18 @@ def test_a_misspelled_reference_name_gets_the_closest_one_suggested(tmp_path):
     kernel = kernel_at(ws / "kernels" / "typo.py")
     assert kernel.reference is None
     assert 'REFERENCE = "sofmtax" names references/sofmtax.py, which does not exist; did you mean softmax?' in kernel.reference_error
+
+
+@pytest.mark.parametrize("named_by", ["op", "path"])
+def test_a_symlinked_reference_leaving_the_workspace_is_refused_whether_named_by_op_or_by_path(tmp_path, named_by):
+    ws = make_workspace(tmp_path / "ws")
+    outside = tmp_path / "elsewhere.py"
+    shutil.copy(ws / "references" / "add.py", outside)
+    (ws / "references" / "mul.py").symlink_to(outside)
+    declared = "mul" if named_by == "op" else "references/mul.py"
+    source = (REPO / "kernels" / "add_triton.py").read_text().replace('REFERENCE = "add"', f'REFERENCE = "{declared}"')
+    (ws / "kernels" / "mul_triton.py").write_text(source)
+    kernel = kernel_at(ws / "kernels" / "mul_triton.py")
+    assert kernel.reference is None
+    assert "outside the workspace" in kernel.reference_error
+    assert f"references/mul.py is a link to {outside}" in kernel.reference_error
