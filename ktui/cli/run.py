@@ -65,6 +65,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"ktui: {exc}", file=sys.stderr)
         return EXIT_CANNOT_RUN
+    if not reached(runner):
+        return EXIT_CANNOT_RUN
     if isinstance(runner, DevicePool):  # several GPUs: the kernels in parallel, printed as they finish
         from ktui.run.ray_pool import evaluate  # its recording in finish order; Ray itself is not imported
 
@@ -86,3 +88,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         for session in sessions.values():
             session.close()
     return exit_code(verdicts)
+
+
+def reached(runner) -> bool:
+    """A ``--remote`` host is reached once before any kernel: unreachable, it is said once and no
+    run is recorded (each kernel would otherwise record an ``interrupted`` run)."""
+    link = getattr(runner, "link", None)
+    if link is None:
+        return True
+    from ktui.run.remote.link import LinkDown  # deferred for start-up speed
+
+    try:
+        link.connect()
+    except LinkDown as exc:
+        print(f"ktui: {exc}", file=sys.stderr)
+        runner.close()
+        return False
+    return True
