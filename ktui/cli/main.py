@@ -14,6 +14,7 @@ import sys
 from importlib import import_module
 
 from ktui.cli.exits import EXIT_FAILED
+from ktui.cli.terminal import shown_before_parsing, shown_for
 
 COMMANDS = ("run", "calibrate", "watch", "init", "context", "history", "diff", "pin", "profile", "sanitize", "mcp", "audit",
             "remote")
@@ -28,13 +29,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    streams = sys.stdout, sys.stderr
     try:
+        shown_before_parsing()
+        args = build_parser().parse_args(argv)
+        shown_for(args)
         return args.handler(args)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
         return reader_went_away()
+    finally:
+        sys.stdout, sys.stderr = streams
 
 
 def reader_went_away() -> int:

@@ -139,3 +139,29 @@ def test_e_opens_the_failing_line_in_the_editor_in_a_tmux_split(tmp_path):
         assert "✗ failed" in line_of(tmux.screen("app:0.0"), "compile_error")  # the dashboard is still there
     finally:
         tmux("kill-server", check=False)
+
+
+HOSTILE_NAME = "add_\x1b]2;HIJACKED\x07\x1b[2J\x1b[31m.py"  # sets the window title, clears the screen, turns red
+CLIPBOARD = "\x1b]52;c;UFdORUQ=\x07"  # OSC 52: writes "PWNED" to the clipboard
+
+
+def test_escapes_in_a_file_name_and_in_what_a_kernel_prints_are_shown_not_obeyed_by_the_dashboard(tmp_path):
+    ws = make_workspace(tmp_path / "ws")
+    (ws / "kernels" / HOSTILE_NAME).write_text(ADD + f"\nprint({CLIPBOARD + 'after the clipboard'!r})\n")
+    tmux = Tmux(f"ktui-test-{uuid.uuid4().hex[:8]}")
+    command = (f"cd {shlex.quote(str(ws))} && PYTHONPATH={shlex.quote(str(REPO))} {shlex.quote(sys.executable)} "
+               f"-m ktui watch . --seed 0 --no-bench")
+    tmux("new-session", "-d", "-s", "app", "-x", "120", "-y", "30", command)
+    tmux("set-option", "-g", "set-clipboard", "on")  # tmux keeps an application's OSC 52 as a paste buffer
+    try:
+        screen = tmux.wait_for(lambda s: "✓ passed" in s and "6 output" in s, what="the hostile kernel's run")
+        assert "add_\\x1b]2;HIJACKED\\x07" in screen, screen  # the name, its escapes written out
+        tmux("send-keys", "-t", "app", "6")
+        screen = tmux.wait_for(lambda s: "after the clipboard" in s, timeout=20, what="the output pane")
+        assert "\\x1b]52;c;UFdORUQ=\\x07after the clipboard" in screen
+        assert "HIJACKED" not in tmux("display-message", "-p", "-t", "app", "#{pane_title}")
+        assert tmux("list-buffers") == ""  # nothing reached the clipboard
+        styles = tmux("capture-pane", "-p", "-e", "-t", "app")
+        assert "\x1b[31m" not in styles.split("HIJACKED", 1)[1].split("\n", 1)[0]  # the name did not turn red
+    finally:
+        tmux("kill-server", check=False)
