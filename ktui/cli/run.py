@@ -18,6 +18,7 @@ from ktui.cli.options import (
     runner_for,
 )
 from ktui.cli.printers import JsonPrinter, LinePrinter
+from ktui.cli.stopping import Stopping
 
 
 def add_parser(subparsers) -> None:
@@ -76,18 +77,21 @@ def cmd_run(args: argparse.Namespace) -> int:
             runner.close()
     sessions: dict[Path, Session] = {}
     try:
-        for kernel in kernels:
-            session = sessions.get(kernel.root)
-            if session is None:
-                session = sessions[kernel.root] = Session(kernel.root, runner=runner, consumers=[printer])
-            verdicts.append(session.run(kernel, options).verdict)
+        with Stopping(runner) as stopping:
+            for kernel in kernels:
+                if stopping.signum is not None:
+                    break
+                session = sessions.get(kernel.root)
+                if session is None:
+                    session = sessions[kernel.root] = Session(kernel.root, runner=runner, consumers=[printer])
+                verdicts.append(session.run(kernel, options).verdict)
     except WorkerStartError as exc:
         print(f"ktui: {exc}", file=sys.stderr)
         return EXIT_CANNOT_RUN
     finally:
         for session in sessions.values():
             session.close()
-    return exit_code(verdicts)
+    return stopping.exit_code or exit_code(verdicts)
 
 
 def reached(runner) -> bool:

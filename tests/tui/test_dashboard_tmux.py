@@ -165,3 +165,48 @@ def test_escapes_in_a_file_name_and_in_what_a_kernel_prints_are_shown_not_obeyed
         assert "\x1b[31m" not in styles.split("HIJACKED", 1)[1].split("\n", 1)[0]  # the name did not turn red
     finally:
         tmux("kill-server", check=False)
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGHUP"])
+def test_a_dashboard_stopped_by_a_signal_records_its_run_in_flight_cancelled(tmp_path, how):
+    import signal
+    import sqlite3
+
+    ws = make_workspace(tmp_path / "ws", fixtures=["hang"])
+    tmux = Tmux(f"ktui-test-{uuid.uuid4().hex[:8]}")
+    command = (f"cd {shlex.quote(str(ws))} && PYTHONPATH={shlex.quote(str(REPO))} exec {shlex.quote(sys.executable)} "
+               f"-m ktui watch . --seed 0 --no-bench --no-audit")
+    tmux("new-session", "-d", "-s", "app", "-x", "120", "-y", "30", command)
+    try:
+        pid = int(tmux("display-message", "-p", "-t", "app", "#{pane_pid}").strip())
+        db = ws / ".ktui" / "history.db"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not _runs_with(db, "running"):
+            time.sleep(0.3)
+        assert _runs_with(db, "running"), "hang's run never started"
+        time.sleep(2.0)
+        if how == "SIGTERM":
+            os.kill(pid, signal.SIGTERM)
+        else:
+            tmux("kill-session", "-t", "app")  # the terminal goes away: SIGHUP
+        deadline = time.monotonic() + 60
+        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not Path(f"/proc/{pid}").exists(), "the dashboard outlived its signal"
+    finally:
+        tmux("kill-server", check=False)
+    with sqlite3.connect(ws / ".ktui" / "history.db") as conn:
+        rows = conn.execute("SELECT verdict, message FROM runs").fetchall()
+    assert rows == [("cancelled", f"cancelled: stopped by {how}: the dashboard is stopping")]
+
+
+def _runs_with(db: Path, verdict: str) -> int:
+    import sqlite3
+
+    if not db.exists():
+        return 0
+    with sqlite3.connect(db, timeout=30) as conn:
+        try:
+            return conn.execute("SELECT COUNT(*) FROM runs WHERE verdict=?", (verdict,)).fetchone()[0]
+        except sqlite3.OperationalError:  # the tables are not made yet
+            return 0
