@@ -13,8 +13,10 @@ import os
 import sys
 from importlib import import_module
 
-from ktui.cli.exits import EXIT_FAILED
+from ktui.cli.exits import EXIT_CANNOT_RUN, EXIT_FAILED
+from ktui.cli.options import use_state_dir
 from ktui.cli.terminal import shown_before_parsing, shown_for
+from ktui.protocol.statedir import StateError
 
 COMMANDS = ("run", "calibrate", "watch", "init", "context", "history", "diff", "pin", "profile", "sanitize", "mcp", "audit",
             "remote")
@@ -34,7 +36,11 @@ def main(argv: list[str] | None = None) -> int:
         shown_before_parsing()
         args = build_parser().parse_args(argv)
         shown_for(args)
+        use_state_dir(args)
         return args.handler(args)
+    except StateError as exc:  # the history cannot be used: said in one line, naming the file
+        print(f"ktui: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_RUN
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

@@ -14,6 +14,7 @@ from ktui.cli.options import (
     add_ray_flag,
     add_reference,
     add_remote_flags,
+    add_state_dir,
     loop_options,
     runner_for,
 )
@@ -25,6 +26,7 @@ def add_parser(subparsers) -> None:
     run = subparsers.add_parser("run", help="run the loop once on kernel files or folders")
     run.add_argument("paths", nargs="+", type=Path)
     add_reference(run)
+    add_state_dir(run)
     run.add_argument("--json", action="store_true", help="print the loop's events as JSON lines")
     add_loop_flags(run, timeout_help="per-rung time limit, e.g. --timeout correctness=30 (repeatable)")
     run.add_argument("--cold", action="store_true", help="a fresh worker process for every kernel")

@@ -7,6 +7,7 @@ stream to the store, the report writer and whoever else listens (a printer, the 
 
 from __future__ import annotations
 
+import errno
 import uuid
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
@@ -15,7 +16,7 @@ from ktui.history.reports import ReportWriter
 from ktui.history.store import Store
 from ktui.protocol.events import ERROR, FAILED, Event, RunFinished, RungFinished, RunStarted, first_failure
 from ktui.protocol.job import Job, Options
-from ktui.protocol.statedir import run_dir
+from ktui.protocol.statedir import StateError, run_dir
 from ktui.run.audit import weak_test
 from ktui.run.compare import VersionComparer
 from ktui.run.runner import LocalRunner, Runner
@@ -29,8 +30,13 @@ class Session:
         self.root = Path(root).resolve()
         self.state = state_dir(self.root)
         self.store = Store.of(self.state)
+        if not self.store.writable and self.store.read_only_why:
+            self.store.close()
+            raise StateError(f"{self.state} cannot be written ({self.store.read_only_why}): runs are recorded there; "
+                             f"keep ktui's state elsewhere with --state-dir DIR")
         self.runner: Runner = runner or LocalRunner()
-        self.consumers: list[Consumer] = [self.store.record, ReportWriter(self.state), *consumers]
+        self.consumers: list[Consumer] = [self.store.record, _unless_disk_full(ReportWriter(self.state), self.store),
+                                          *consumers]
         # Labels benchmark figures against earlier versions before anyone sees them.
         self.compare = VersionComparer(self.store, self.state)
 
@@ -43,8 +49,13 @@ class Session:
         digest = content_hash(data)
         version = self.store.version_for(kernel.id, digest, str(kernel.path))
         run_dir = self.run_dir(kernel.id, version)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "source.py").write_bytes(data)
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            (run_dir / "source.py").write_bytes(data)
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC:
+                raise
+            self.store.stop_recording(exc)
         return Job(
             run_id=uuid.uuid4().hex,
             kernel_id=kernel.id,
@@ -106,3 +117,18 @@ class Session:
     def close(self) -> None:
         self.runner.close()
         self.store.close()
+
+
+def _unless_disk_full(consumer: Consumer, store: Store) -> Consumer:
+    """``consumer`` (the report files), which a full disk stops, said once, instead of the run."""
+    def consume(event: Event) -> None:
+        if not store.recording:
+            return
+        try:
+            consumer(event)
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC:
+                raise
+            store.stop_recording(exc)
+
+    return consume
