@@ -59,6 +59,14 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
         printer = headless.JsonLines(with_output=args.verbose)
         return headless.run(WatchLoop(workspace, options, printer, settings, runner=runner), printer)
+    from ktui.history.store import Store  # deferred for start-up speed
     from ktui.tui.app import run_dashboard  # deferred: Textual loads only for the dashboard
+    from ktui.workspace.kernels import state_dir
+
+    store = Store.of(state_dir(workspace.root))
+    try:
+        store.must_write()  # said here, in one line, before the dashboard takes the screen
+    finally:
+        store.close()
 
     return run_dashboard(workspace, options, settings, runner=runner)

@@ -171,6 +171,13 @@ class Store:
             else:
                 raise StateError(f"{self.path}: {exc}") from None
 
+    def must_write(self) -> None:
+        """StateError naming the folder and ``--state-dir`` when this history is read-only: what
+        records runs (``ktui run``, the watch) says so before it starts."""
+        if not self.writable and self.read_only_why:
+            raise StateError(f"{self.path.parent} cannot be written ({self.read_only_why}): runs are recorded "
+                             "there; keep ktui's state elsewhere with --state-dir DIR")
+
     def _open(self) -> None:
         conn = self._conn()
         if conn.execute("PRAGMA quick_check(1)").fetchone()[0] != "ok":  # a truncated file opens, then fails

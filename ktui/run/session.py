@@ -30,10 +30,11 @@ class Session:
         self.root = Path(root).resolve()
         self.state = state_dir(self.root)
         self.store = Store.of(self.state)
-        if not self.store.writable and self.store.read_only_why:
+        try:
+            self.store.must_write()
+        except StateError:
             self.store.close()
-            raise StateError(f"{self.state} cannot be written ({self.store.read_only_why}): runs are recorded there; "
-                             f"keep ktui's state elsewhere with --state-dir DIR")
+            raise
         self.runner: Runner = runner or LocalRunner()
         self.consumers: list[Consumer] = [self.store.record, _unless_disk_full(ReportWriter(self.state), self.store),
                                           *consumers]

@@ -93,6 +93,7 @@ def test_a_read_only_workspace_is_read_by_history_refused_by_run_naming_state_di
         history = ktui("history", "kernels/add_triton.py", cwd=ws)
         diff = ktui("diff", "kernels/add_triton.py", cwd=ws)
         run = ktui("run", "kernels/add_triton.py", "--no-bench", cwd=ws)
+        watch = ktui("watch", ".", cwd=ws, timeout=120)
         elsewhere = tmp_path / "state"
         moved = ktui("run", "kernels/add_triton.py", "--no-bench", "--seed", "2", "--state-dir", str(elsewhere), cwd=ws)
     finally:
@@ -101,6 +102,7 @@ def test_a_read_only_workspace_is_read_by_history_refused_by_run_naming_state_di
     assert "Traceback" not in diff.stderr and diff.returncode != 2, diff.stderr
     assert run.returncode == 2, run.stdout + run.stderr
     assert run.stderr.count("\n") == 1 and f"{ws}/.ktui" in run.stderr and "--state-dir DIR" in run.stderr
+    assert watch.returncode == 2 and "--state-dir DIR" in watch.stderr, watch.stdout + watch.stderr
     assert moved.returncode == 0, moved.stdout + moved.stderr
     assert [(r.kernel, r.verdict) for r in _runs(elsewhere)] == [("add_triton", "passed")]
     shutil.rmtree(elsewhere)
