@@ -22,7 +22,7 @@ from ktui.agents.child_calls import ChildCalls, ChildResult
 from ktui.agents.digest import run_digest
 from ktui.agents.dumps import KINDS, MAX_PAGE_CHARS, read_dump
 from ktui.agents.runs import RunService
-from ktui.agents.workspace import AgentWorkspace, BadCall
+from ktui.agents.workspace import MAX_PATH_CHARS, AgentWorkspace, BadCall
 from ktui.history import rooflines
 from ktui.history.reports import latest_path
 from ktui.history.sassdiff import DiffError, diff_versions, resolve_base
@@ -40,6 +40,11 @@ excerpt), fix, repeat. When it passes, `diff` (SASS against the previous version
 benchmark shape within `roofline_done` of its attainable time; `short` names the shapes that are
 not, `roofline_shapes` gives each one's fraction and bound) or when told. Never edit references/
 to make a kernel pass."""
+
+# Arguments are bounded where they are read, so a huge one is refused at once with its reason.
+PathArg = Annotated[str, Field(max_length=MAX_PATH_CHARS)]
+KernelArg = Annotated[str, Field(max_length=MAX_PATH_CHARS, description="kernel path (kernels/x.py) or id (x)")]
+MAX_PATHS = 1000
 
 # What of a stored summary the history answers with.
 _HISTORY_SUMMARY = ("correct", "speedup", "speedup_ci", "roofline_shapes", "roofline_worst", "satisfied", "short",
@@ -63,7 +68,8 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
                              "run_dir. Reports progress per rung; cancelling kills the worker. Runs on this machine "
                              "(a remote GPU is not supported yet).")
     async def run(
-        paths: Annotated[list[str], Field(min_length=1, description="kernel files or folders, e.g. ['kernels/add_triton.py']")],
+        paths: Annotated[list[PathArg], Field(min_length=1, max_length=MAX_PATHS,
+                                              description="kernel files or folders, e.g. ['kernels/add_triton.py']")],
         ctx: Context,
         strict: Annotated[bool, Field(description="fresh process, more seeds per shape, every timed output re-checked")] = False,
         no_bench: Annotated[bool, Field(description="skip the benchmark rungs")] = False,
@@ -93,7 +99,7 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
 
     @server.tool(description="The newest verdict of a kernel (from .ktui/latest/<kernel>.json) with every rung's "
                              "status, and whether it is for the file's current content.")
-    def latest(kernel: Annotated[str, Field(description="kernel path (kernels/x.py) or id (x)")]) -> dict[str, Any]:
+    def latest(kernel: KernelArg) -> dict[str, Any]:
         k, state = kernel_state(kernel)
         path = latest_path(state, k.id)
         if not path.is_file():
@@ -105,7 +111,7 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
 
     @server.tool(description="Stored versions of a kernel, newest first: verdict, speedup, roofline, first failure.")
     def history(
-        kernel: Annotated[str, Field(description="kernel path (kernels/x.py) or id (x)")],
+        kernel: KernelArg,
         limit: Annotated[int, Field(ge=1, le=200)] = 10,
     ) -> dict[str, Any]:
         k, state = kernel_state(kernel)
@@ -123,8 +129,8 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
     @server.tool(description="SASS diff of a kernel version against an earlier one: instruction count, registers, "
                              "spills, per-opcode deltas, and the normalised unified diff (as `ktui diff --json`), and both versions' per-shape roofline figures.")
     def diff(
-        kernel: Annotated[str, Field(description="kernel path (kernels/x.py) or id (x)")],
-        base: Annotated[str, Field(description="previous | best | pinned | a version number")] = "previous",
+        kernel: KernelArg,
+        base: Annotated[str, Field(max_length=32, description="previous | best | pinned | a version number")] = "previous",
         version: Annotated[int | None, Field(ge=1, description="default: the file's current version")] = None,
     ) -> dict[str, Any]:
 
@@ -156,7 +162,7 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
     @server.tool(description="Nsight Compute profile of one benchmark shape (GPU only), as `ktui profile --json`. "
                              "Reports progress; cancelling kills ncu and the kernel's process.")
     async def profile(
-        kernel: Annotated[str, Field(description="kernel path (kernels/x.py) or id (x)")],
+        kernel: KernelArg,
         ctx: Context,
         shape: Annotated[int, Field(ge=0, description="index into the reference's BENCHMARKS")] = 0,
         timeout_s: Annotated[float, Field(gt=0, le=3600)] = 600.0,
@@ -173,7 +179,7 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
     @server.tool(description="Run the first test shape under compute-sanitizer (GPU only), as `ktui sanitize --json`. "
                              "Cancelling kills compute-sanitizer and the kernel's process.")
     async def sanitize(
-        kernel: Annotated[str, Field(description="kernel path (kernels/x.py) or id (x)")],
+        kernel: KernelArg,
         ctx: Context,
         tool: Literal["memcheck", "racecheck", "initcheck", "synccheck"] = "memcheck",
         timeout_s: Annotated[float, Field(gt=0, le=3600)] = 600.0,
@@ -190,7 +196,7 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
     @server.tool(description="Ranked full-text search of the workspace's context/ (Triton, CuTeDSL, PTX docs and "
                              "sources): path:line and a snippet per match.")
     def context_search(
-        query: Annotated[str, Field(min_length=1)],
+        query: Annotated[str, Field(min_length=1, max_length=1000)],
         limit: Annotated[int, Field(ge=1, le=100)] = 10,
     ) -> dict[str, Any]:
 
@@ -203,10 +209,10 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
     @server.tool(description="One compiler output of a stored version (ptx, sass, ttir, ttgir, llir, mlir, the source "
                              "that ran, resources, the report), a page at a time: continue from next_offset.")
     def dump(
-        kernel: Annotated[str, Field(description="kernel path (kernels/x.py) or id (x)")],
+        kernel: KernelArg,
         kind: Literal[tuple(KINDS)] = "sass",  # type: ignore[valid-type]
         version: Annotated[int | None, Field(ge=1, description="default: the file's current version")] = None,
-        function: Annotated[str | None, Field(description="GPU function name (default: the first)")] = None,
+        function: Annotated[str | None, Field(max_length=1000, description="GPU function name (default: the first)")] = None,
         offset: Annotated[int, Field(ge=0)] = 0,
         max_chars: Annotated[int, Field(ge=1, le=MAX_PAGE_CHARS)] = 20_000,
     ) -> dict[str, Any]:

@@ -15,6 +15,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from ktui.protocol.statedir import runs_of
 from ktui.workspace.kernels import Kernel, ProblemError, find_root, kernel_for, state_dir
 
+MAX_PATH_CHARS = 4096  # PATH_MAX: no file an agent names is longer
+
 
 class BadCall(ToolError):
     """A tool call ktui cannot answer as asked: the message says what to send instead.
@@ -41,8 +43,18 @@ class AgentWorkspace:
         """``given`` (relative to the root, or absolute) resolved; BadCall if it leaves the workspace."""
         if not isinstance(given, str) or not given.strip():
             raise BadCall("a path must be a non-empty string, relative to the workspace root")
+        if "\0" in given:
+            raise BadCall(f"{given[:200]!r}: a path cannot hold a NUL byte")
+        if len(given) > MAX_PATH_CHARS:
+            raise BadCall(f"a path of {len(given)} characters is too long (at most {MAX_PATH_CHARS})")
         raw = Path(given.strip()).expanduser()
-        path = (raw if raw.is_absolute() else self.root / raw).resolve()
+        try:
+            path = (raw if raw.is_absolute() else self.root / raw).resolve()
+            path.exists()  # a name past the file system's limit fails here, not later
+        except OSError as exc:
+            raise BadCall(f"{given[:200]!r}: not a usable path ({exc.strerror or exc})") from None
+        if any(len(part.encode()) > 255 for part in path.parts):
+            raise BadCall(f"{given[:200]!r}: a file name in it is too long (at most 255 bytes)")
         if not path.is_relative_to(self.root):
             raise BadCall(f"{given}: outside the workspace {self.root}; name files under it")
         return path

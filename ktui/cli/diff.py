@@ -17,13 +17,14 @@ from pathlib import Path
 
 from ktui.cli.exits import EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK
 from ktui.cli.history import run_hint, stored_kernel
-from ktui.cli.options import add_reference, add_remote_flags
+from ktui.cli.options import add_reference, add_remote_flags, add_state_dir
 
 
 def add_parser(subparsers) -> None:
     diff = subparsers.add_parser("diff", help="SASS diff of a kernel's version against an earlier one")
     diff.add_argument("path", type=Path)
     add_reference(diff)
+    add_state_dir(diff)
     diff.add_argument("--base", default="previous", metavar="previous|best|pinned|N",
                       help="what to compare with: the latest earlier passing version (default), the fastest "
                            "passing version, the pinned baseline, or a version number")

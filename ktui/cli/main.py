@@ -16,7 +16,10 @@ import sys
 from importlib import import_module
 from typing import Iterable
 
-from ktui.cli.exits import EXIT_FAILED
+from ktui.cli.exits import EXIT_CANNOT_RUN, EXIT_FAILED
+from ktui.cli.options import use_state_dir
+from ktui.cli.terminal import shown_before_parsing, shown_for
+from ktui.protocol.statedir import StateError
 
 # name -> the summary ``ktui --help`` shows: the same text as the command module's own ``help=``
 # (tests/cli/test_main.py holds them equal), here so that listing them imports no module.
@@ -55,13 +58,22 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     # ktui's own options are only -h/--help: the first other word is the command, if any.
     command = next((word for word in argv if not word.startswith("-")), None)
-    args = build_parser([command] if command in COMMANDS else []).parse_args(argv)
+    streams = sys.stdout, sys.stderr
     try:
+        shown_before_parsing()
+        args = build_parser([command] if command in COMMANDS else []).parse_args(argv)
+        shown_for(args)
+        use_state_dir(args)
         return args.handler(args)
+    except StateError as exc:  # the history cannot be used: said in one line, naming the file
+        print(f"ktui: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_RUN
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
         return reader_went_away()
+    finally:
+        sys.stdout, sys.stderr = streams
 
 
 def reader_went_away() -> int:

@@ -4,6 +4,7 @@ benchmark settings, the worker's config), so ``ktui run`` and ``ktui watch`` can
 from __future__ import annotations
 
 import argparse
+import os
 import re
 from pathlib import Path
 
@@ -22,6 +23,21 @@ def add_reference(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reference", type=Path, default=None, metavar="PROBLEM.py",
                         help="judge the kernel(s) named against this reference (a KernelBench problem file, "
                              "a GPU MODE reference.py or a ktui reference), as `ktui run --reference` does")
+
+
+def add_state_dir(parser: argparse.ArgumentParser) -> None:
+    """``--state-dir DIR``: ktui's state (history, run folders, reports) kept in DIR instead of the
+    workspace's ``.ktui/`` (a read-only workspace); read by ``use_state_dir``."""
+    parser.add_argument("--state-dir", type=Path, default=None, metavar="DIR",
+                        help="keep the history, run folders and reports in DIR instead of the workspace's .ktui/")
+
+
+def use_state_dir(args: argparse.Namespace) -> None:
+    """Make ``--state-dir`` the state folder of this process and of the ktui processes it starts."""
+    if getattr(args, "state_dir", None) is not None:
+        from ktui.protocol.statedir import STATE_DIR_ENV  # deferred for start-up speed
+
+        os.environ[STATE_DIR_ENV] = str(args.state_dir.resolve())
 
 
 def add_target_flags(parser: argparse.ArgumentParser) -> None:

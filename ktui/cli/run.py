@@ -15,16 +15,19 @@ from ktui.cli.options import (
     add_ray_flag,
     add_reference,
     add_remote_flags,
+    add_state_dir,
     loop_options,
     runner_for,
 )
 from ktui.cli.printers import JsonPrinter, LinePrinter
+from ktui.cli.stopping import Stopping
 
 
 def add_parser(subparsers) -> None:
     run = subparsers.add_parser("run", help="run the loop once on kernel files or folders")
     run.add_argument("paths", nargs="+", type=Path)
     add_reference(run)
+    add_state_dir(run)
     run.add_argument("--json", action="store_true", help="print the loop's events as JSON lines")
     add_loop_flags(run, timeout_help="per-rung time limit, e.g. --timeout correctness=30 (repeatable)")
     run.add_argument("--cold", action="store_true", help="a fresh worker process for every kernel")
@@ -69,6 +72,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"ktui: {exc}", file=sys.stderr)
         return EXIT_CANNOT_RUN
+    if not reached(runner):
+        return EXIT_CANNOT_RUN
     if isinstance(runner, DevicePool):  # several GPUs: the kernels in parallel, printed as they finish
         from ktui.run.ray_pool import evaluate  # its recording in finish order; Ray itself is not imported
 
@@ -79,18 +84,40 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _audited(args, kernels, options, code)
     sessions: dict[Path, Session] = {}
     try:
-        for kernel in kernels:
-            session = sessions.get(kernel.root)
-            if session is None:
-                session = sessions[kernel.root] = Session(kernel.root, runner=runner, consumers=[printer])
-            verdicts.append(_run_judged_by_current_reference(session, kernel, options, args.reference))
+        with Stopping(runner) as stopping:
+            for kernel in kernels:
+                if stopping.signum is not None:
+                    break
+                session = sessions.get(kernel.root)
+                if session is None:
+                    session = sessions[kernel.root] = Session(kernel.root, runner=runner, consumers=[printer])
+                verdicts.append(_run_judged_by_current_reference(session, kernel, options, args.reference))
     except WorkerStartError as exc:
         print(f"ktui: {exc}", file=sys.stderr)
         return EXIT_CANNOT_RUN
     finally:
         for session in sessions.values():
             session.close()
+    if stopping.signum is not None:  # stopped by a signal: the verdicts so far, no audit
+        return stopping.exit_code
     return _audited(args, kernels, options, exit_code(verdicts))
+
+
+def reached(runner) -> bool:
+    """A ``--remote`` host is reached once before any kernel: unreachable, it is said once and no
+    run is recorded (each kernel would otherwise record an ``interrupted`` run)."""
+    link = getattr(runner, "link", None)
+    if link is None:
+        return True
+    from ktui.run.remote.link import LinkDown  # deferred for start-up speed
+
+    try:
+        link.connect()
+    except LinkDown as exc:
+        print(f"ktui: {exc}", file=sys.stderr)
+        runner.close()
+        return False
+    return True
 
 
 def _audited(args: argparse.Namespace, kernels, options, code: int) -> int:

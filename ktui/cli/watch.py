@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from ktui.cli.exits import EXIT_CANNOT_RUN
-from ktui.cli.options import add_gpus_flag, add_loop_flags, add_remote_flags, loop_options, runner_for
+from ktui.cli.options import add_gpus_flag, add_loop_flags, add_remote_flags, add_state_dir, loop_options, runner_for
 
 
 def add_parser(subparsers) -> None:
@@ -27,6 +27,7 @@ def add_parser(subparsers) -> None:
                        help="start in strict mode (key s toggles it): fresh process, more seeds, every timed output re-checked")
     watch.add_argument("-v", "--verbose", action="store_true", help="headless: also print what kernels printed")
     add_gpus_flag(watch)
+    add_state_dir(watch)
     add_remote_flags(watch)
     watch.set_defaults(handler=cmd_watch)
 
@@ -58,6 +59,14 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
         printer = headless.JsonLines(with_output=args.verbose)
         return headless.run(WatchLoop(workspace, options, printer, settings, runner=runner), printer)
+    from ktui.history.store import Store  # deferred for start-up speed
     from ktui.tui.app import run_dashboard  # deferred: Textual loads only for the dashboard
+    from ktui.workspace.kernels import state_dir
+
+    store = Store.of(state_dir(workspace.root))
+    try:
+        store.must_write()  # said here, in one line, before the dashboard takes the screen
+    finally:
+        store.close()
 
     return run_dashboard(workspace, options, settings, runner=runner)

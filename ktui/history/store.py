@@ -15,17 +15,20 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import sqlite3
+import sys
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
+from urllib.parse import quote
 
 from ktui.protocol import processes
 from ktui.protocol.events import INTERRUPTED, ArtifactWritten, Event, RunFinished, RungFinished, RunStarted
-from ktui.protocol.statedir import history_db
+from ktui.protocol.statedir import StateError, history_db
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS versions (
@@ -148,22 +151,77 @@ class Store:
 
     def __init__(self, path: Path):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.writable = True  # False: a read-only workspace, its history read as it is
+        self.read_only_why = ""
+        self.recording = True  # False once the disk filled: runs go on, unrecorded
         self._local = threading.local()
         self._rung_index: dict[str, int] = {}
-        self._conn().executescript(SCHEMA)  # executescript manages its own transaction
+        try:
+            self._open()
+        except sqlite3.DatabaseError as exc:
+            self.close()
+            if _kind(exc) == "corrupt":
+                self._move_aside(exc)
+                self._open()
+            elif _kind(exc) == "full" or _disk_full(self.path.parent):
+                self.writable = False  # read as it is: a connection that writes nothing
+                self.stop_recording(exc)
+            elif _kind(exc) == "read-only" or not os.access(self.path.parent, os.W_OK):
+                self.writable, self.read_only_why = False, str(exc)
+            else:
+                raise StateError(f"{self.path}: {exc}") from None
+
+    def must_write(self) -> None:
+        """StateError naming the folder and ``--state-dir`` when this history is read-only: what
+        records runs (``ktui run``, the watch) says so before it starts."""
+        if not self.writable and self.read_only_why:
+            raise StateError(f"{self.path.parent} cannot be written ({self.read_only_why}): runs are recorded "
+                             "there; keep ktui's state elsewhere with --state-dir DIR")
+
+    def _open(self) -> None:
+        conn = self._conn()
+        if conn.execute("PRAGMA quick_check(1)").fetchone()[0] != "ok":  # a truncated file opens, then fails
+            raise sqlite3.DatabaseError("database disk image is malformed")
+        conn.executescript(SCHEMA)  # executescript manages its own transaction
         self._add_columns()
         self.mark_interrupted()
+
+    def _move_aside(self, exc: sqlite3.DatabaseError) -> None:
+        """A corrupt history is kept for inspection, renamed with the time, and a fresh one started."""
+        aside = self.path.with_name(f"{self.path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
+        for suffix in ("", "-wal", "-shm"):
+            part = Path(f"{self.path}{suffix}")
+            if part.exists():
+                part.replace(f"{aside}{suffix}")
+        print(f"ktui: {self.path} was corrupt ({exc}): moved aside to {aside.name}; a fresh history started",
+              file=sys.stderr, flush=True)
+
+    def stop_recording(self, exc: Exception) -> None:
+        """A full disk: the runs go on and print their verdicts; nothing more is recorded."""
+        if self.recording:
+            self.recording = False
+            print(f"ktui: {self.path}: the disk is full ({exc}): recording stopped; the verdicts still print, "
+                  "but this history misses these runs", file=sys.stderr, flush=True)
 
     # -- connections ---------------------------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            if self.writable:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            elif self.path.exists():  # nobody can write a read-only file system: read it as it is
+                conn = sqlite3.connect(f"file:{quote(str(self.path))}?immutable=1", uri=True, isolation_level=None)
+            else:  # nothing recorded: an empty history
+                conn = sqlite3.connect(":memory:", isolation_level=None)
+                conn.executescript(SCHEMA)
+                for table, column, declaration in ADDED_COLUMNS:
+                    conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
             conn.row_factory = sqlite3.Row
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("PRAGMA busy_timeout=30000")
+            if self.writable:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.execute("PRAGMA busy_timeout=30000")
             self._local.conn = conn
         return conn
 
@@ -203,6 +261,8 @@ class Store:
         """Mark "interrupted" the runs left "running" by a ktui process of this host that is gone
         (killed, crashed); return their ids. Runs of a live process, of another host, or from a
         history written before runs named their process are left as they are."""
+        if not self.writable:
+            return []
         host = socket.gethostname()
         rows = self._conn().execute(
             "SELECT run_id, owner_pid, owner_start FROM runs WHERE verdict='running' AND owner_host=? AND owner_pid>0",
@@ -221,7 +281,22 @@ class Store:
 
     # -- versions ------------------------------------------------------------------------------
     def version_for(self, kernel: str, content_hash: str, path: str) -> int:
-        """The version number of this content: existing if seen before, else the next one."""
+        """The version number of this content: existing if seen before, else the next one (not
+        kept once the disk is full)."""
+        if self.recording and self.writable:
+            try:
+                return self._new_version(kernel, content_hash, path)
+            except sqlite3.OperationalError as exc:
+                if _kind(exc) != "full":
+                    raise
+                self.stop_recording(exc)
+        known = self.version_of_hash(kernel, content_hash)
+        if known is not None:
+            return known
+        return int(self._conn().execute("SELECT COALESCE(MAX(version), 0) + 1 FROM versions WHERE kernel=?",
+                                        (kernel,)).fetchone()[0])
+
+    def _new_version(self, kernel: str, content_hash: str, path: str) -> int:
         with self._tx() as db:
             row = db.execute(
                 "SELECT version FROM versions WHERE kernel=? AND content_hash=?", (kernel, content_hash)
@@ -237,6 +312,17 @@ class Store:
 
     # -- the event consumer --------------------------------------------------------------------
     def record(self, event: Event) -> None:
+        """Keep ``event``; a full disk stops the recording (said once) instead of the run."""
+        if not (self.recording and self.writable):
+            return
+        try:
+            self._record(event)
+        except sqlite3.OperationalError as exc:
+            if _kind(exc) != "full":
+                raise
+            self.stop_recording(exc)
+
+    def _record(self, event: Event) -> None:
         if isinstance(event, RunStarted):
             with self._tx() as db:
                 db.execute(
@@ -440,3 +526,23 @@ def _asdict(obj: Any) -> Any:
     import dataclasses
 
     return dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) else obj
+
+
+def _disk_full(folder: Path) -> bool:
+    """No room left for SQLite's next page (its error is then "disk I/O error" as often as "full")."""
+    try:
+        return shutil.disk_usage(folder).free < 64 * 1024
+    except OSError:
+        return False
+
+
+def _kind(exc: sqlite3.DatabaseError) -> str:
+    """``corrupt`` (not a database, malformed), ``read-only``, ``full`` or ``other``."""
+    said = str(exc).lower()
+    if "not a database" in said or "malformed" in said:
+        return "corrupt"
+    if "readonly" in said or "read-only" in said or "unable to open" in said:
+        return "read-only"
+    if "disk is full" in said:
+        return "full"
+    return "other"

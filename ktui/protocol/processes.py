@@ -187,3 +187,9 @@ def describe_exit(code: int | None) -> str:
         except ValueError:
             return f"killed by signal {-code}"
     return f"exit code {code}"
+
+
+def stopped_by(signum: int) -> str:
+    """The message of a run cancelled because ktui itself was stopped by a signal, the same on
+    every surface (``ktui run``, the dashboard, headless watch): ``cancelled: stopped by SIGTERM``."""
+    return f"cancelled: stopped by {signal.Signals(signum).name}"

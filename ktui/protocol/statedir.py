@@ -12,22 +12,38 @@ Everything ktui shows is also a file here, for agents to read::
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 STATE_DIR = ".ktui"
+STATE_DIR_ENV = "KTUI_STATE_DIR"  # ``--state-dir``: the folder used instead of ``<root>/.ktui``
 HISTORY_DB = "history.db"
 CALIBRATION = "calibration.json"
 RUNS = "runs"
 OUTPUT_FILE = "output.txt"  # in a run folder: what the kernel printed in its newest run
 
 
+class StateError(Exception):
+    """The state folder or its history cannot be used; the message names the file and what to do
+    (``ktui`` says it in one line and exits 2)."""
+
+
 def state_dir(root: Path) -> Path:
-    """``<root>/.ktui``, created on first use with a .gitignore so it never gets committed."""
-    state = Path(root) / STATE_DIR
-    state.mkdir(parents=True, exist_ok=True)
-    ignore = state / ".gitignore"
-    if not ignore.exists():
-        ignore.write_text("*\n")
+    """``<root>/.ktui`` (or ``$KTUI_STATE_DIR``, set by ``--state-dir``), created on first use with
+    a .gitignore so it never gets committed. One that exists but cannot be written (a read-only
+    workspace) is still returned, to be read; one that cannot be made raises StateError."""
+    override = os.environ.get(STATE_DIR_ENV)
+    state = Path(override) if override else Path(root) / STATE_DIR
+    try:
+        state.mkdir(parents=True, exist_ok=True)
+        ignore = state / ".gitignore"
+        if not ignore.exists():
+            ignore.write_text("*\n")
+    except OSError as exc:
+        if state.is_dir():
+            return state
+        raise StateError(f"cannot make {state} ({exc.strerror}): keep ktui's state elsewhere with "
+                         "--state-dir DIR") from None
     return state
 
 

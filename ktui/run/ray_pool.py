@@ -308,18 +308,39 @@ def _ended(job: Job, verdict: str, message: str, error: str) -> list[Event]:
     return [started, finished]
 
 
-def _reachable(address: str, timeout_s: float = 5.0) -> None:
-    """Fail at once, with the address, when nothing listens there (Ray itself retries for minutes)."""
+# HTTP/2's client preface and an empty SETTINGS frame: what a gRPC client (Ray's GCS and Ray
+# Client both speak gRPC) sends first; a gRPC server answers with a SETTINGS frame of its own.
+_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+_H2_SETTINGS = 0x04
+
+
+def _reachable(address: str, timeout_s: float = 5.0, answer_s: float = 3.0) -> None:
+    """Fail within seconds, naming what was found, when no Ray answers there: nothing listening,
+    or a server that does not speak gRPC (Ray itself retries such an address for minutes)."""
     if address == "auto":
         return
     host, _, port = address.removeprefix("ray://").rpartition(":")
     try:
-        with socket.create_connection((host, int(port)), timeout=timeout_s):
-            pass
+        with socket.create_connection((host, int(port)), timeout=timeout_s) as conn:
+            answer = _first_answer(conn, answer_s)
     except ValueError:
         raise ValueError(f"{address!r} is not a Ray address (auto, ray://host:port or host:port)") from None
     except OSError as exc:
         raise ConnectionError(f"nothing answers at {host}:{port} ({exc})") from None
+    if len(answer) >= 9 and answer[3] == _H2_SETTINGS:
+        return
+    found = f"it answered {answer[:80]!r}" if answer else f"it accepted the connection but said nothing in {answer_s:g} s"
+    raise ConnectionError(f"what listens at {host}:{port} is not Ray (Ray answers in gRPC): {found}")
+
+
+def _first_answer(conn: socket.socket, timeout_s: float) -> bytes:
+    """What a server says to a gRPC client's first bytes, within ``timeout_s``; b"" for silence."""
+    conn.settimeout(timeout_s)
+    try:
+        conn.sendall(_H2_PREFACE)
+        return conn.recv(256)
+    except (TimeoutError, ConnectionResetError):
+        return b""
 
 
 def _with_place(event: Event, where: dict[str, Any]) -> Event:

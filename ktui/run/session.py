@@ -7,6 +7,7 @@ stream to the store, the report writer and whoever else listens (a printer, the 
 
 from __future__ import annotations
 
+import errno
 import uuid
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
@@ -27,7 +28,7 @@ from ktui.protocol.events import (
 )
 from ktui.protocol.job import Job, Options
 from ktui.protocol.sourcelines import syntax_error, syntax_error_info
-from ktui.protocol.statedir import run_dir
+from ktui.protocol.statedir import StateError, run_dir
 from ktui.run.audit import weak_test
 from ktui.run.compare import VersionComparer
 from ktui.run.runner import LocalRunner, Runner
@@ -48,8 +49,14 @@ class Session:
         self.root = Path(root).resolve()
         self.state = state_dir(self.root)
         self.store = Store.of(self.state)
+        try:
+            self.store.must_write()
+        except StateError:
+            self.store.close()
+            raise
         self.runner: Runner = runner or LocalRunner()
-        self.consumers: list[Consumer] = [self.store.record, ReportWriter(self.state), *consumers]
+        self.consumers: list[Consumer] = [self.store.record, _unless_disk_full(ReportWriter(self.state), self.store),
+                                          *consumers]
         # Labels benchmark figures against earlier versions before anyone sees them.
         self.compare = VersionComparer(self.store, self.state)
         self._written: dict[str, tuple] = {}  # run id → its reference files' stat when snapshotted
@@ -64,8 +71,13 @@ class Session:
         digest = content_hash(data)
         version = self.store.version_for(kernel.id, digest, str(kernel.path))
         run_dir = self.run_dir(kernel.id, version)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "source.py").write_bytes(data)
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            (run_dir / "source.py").write_bytes(data)
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC:
+                raise
+            self.store.stop_recording(exc)
         reference = reference_snapshot(kernel)  # before any user code of this run: what judges it
         written = reference_stat(list(reference.files))
         run_id = uuid.uuid4().hex
@@ -197,3 +209,18 @@ class Session:
     def close(self) -> None:
         self.runner.close()
         self.store.close()
+
+
+def _unless_disk_full(consumer: Consumer, store: Store) -> Consumer:
+    """``consumer`` (the report files), which a full disk stops, said once, instead of the run."""
+    def consume(event: Event) -> None:
+        if not store.recording:
+            return
+        try:
+            consumer(event)
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC:
+                raise
+            store.stop_recording(exc)
+
+    return consume

@@ -16,6 +16,7 @@ from textual.containers import ScrollableContainer
 from textual.screen import Screen
 from textual.widgets import DataTable, TabbedContent
 
+from ktui.protocol.visible import visible
 from ktui.tui.editor import EditorError, failing_place, open_in_editor
 from ktui.tui.help import HelpScreen
 from ktui.tui.panes.kernel_list import KernelList
@@ -31,6 +32,12 @@ DIFF_BASES = ("previous", "best", "pinned")
 
 class DashboardActions:
     """Mixed into ``KtuiApp``: every ``action_*`` its bindings name, the help and the palette."""
+
+    def notify(self, message: str, **kwargs) -> None:
+        """Notices quote file names and tools' words: drawn as text with its control characters
+        visible, never as markup."""
+        kwargs["markup"] = False
+        super().notify(visible(message), **kwargs)
 
     def action_rerun(self) -> None:
         if not self._can_run() or not self.selected:

@@ -8,6 +8,8 @@ one tabbed area under the kernel list; from ``WIDE`` columns on they sit side by
 
 from __future__ import annotations
 
+import asyncio
+import signal
 import threading
 import time
 from pathlib import Path
@@ -23,6 +25,7 @@ from textual.widgets import TabbedContent
 from ktui.history.store import Store
 from ktui.protocol.events import Event, Output, RunFinished
 from ktui.protocol.job import Options
+from ktui.protocol.processes import stopped_by
 from ktui.run.runner import Runner
 from ktui.tui.actions import DashboardActions
 from ktui.tui.dashboard import PANES, WIDE, Dashboard
@@ -119,6 +122,7 @@ class KtuiApp(DashboardActions, App[int]):
         self._printed: list[tuple[str, str]] = []
         self._printed_lock = threading.Lock()
         self._printed_posted = False
+        self._stop_reason: str | None = None  # set when a signal stops the dashboard
 
     # -- building ------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -140,6 +144,18 @@ class KtuiApp(DashboardActions, App[int]):
             self.loop = WatchLoop(self.workspace, self.options, self._from_loop, self.settings, tasks=self._tasks(),
                                   runner=self.runner)
             self.loop.start()
+            self._stop_on_signals()
+
+    def _stop_on_signals(self) -> None:
+        """SIGTERM or SIGHUP (its terminal closed) ends the dashboard as ``q`` does, the run in
+        flight recorded ``cancelled`` with what stopped it, not left ``running``."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            loop.add_signal_handler(sig, self._stopped_by, sig)
+
+    def _stopped_by(self, signum: int) -> None:
+        self._stop_reason = f"{stopped_by(signum)}: the dashboard is stopping"
+        self.exit(return_code=128 + signum)
 
     def _tasks(self) -> dict:
         from ktui.tui.profile_task import profile_task
@@ -159,7 +175,7 @@ class KtuiApp(DashboardActions, App[int]):
 
     def on_unmount(self) -> None:
         if self.loop is not None:
-            self.loop.close()
+            self.loop.close(*(() if self._stop_reason is None else (self._stop_reason,)))
             self.loop = None
         self.store.close()
 

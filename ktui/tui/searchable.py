@@ -18,6 +18,8 @@ from textual.geometry import Region
 from textual.reactive import reactive
 from textual.widgets import Static
 
+from ktui.tui.text import shown
+
 UNCUT_WIDTH = 400  # source code drawn by Syntax is turned into rows this wide, then trimmed
 
 
@@ -64,7 +66,14 @@ class Match(NamedTuple):
     end: int
 
 
-class PaneText(Static):
+class Shown(Static):
+    """A Static that draws what it is given with ``shown``: control characters visible, no markup."""
+
+    def update(self, content: RenderableType = "", *, layout: bool = True) -> None:
+        super().update(shown(content), layout=layout)
+
+
+class PaneText(Shown):
     """A Static whose text can be searched and re-wrapped; ``update`` is the pane's own call."""
 
     COMPONENT_CLASSES = {"pane-text--match", "pane-text--current"}
@@ -79,7 +88,7 @@ class PaneText(Static):
         self._row_cache: list[Text] | None = None
 
     def update(self, content: RenderableType = "", *, layout: bool = True) -> None:
-        self.source, self._row_cache = content, None
+        self.source, self._row_cache = shown(content), None
         self._draw(layout)
 
     def restyle(self, pattern: re.Pattern[str] | None, wrap_rows: bool | None, current: int | None) -> None:

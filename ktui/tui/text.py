@@ -5,6 +5,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from rich.console import Group, RenderableType
+from rich.text import Span, Text
+
+from ktui.protocol.visible import CONTROL, visible
+
 # Each status reads without colour too (NO_COLOR): a glyph and a word.
 STATUS_LABELS: dict[str, tuple[str, str]] = {
     "new": ("·", "not run"),
@@ -76,3 +81,30 @@ def device_text(tier: str, device: str, arch: str, gpus: tuple[str, ...] = ()) -
         inner = device.split("(", 1)[1].rstrip(")") if "(" in device else "Triton interpreter"
         return f"CPU · {inner}{several} · {arch}"
     return f"{device}{several} · {arch}"
+
+
+def shown(content: RenderableType) -> RenderableType:
+    """What a pane draws, with the control characters of every text in it made visible
+    (``visible``) and a plain string taken as text, never as markup: a file name or a kernel's
+    output cannot set the window title, clear the screen or write the clipboard."""
+    if isinstance(content, str):
+        return Text(visible(content))
+    if isinstance(content, Text):
+        return _shown_text(content)
+    if isinstance(content, Group):
+        return Group(*(shown(part) for part in content.renderables))
+    return content
+
+
+def _shown_text(text: Text) -> Text:
+    """``text`` made visible, its styles kept on the characters they covered."""
+    plain = text.plain
+    if not CONTROL.search(plain):
+        return text
+    at = [0]  # where each character of ``plain`` starts in the visible text, and its end
+    for char in plain:
+        at.append(at[-1] + (4 if CONTROL.fullmatch(char) else 1))
+    out = text.copy()
+    out.plain = visible(plain)
+    out.spans = [Span(at[span.start], at[min(span.end, len(plain))], span.style) for span in text.spans]
+    return out

@@ -16,6 +16,7 @@ import time
 from typing import IO
 
 from ktui.protocol.events import Event, Output
+from ktui.protocol.processes import stopped_by
 from ktui.watch.loop import WatchLoop
 from ktui.watch.scheduler import Notice
 
@@ -64,7 +65,7 @@ def run(loop: WatchLoop, printer: JsonLines) -> int:
 def stop_reason(signals: list[int], printer: JsonLines) -> str:
     """The message of the run in flight, cancelled: ``cancelled: stopped by SIGTERM: the watcher is stopping``."""
     if signals:
-        return f"cancelled: stopped by {signal.Signals(signals[0]).name}: the watcher is stopping"
+        return f"{stopped_by(signals[0])}: the watcher is stopping"
     if printer.closed:
         return "cancelled: the watcher stopped: its reader closed the pipe"
     return "cancelled: the watcher stopped"

@@ -274,7 +274,7 @@ def resolve_reference(path: Path, root: Path, source: str | None = None) -> tupl
     how = f'REFERENCE = "{declared}"' if declared is not None else f"the file name ({path.stem} → {op})"
     candidate = root / "references" / f"{op}.py"
     if candidate.is_file():
-        return candidate.resolve(), ""
+        return _inside(root, candidate, how)
     why = f"no reference for {path.name}: {how} names {candidate.relative_to(root)}, which does not exist"
     known = sorted(p.stem for p in (root / "references").glob("*.py")) if (root / "references").is_dir() else []
     close = difflib.get_close_matches(op, known, n=1, cutoff=0.6)
@@ -284,16 +284,26 @@ def resolve_reference(path: Path, root: Path, source: str | None = None) -> tupl
 def _declared_file(root: Path, declared: str) -> tuple[Path | None, str]:
     """``REFERENCE = "<path>"``, relative to the workspace root and kept inside it."""
     how = f'REFERENCE = "{declared}"'
-    candidate = (root / declared).resolve()
-    if not candidate.is_relative_to(root.resolve()):
-        return None, (f"{how} names a file outside the workspace {root}: a kernel may only name a reference "
-                      f"inside it (name one elsewhere on the command line: `ktui run KERNEL --reference FILE`)")
+    candidate, why = _inside(root, root / declared, how)
+    if candidate is None:
+        return None, why
     shown = candidate.relative_to(root.resolve())
     if not candidate.is_file():
         return None, f"{how} names {shown}, which does not exist"
     if candidate.suffix != ".py":
         return None, f"{how} names {shown}, which is not a Python file"
     return candidate, ""
+
+
+def _inside(root: Path, named: Path, how: str) -> tuple[Path | None, str]:
+    """``named`` with its links followed, refused where it ends outside the workspace: one rule
+    whether a kernel names its reference by op or by path, so a symlink cannot carry either out."""
+    candidate = named.resolve()
+    if candidate.is_relative_to(root.resolve()):
+        return candidate, ""
+    link = f" ({named.relative_to(root)} is a link to {candidate})" if named.is_symlink() else ""
+    return None, (f"{how} names a file outside the workspace {root}{link}: a kernel may only name a reference "
+                  f"inside it (name one elsewhere on the command line: `ktui run KERNEL --reference FILE`)")
 
 
 def named_path(path: Path) -> Path:

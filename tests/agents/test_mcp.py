@@ -382,3 +382,47 @@ def test_history_answers_with_each_shape_s_figures_and_the_stop_decision(tmp_pat
             assert run["summary"] == summary
 
     anyio.run(main)
+
+
+def test_a_nul_byte_an_over_long_path_and_a_16_mib_argument_are_refused_with_the_reason(tmp_path):
+    ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
+
+    async def main():
+        async with connect(ws) as session:
+            said = await error_of(session, "run", paths=["kernels/add\0_triton.py"])
+            assert "NUL" in said and said != "Error executing tool run"
+            assert "NUL" in await error_of(session, "latest", kernel="add\0triton")
+            assert "too long" in await error_of(session, "run", paths=["kernels/" + "a" * 300 + ".py"])
+            started = time.monotonic()
+            said = await error_of(session, "run", paths=["x" * (16 << 20)])
+            assert time.monotonic() - started < 20
+            assert "at most 4096 characters" in said and len(said) < 2000
+            assert {t.name for t in (await session.list_tools()).tools} == TOOLS  # still serving
+
+    anyio.run(main)
+
+
+def test_the_server_exits_when_its_client_closes_stdin_even_after_a_16_mib_argument(tmp_path):
+    import subprocess
+
+    ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
+    proc = subprocess.Popen([sys.executable, "-m", "ktui", "mcp", str(ws), "--cpu"], cwd=ws, stdin=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(REPO)})
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+         "params": {"name": "run", "arguments": {"paths": ["x" * (16 << 20)]}}},
+    ]
+    try:
+        for message in messages:
+            proc.stdin.write(json.dumps(message).encode() + b"\n")
+        proc.stdin.close()
+        started = time.monotonic()
+        err = proc.stderr.read()
+        proc.wait(timeout=30)
+    finally:
+        proc.kill()
+    assert time.monotonic() - started < 20
+    assert len(err) < 100_000, f"{len(err)} bytes on stderr"

@@ -99,3 +99,24 @@ def test_a_reference_outside_the_workspace_fails_its_kernel_and_the_others_still
         assert end["verdict"] == "error" and "outside the workspace" in end["message"]
         assert kernels[name][0]["tier"] == "-"  # never handed to a worker: /etc/passwd is not imported
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
+
+
+HOSTILE = "add_\x1b]2;HIJACKED\x07\x1b[2J\x85.py"  # a window title, a cleared screen, a C1 control
+SHOWN = "add_\\x1b]2;HIJACKED\\x07\\x1b[2J\\x85"
+
+
+def test_escapes_in_a_file_name_and_a_kernels_output_are_shown_by_run_history_and_diff_and_kept_in_json(tmp_path):
+    ws = make_workspace(tmp_path / "ws")
+    source = (REPO / "kernels" / "add_triton.py").read_text() + '\nprint("\\x1b]52;c;UFdORUQ=\\x07clip")\n'
+    (ws / "kernels" / HOSTILE).write_text(source)
+    run = ktui("run", "--no-audit", f"kernels/{HOSTILE}", "--no-bench", "-v", cwd=ws)
+    history = ktui("history", f"kernels/{HOSTILE}", cwd=ws)
+    diff = ktui("diff", f"kernels/{HOSTILE}", cwd=ws)
+    as_json = ktui("history", f"kernels/{HOSTILE}", "--json", cwd=ws)
+    assert run.returncode == 0, run.stdout + run.stderr
+    for proc in (run, history, diff):
+        said = proc.stdout + proc.stderr
+        assert not [c for c in said if c in "\x1b\x07\x85"], said  # nothing a terminal would obey
+    assert SHOWN in run.stdout and "\\x1b]52;c;UFdORUQ=\\x07clip" in run.stdout
+    assert SHOWN in history.stdout and SHOWN in diff.stderr
+    assert parse_events(as_json.stdout)[0]["kernel"] == HOSTILE[:-3]  # JSON carries the name unchanged

@@ -3,6 +3,7 @@
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -13,6 +14,7 @@ import pytest
 from conftest import REPO, by_kernel, finished, ktui, make_workspace, parse_events, rungs
 
 from ktui.cli.exits import exit_code
+from ktui.history.store import Store
 
 
 @pytest.fixture(scope="module")
@@ -201,3 +203,29 @@ def test_a_run_exits_once_its_verdict_is_out_without_waiting_for_the_worker_to_w
     while processes_with(f"KTUI_EXIT_TEST={marker}") and time.monotonic() < deadline:
         time.sleep(0.1)
     assert processes_with(f"KTUI_EXIT_TEST={marker}") == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_run_stopped_by_a_signal_is_recorded_cancelled_and_no_later_kernel_starts(tmp_path, sig):
+    ws = make_workspace(tmp_path / "ws", kernels=["add_triton"], fixtures=["hang"])
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "ktui", "run", "--no-audit", "kernels/hang.py", "kernels/add_triton.py", "--no-bench"],
+                            cwd=ws, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        for line in proc.stdout:
+            if line.startswith("== hang"):
+                break
+        time.sleep(3.0)  # hang now spins in its first call
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    name = signal.Signals(sig).name
+    assert proc.returncode == 128 + sig, out + err
+    assert "hang v1 cancelled" in out and f"cancelled: stopped by {name}" in out, out
+    store = Store.of(ws / ".ktui")
+    try:
+        runs = store.runs()
+    finally:
+        store.close()
+    assert [(r.kernel, r.verdict, r.message) for r in runs] == [("hang", "cancelled", f"cancelled: stopped by {name}")]

@@ -136,3 +136,43 @@ def _alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
 
+
+
+@pytest.mark.parametrize("says", [b"HTTP/1.1 400 Bad Request\r\n\r\n", b"SSH-2.0-OpenSSH_9.6\r\n", b""])
+def test_an_address_where_something_other_than_ray_listens_is_refused_within_seconds(tmp_path, says):
+    import socket
+    import threading
+
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    held = []
+
+    def answer() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            held.append(conn)  # kept open: a silent server never hangs up
+            if says:
+                conn.sendall(says)
+
+    threading.Thread(target=answer, daemon=True).start()
+    ws = make_workspace(tmp_path / "ws", ["add_triton"])
+    started = time.monotonic()
+    try:
+        proc = ktui("run", "--no-audit", "--ray", f"127.0.0.1:{port}", "kernels/add_triton.py", cwd=ws, timeout=60)
+    finally:
+        server.close()
+        for conn in held:
+            conn.close()
+    assert time.monotonic() - started < 30  # ktui's start included; Ray alone waited minutes
+    assert proc.returncode == 2, proc.stderr
+    assert f"what listens at 127.0.0.1:{port} is not Ray" in proc.stderr
+    assert (repr(says[:20])[2:-1] if says else "said nothing") in proc.stderr
+
+
+def test_a_real_ray_cluster_passes_the_address_probe(local_ray):
+    from ktui.run.ray_pool import _reachable
+
+    _reachable(local_ray.get_runtime_context().gcs_address)  # raises where the probe would refuse Ray

@@ -405,3 +405,20 @@ def test_a_gpumode_module_kept_beside_the_problem_folder_is_synced_and_named_by_
     end = finished(parse_events(proc.stdout))
     assert proc.returncode == 0 and end["verdict"] == "passed", proc.stdout[-2000:] + proc.stderr
     assert end["summary"]["host"] == "localhost"
+
+
+def test_ktui_run_on_an_unreachable_remote_says_so_once_exits_2_and_records_nothing(ws, tmp_path):
+    from sshd import free_port
+
+    config = tmp_path / "ssh_config"  # the real ssh client, at a port where nothing listens
+    config.write_text(f"Host localhost\n  Port {free_port()}\n  BatchMode yes\n  StrictHostKeyChecking no\n"
+                      f"  UserKnownHostsFile /dev/null\n")
+    proc = ktui("run", "--no-audit", "kernels", "--no-bench", "--remote", f"localhost:{tmp_path}/remote", "--ssh-config", str(config),
+                cwd=ws, timeout=180)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.count("cannot reach localhost over ssh") == 1, proc.stderr
+    store = Store.of(ws / ".ktui")
+    try:
+        assert store.runs() == []
+    finally:
+        store.close()

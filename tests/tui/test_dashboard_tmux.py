@@ -139,3 +139,74 @@ def test_e_opens_the_failing_line_in_the_editor_in_a_tmux_split(tmp_path):
         assert "✗ failed" in line_of(tmux.screen("app:0.0"), "compile_error")  # the dashboard is still there
     finally:
         tmux("kill-server", check=False)
+
+
+HOSTILE_NAME = "add_\x1b]2;HIJACKED\x07\x1b[2J\x1b[31m.py"  # sets the window title, clears the screen, turns red
+CLIPBOARD = "\x1b]52;c;UFdORUQ=\x07"  # OSC 52: writes "PWNED" to the clipboard
+
+
+def test_escapes_in_a_file_name_and_in_what_a_kernel_prints_are_shown_not_obeyed_by_the_dashboard(tmp_path):
+    ws = make_workspace(tmp_path / "ws")
+    (ws / "kernels" / HOSTILE_NAME).write_text(ADD + f"\nprint({CLIPBOARD + 'after the clipboard'!r})\n")
+    tmux = Tmux(f"ktui-test-{uuid.uuid4().hex[:8]}")
+    command = (f"cd {shlex.quote(str(ws))} && PYTHONPATH={shlex.quote(str(REPO))} {shlex.quote(sys.executable)} "
+               f"-m ktui watch . --seed 0 --no-bench")
+    tmux("new-session", "-d", "-s", "app", "-x", "120", "-y", "30", command)
+    tmux("set-option", "-g", "set-clipboard", "on")  # tmux keeps an application's OSC 52 as a paste buffer
+    try:
+        screen = tmux.wait_for(lambda s: "✓ passed" in s and "6 output" in s, what="the hostile kernel's run")
+        assert "add_\\x1b]2;HIJACKED\\x07" in screen, screen  # the name, its escapes written out
+        tmux("send-keys", "-t", "app", "6")
+        screen = tmux.wait_for(lambda s: "after the clipboard" in s, timeout=20, what="the output pane")
+        assert "\\x1b]52;c;UFdORUQ=\\x07after the clipboard" in screen
+        assert "HIJACKED" not in tmux("display-message", "-p", "-t", "app", "#{pane_title}")
+        assert tmux("list-buffers") == ""  # nothing reached the clipboard
+        styles = tmux("capture-pane", "-p", "-e", "-t", "app")
+        assert "\x1b[31m" not in styles.split("HIJACKED", 1)[1].split("\n", 1)[0]  # the name did not turn red
+    finally:
+        tmux("kill-server", check=False)
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGHUP"])
+def test_a_dashboard_stopped_by_a_signal_records_its_run_in_flight_cancelled(tmp_path, how):
+    import signal
+    import sqlite3
+
+    ws = make_workspace(tmp_path / "ws", fixtures=["hang"])
+    tmux = Tmux(f"ktui-test-{uuid.uuid4().hex[:8]}")
+    command = (f"cd {shlex.quote(str(ws))} && PYTHONPATH={shlex.quote(str(REPO))} exec {shlex.quote(sys.executable)} "
+               f"-m ktui watch . --seed 0 --no-bench --no-audit")
+    tmux("new-session", "-d", "-s", "app", "-x", "120", "-y", "30", command)
+    try:
+        pid = int(tmux("display-message", "-p", "-t", "app", "#{pane_pid}").strip())
+        db = ws / ".ktui" / "history.db"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not _runs_with(db, "running"):
+            time.sleep(0.3)
+        assert _runs_with(db, "running"), "hang's run never started"
+        time.sleep(2.0)
+        if how == "SIGTERM":
+            os.kill(pid, signal.SIGTERM)
+        else:
+            tmux("kill-session", "-t", "app")  # the terminal goes away: SIGHUP
+        deadline = time.monotonic() + 60
+        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not Path(f"/proc/{pid}").exists(), "the dashboard outlived its signal"
+    finally:
+        tmux("kill-server", check=False)
+    with sqlite3.connect(ws / ".ktui" / "history.db") as conn:
+        rows = conn.execute("SELECT verdict, message FROM runs").fetchall()
+    assert rows == [("cancelled", f"cancelled: stopped by {how}: the dashboard is stopping")]
+
+
+def _runs_with(db: Path, verdict: str) -> int:
+    import sqlite3
+
+    if not db.exists():
+        return 0
+    with sqlite3.connect(db, timeout=30) as conn:
+        try:
+            return conn.execute("SELECT COUNT(*) FROM runs WHERE verdict=?", (verdict,)).fetchone()[0]
+        except sqlite3.OperationalError:  # the tables are not made yet
+            return 0

@@ -202,3 +202,18 @@ def test_the_workspace_modules_a_reference_imports_are_part_of_its_snapshot_and_
     assert reference_hash(kernel) == snapshot.hash != content_hash(ref.read_bytes())
     (ws / "helpers.py").write_text("SCALE = 2\n")  # a module imported by a module the reference imports
     assert reference_hash(kernel) != snapshot.hash
+
+
+@pytest.mark.parametrize("named_by", ["op", "path"])
+def test_a_symlinked_reference_leaving_the_workspace_is_refused_whether_named_by_op_or_by_path(tmp_path, named_by):
+    ws = make_workspace(tmp_path / "ws")
+    outside = tmp_path / "elsewhere.py"
+    shutil.copy(ws / "references" / "add.py", outside)
+    (ws / "references" / "mul.py").symlink_to(outside)
+    declared = "mul" if named_by == "op" else "references/mul.py"
+    source = (REPO / "kernels" / "add_triton.py").read_text().replace('REFERENCE = "add"', f'REFERENCE = "{declared}"')
+    (ws / "kernels" / "mul_triton.py").write_text(source)
+    kernel = kernel_at(ws / "kernels" / "mul_triton.py")
+    assert kernel.reference is None
+    assert "outside the workspace" in kernel.reference_error
+    assert f"references/mul.py is a link to {outside}" in kernel.reference_error

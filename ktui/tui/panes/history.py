@@ -18,6 +18,7 @@ from textual_plotext import PlotextPlot
 from ktui.history import rooflines
 from ktui.history.best import best_version
 from ktui.tui.panes.code_chart import code_head, draw_code
+from ktui.tui.searchable import Shown
 from ktui.tui.state import VersionPoint, compared_versions
 from ktui.tui.text import STATUS_LABELS
 
@@ -28,7 +29,7 @@ class HistoryPane(Vertical):
     current: int | None = None  # the selected kernel's version: always listed (set before points)
 
     def compose(self):
-        yield Static(id="history-head")
+        yield Shown(id="history-head")
         yield PlotextPlot(id="history-plot")
 
     def watch_points(self, points: list[VersionPoint]) -> None:

@@ -7,6 +7,7 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import DataTable
 
+from ktui.protocol.visible import visible
 from ktui.tui.state import KernelView
 from ktui.tui.text import ago, speedup_text, state_label
 
@@ -105,7 +106,7 @@ class KernelList(DataTable):
             age = Text("stale", style=self._style("stale"))
         else:
             age = Text(ago(now - view.finished) if view.finished else "", style=self._style("muted"))
-        return state, Text(view.id, no_wrap=True, overflow="ellipsis"), version, last, best, roof, age
+        return state, Text(visible(view.id), no_wrap=True, overflow="ellipsis"), version, last, best, roof, age
 
 
 def _tone(state: str) -> str:

@@ -9,6 +9,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from ktui.protocol.statedir import OUTPUT_FILE
+from ktui.protocol.visible import visible
 from ktui.tui.searchable import PaneText, TextPane
 from ktui.tui.state import KernelView
 
@@ -26,7 +27,7 @@ class OutputPane(TextPane):
     def show(self, view: KernelView | None) -> None:
         head, lines = printed(view)
         self.query_one("#output-head", Static).update(head)
-        self.query_one("#output-body", Static).update(Text("\n".join(lines[-SHOWN_LINES:])))
+        self.query_one("#output-body", Static).update(Text(visible("\n".join(lines[-SHOWN_LINES:]))))
         if view is not None and view.state == "running":
             self.scroll_end(animate=False)
 

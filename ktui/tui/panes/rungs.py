@@ -11,8 +11,9 @@ from textual.widgets import DataTable, Static
 
 from ktui.protocol.job import rung_family
 from ktui.run.render import key_figures, summary_line
+from ktui.tui.searchable import Shown
 from ktui.tui.state import KernelView
-from ktui.tui.text import STATUS_LABELS
+from ktui.tui.text import STATUS_LABELS, shown
 
 
 class RungsPane(Vertical):
@@ -25,10 +26,10 @@ class RungsPane(Vertical):
     _shown: tuple | None = None  # the (kernel, run, verdict) drawn last: a new one puts the cursor on its failure
 
     def compose(self):
-        yield Static(id="rungs-head")
+        yield Shown(id="rungs-head")
         yield DataTable(id="rungs-table", cursor_type="row", zebra_stripes=False)
         with VerticalScroll(id="rung-detail-scroll"):
-            yield Static(id="rung-detail")
+            yield Shown(id="rung-detail")
 
     def watch_view(self, view: KernelView | None) -> None:
         self.query_one("#rungs-head", Static).update(_head(view))
@@ -113,7 +114,8 @@ class RungsPane(Vertical):
         elif not figures and message:
             figures = message[0]
         # a shape's name may be long: it wraps after its commas rather than lose its end
-        return (Text(record["rung"].replace(",", ", ")), Text(self._status_text(status), style=style), Text(figures))
+        return (shown(Text(record["rung"].replace(",", ", "))), Text(self._status_text(status), style=style),
+                shown(Text(figures)))
 
 
 QUIET = ("ok", "skipped", "running")

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from rich.text import Text
 from textual.reactive import reactive
-from textual.widgets import Static
 
+from ktui.tui.searchable import Shown
 from ktui.tui.text import device_text
 
 
@@ -33,7 +33,7 @@ class StatusInfo:
     unconfined: str = ""  # "not confined: <why>": user code may write anywhere (``ktui.loop.confine``)
 
 
-class StatusBar(Static):
+class StatusBar(Shown):
     COMPONENT_CLASSES = {"status-bar--stale", "status-bar--warn", "status-bar--muted"}
     info: reactive[StatusInfo] = reactive(StatusInfo, always_update=True)
 

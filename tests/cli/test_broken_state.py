@@ -1,0 +1,108 @@
+"""The history in a bad state, for real: a corrupt file (garbage, truncated), a full disk (a small
+tmpfs) and a read-only workspace (a read-only bind mount). Each is said in one line naming the
+file and the way forward, never a traceback; "could not run" exits 2."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+from conftest import ktui, make_workspace
+
+from ktui.history.store import Store
+
+
+def _mount(*args: str) -> None:
+    proc = subprocess.run(["mount", *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"mount {' '.join(args)} is not permitted here: {proc.stderr.strip()}")
+
+
+def _umount(path: Path) -> None:
+    subprocess.run(["umount", "--lazy", str(path)], check=True)  # lazy: a worker may still be ending
+
+
+def _runs(state: Path) -> list:
+    store = Store.of(state)
+    try:
+        return store.runs()
+    finally:
+        store.close()
+
+
+def test_a_garbage_history_is_moved_aside_with_a_timestamp_and_a_fresh_one_started(tmp_path):
+    ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
+    (ws / ".ktui").mkdir()
+    garbage = uuid.uuid4().bytes * 300
+    (ws / ".ktui" / "history.db").write_bytes(garbage)
+    proc = ktui("history", "kernels/add_triton.py", cwd=ws)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.count("\n") == 1 and f"{ws}/.ktui/history.db was corrupt" in proc.stderr
+    aside = [p for p in (ws / ".ktui").iterdir() if p.name.startswith("history.db.corrupt-")]
+    assert [p.read_bytes() for p in aside] == [garbage]
+    assert aside[0].name in proc.stderr and "a fresh history started" in proc.stderr
+    assert "no runs recorded yet" in proc.stdout
+
+
+def test_a_truncated_history_is_moved_aside_and_a_fresh_one_started(tmp_path):
+    path = tmp_path / "history.db"
+    store = Store(path)
+    for n in range(300):
+        store.version_for(f"kernel{n}", f"hash{n}", f"kernels/k{n}.py")
+    store.close()
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    store = Store(path)
+    try:
+        assert store.version_for("kernel0", "another", "kernels/k0.py") == 1  # a fresh history
+    finally:
+        store.close()
+    assert len(list(tmp_path.glob("history.db.corrupt-*[0-9]"))) == 1  # with its -wal and -shm, if any
+
+
+def test_a_full_disk_stops_the_recording_says_so_once_and_the_verdicts_still_print(tmp_path):
+    ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
+    state = ws / ".ktui"
+    state.mkdir()
+    _mount("-t", "tmpfs", "-o", "size=512k", "tmpfs", str(state))
+    try:
+        assert ktui("history", "kernels/add_triton.py", cwd=ws).returncode == 0  # the history made, empty
+        subprocess.run(["dd", "if=/dev/zero", f"of={state}/filler", "bs=4k"], capture_output=True)  # until full
+        proc = ktui("run", "--no-audit", "kernels/add_triton.py", "--no-bench", "--seed", "1", cwd=ws)
+        runs = [(r.kernel, r.verdict) for r in _runs(state)]
+    finally:
+        _umount(state)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert "add_triton v1 " in proc.stdout and proc.returncode in (0, 1), proc.stdout + proc.stderr
+    assert proc.stderr.count("the disk is full") == 1 and f"{state}/history.db" in proc.stderr
+    assert "recording stopped" in proc.stderr
+    assert runs in ([], [("add_triton", "running")]) or all(verdict != "running" for _, verdict in runs)
+
+
+def test_a_read_only_workspace_is_read_by_history_refused_by_run_naming_state_dir_which_works(tmp_path):
+    ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
+    first = ktui("run", "--no-audit", "kernels/add_triton.py", "--no-bench", "--seed", "1", cwd=ws)
+    assert first.returncode == 0, first.stdout + first.stderr
+    _mount("--bind", str(ws), str(ws))
+    try:
+        _mount("-o", "remount,ro,bind", str(ws))
+        history = ktui("history", "kernels/add_triton.py", cwd=ws)
+        diff = ktui("diff", "kernels/add_triton.py", cwd=ws)
+        run = ktui("run", "--no-audit", "kernels/add_triton.py", "--no-bench", cwd=ws)
+        watch = ktui("watch", ".", cwd=ws, timeout=120)
+        elsewhere = tmp_path / "state"
+        moved = ktui("run", "--no-audit", "kernels/add_triton.py", "--no-bench", "--seed", "2", "--state-dir", str(elsewhere), cwd=ws)
+    finally:
+        _umount(ws)
+    assert history.returncode == 0 and "add_triton v1 passed" in history.stdout, history.stdout + history.stderr
+    assert "Traceback" not in diff.stderr and diff.returncode != 2, diff.stderr
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert run.stderr.count("\n") == 1 and f"{ws}/.ktui" in run.stderr and "--state-dir DIR" in run.stderr
+    assert watch.returncode == 2 and "--state-dir DIR" in watch.stderr, watch.stdout + watch.stderr
+    assert moved.returncode == 0, moved.stdout + moved.stderr
+    assert [(r.kernel, r.verdict) for r in _runs(elsewhere)] == [("add_triton", "passed")]
+    shutil.rmtree(elsewhere)
