@@ -52,6 +52,13 @@ _ABI1_WRITES = (WRITE_FILE | REMOVE_DIR | REMOVE_FILE | MAKE_CHAR | MAKE_DIR | M
                 | MAKE_BLOCK | MAKE_SYM)
 
 
+# The kernel's own interfaces a GPU process writes: device nodes, and /proc, which the CUDA driver
+# writes while it starts (cuInit returned 304, "OS call failed", without it on the H200, 2026-12-02).
+# Neither holds a workspace file: a path through /proc/self/root or /proc/self/fd is judged where it
+# leads, so the history and the references stay out of reach.
+SYSTEM_FOLDERS = (Path("/dev"), Path("/proc"))
+
+
 def write_rights(abi: int) -> int:
     """The write-type rights a kernel of Landlock ``abi`` knows: all of them are handled."""
     rights = _ABI1_WRITES
@@ -169,7 +176,7 @@ def confine(writable: Iterable[Path] = (), tmp_inside: Path | None = None) -> Co
     threads = _threads()
     if threads > 1:
         return Confinement(False, f"not confined: {threads} threads were already running")
-    folders = [*writable, tmp, *cache_folders(original_tmp), Path("/dev")]
+    folders = [*writable, tmp, *cache_folders(original_tmp), *SYSTEM_FOLDERS]
     try:
         _restrict(abi, folders)
     except OSError as exc:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import re
 import reprlib
 from dataclasses import dataclass
@@ -55,7 +56,21 @@ def detect(arch: str | None = None, force_cpu: bool = False) -> Tier:
         return Tier("gpu", torch.cuda.get_device_name(), local_arch(major, minor), "cuda")
     target = arch or DEFAULT_ARCH
     arch_capability(target)
-    return Tier("cpu", "CPU (Triton interpreter)", target, "cpu")
+    why = "" if force_cpu else cuda_failure()
+    device = f"CPU (Triton interpreter; CUDA did not start: {why})" if why else "CPU (Triton interpreter)"
+    return Tier("cpu", device, target, "cpu")
+
+
+def cuda_failure() -> str:
+    """Why CUDA did not start on a machine with an NVIDIA device ("" where there is none): such a
+    worker runs the CPU tier, and its header says why instead of passing for a machine without a GPU."""
+    if not os.path.exists("/dev/nvidiactl"):
+        return ""
+    try:
+        torch.cuda.init()
+    except Exception as exc:
+        return str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+    return "torch.cuda.is_available() is False"
 
 
 def to_device(obj: Any, device: str) -> Any:

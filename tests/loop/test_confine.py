@@ -49,6 +49,8 @@ attempt("truncate", lambda: open(readable, "w").close())
 attempt("read", lambda: readable.read_text())
 attempt("tmp_file", lambda: tempfile.NamedTemporaryFile().close())
 attempt("dev_null", lambda: open("/dev/null", "w").write("x"))
+attempt("proc", lambda: open("/proc/self/comm", "w").write("ktui-probe"))  # the CUDA driver writes /proc
+attempt("proc_root", lambda: open(f"/proc/self/root{readable}", "w").close())  # judged where it leads
 attempt("child", lambda: os.system(f"echo x > {denied}/child.txt") == 0 and (denied / "child.txt").read_text())
 print(json.dumps(report))
 """
@@ -89,6 +91,7 @@ def test_a_confined_process_writes_only_where_it_was_allowed_and_reads_everythin
     assert report["allowed"] == "ok" and report["read"] == "ok" and report["dev_null"] == "ok"
     assert report["tmp"] == str(tmp_path / "private-tmp") and report["tmp_file"] == "ok"
     assert report["denied"] == "PermissionError" and report["truncate"] == "PermissionError"
+    assert report["proc"] == "ok" and report["proc_root"] == "PermissionError"
     assert report["history"] == "the parent's"
     assert not report["child_wrote"]  # what it starts (a shell) is confined too
 
