@@ -24,7 +24,7 @@ from ktui.agents.dumps import KINDS, MAX_PAGE_CHARS, read_dump
 from ktui.agents.hotspots import read_hotspots
 from ktui.agents.runs import RunService
 from ktui.agents.workspace import AgentWorkspace, BadCall
-from ktui.history import rooflines
+from ktui.history import linediff, rooflines
 from ktui.history.reports import latest_path
 from ktui.history.sassdiff import DiffError, diff_versions, resolve_base
 from ktui.history.store import Store
@@ -116,7 +116,8 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
             for r in runs_]}
 
     @server.tool(description="SASS diff of a kernel version against an earlier one: instruction count, registers, "
-                             "spills, per-opcode deltas, and the normalised unified diff (as `ktui diff --json`), and both versions' per-shape roofline figures.")
+                             "spills, per-opcode deltas, and the normalised unified diff (as `ktui diff --json`), the per-line SASS figures "
+                             "of both versions side by side (`lines`), and both versions' per-shape roofline figures.")
     def diff(
         kernel: Annotated[str, Field(description="kernel path (kernels/x.py) or id (x)")],
         base: Annotated[str, Field(description="previous | best | pinned | a version number")] = "previous",
@@ -131,13 +132,14 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
                 raise BadCall(f"{k.id} has no stored versions yet: call run first")
             old = resolve_base(store, k.id, new, base)
             result = diff_versions(state, k.id, old, new)
+            lines = linediff.compare_versions(state, k.id, old, new)
             roofline = rooflines.comparison(rooflines.version_summary(store, k.id, old),
                                             rooflines.version_summary(store, k.id, new))
         except DiffError as exc:
             raise BadCall(str(exc)) from None
         finally:
             store.close()
-        return {**result.to_json(), "base": base, "note": note, "roofline": roofline}
+        return {**result.to_json(), "base": base, "note": note, "roofline": roofline, "lines": lines}
 
     async def child(verb: str, kernel: Kernel, flags: list[str], ctx: Context) -> ChildResult:
         async def progress(done: float, message: str) -> None:

@@ -25,7 +25,7 @@ from pathlib import Path
 from ktui.inspect.ncu.parse import number
 from ktui.measure import hotspots, sass
 
-MEASURED_FILE = "hotspots_measured.json"
+MEASURED_FILE = hotspots.MEASURED_FILE
 SOURCE_CSV = "ncu_source.csv"
 TOP_LINES = 8
 # The figures a row may carry, by the column names ncu has used for them.
