@@ -2,7 +2,8 @@
 
 The diff itself is ``ktui.history.sassdiff`` (normalised listings, opcode and resource deltas); this pane
 only draws it: the facts per function first, then the unified diff, ``+``/``-`` coloured. The diff
-is computed in a thread so a large listing never stalls the keys.
+is computed in a thread so a large listing never stalls the keys. ``h`` switches to the version's
+hot lines (``panes/hotspots.py``) and back.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from textual.widgets import Static
 
 from ktui.history.sassdiff import DiffError, diff_versions, function_facts, resolve_base
 from ktui.history.store import Store
+from ktui.protocol.statedir import run_dir
+from ktui.tui.panes.hotspots import hot_renderables
 from ktui.tui.searchable import PaneText, TextPane
 from ktui.tui.state import KernelView
 from ktui.workspace.kernels import state_dir
@@ -25,6 +28,8 @@ MAX_DIFF_LINES = 2000  # beyond this the pane says where the full diff is (ktui 
 
 class SassPane(TextPane):
     BORDER_TITLE = "4 sass diff"
+    hot_mode = False  # ``h``: the selected version's hot lines instead of the diff (panes/hotspots.py)
+    hot_lines: list[int] = []  # the lines highlighted in that mode, hottest first (``e`` opens the first)
 
     def compose(self):
         yield PaneText(id="sass-head")
@@ -41,7 +46,18 @@ class SassPane(TextPane):
             head.update(Text(f"base: {base} · waiting for this version's SASS", style="dim"))
             body.update("")
             return
+        if self.hot_mode:
+            self._hot(run_dir(state_dir(root), view.id, view.version), view.version)
+            return
         self._diff(root, store.path, view.id, view.version, base)
+
+    @work(thread=True, exclusive=True, group="sass")
+    def _hot(self, folder: Path, version: int) -> None:
+        try:
+            head, body, self.hot_lines = hot_renderables(folder, version)
+        except Exception as exc:
+            head, body, self.hot_lines = Text(f"the hot lines failed: {exc!r}", style="bold red"), Text(""), []
+        self.app.call_from_thread(self._put, head, body)
 
     @work(thread=True, exclusive=True, group="sass")
     def _diff(self, root: Path, db: Path, kernel: str, version: int, base: str) -> None:
