@@ -15,7 +15,7 @@ from ktui.agents.workspace import BadCall
 # kind → how its files are named in a run folder ("*" is the GPU function's name).
 KINDS: dict[str, str] = {
     "ptx": "*.ptx", "sass": "*.sass", "ttir": "*.ttir", "ttgir": "*.ttgir", "llir": "*.llir", "mlir": "*.mlir",
-    "source": "source.py", "resources": "resources.json", "report": "report.json",
+    "source": "source.py", "resources": "resources.json", "report": "report.json", "hotspots": "hotspots.txt",
 }
 MAX_PAGE_CHARS = 100_000
 

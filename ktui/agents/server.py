@@ -21,9 +21,10 @@ from ktui.agentdocs.index import search
 from ktui.agents.child_calls import ChildCalls, ChildResult
 from ktui.agents.digest import run_digest
 from ktui.agents.dumps import KINDS, MAX_PAGE_CHARS, read_dump
+from ktui.agents.hotspots import read_hotspots
 from ktui.agents.runs import RunService
 from ktui.agents.workspace import MAX_PATH_CHARS, AgentWorkspace, BadCall
-from ktui.history import rooflines
+from ktui.history import linediff, rooflines
 from ktui.history.reports import latest_path
 from ktui.history.sassdiff import DiffError, diff_versions, resolve_base
 from ktui.history.store import Store
@@ -35,8 +36,9 @@ from ktui.workspace.versions import current_version
 
 INSTRUCTIONS = """ktui verifies GPU kernels (Triton, CuTeDSL) against a trusted reference.
 The loop: write or edit kernels/<op>_<variant>.py, call `run`, read `first_failure` (file:line and
-excerpt), fix, repeat. When it passes, `diff` (SASS against the previous version) and `profile`
-(Nsight Compute, GPU) tell you what to change; stop when the summary says `satisfied` (every
+excerpt), fix, repeat. When it passes, `diff` (SASS against the previous version), `hotspots` (which
+of your lines the instructions and, once profiled, the stalls come from) and `profile` (Nsight
+Compute, GPU) tell you what to change; stop when the summary says `satisfied` (every
 benchmark shape within `roofline_done` of its attainable time; `short` names the shapes that are
 not, `roofline_shapes` gives each one's fraction and bound) or when told. Never edit references/
 to make a kernel pass."""
@@ -127,7 +129,8 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
             for r in runs_]}
 
     @server.tool(description="SASS diff of a kernel version against an earlier one: instruction count, registers, "
-                             "spills, per-opcode deltas, and the normalised unified diff (as `ktui diff --json`), and both versions' per-shape roofline figures.")
+                             "spills, per-opcode deltas, and the normalised unified diff (as `ktui diff --json`), the per-line SASS figures "
+                             "of both versions side by side (`lines`), and both versions' per-shape roofline figures.")
     def diff(
         kernel: KernelArg,
         base: Annotated[str, Field(max_length=32, description="previous | best | pinned | a version number")] = "previous",
@@ -142,13 +145,14 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
                 raise BadCall(f"{k.id} has no stored versions yet: call run first")
             old = resolve_base(store, k.id, new, base)
             result = diff_versions(state, k.id, old, new)
+            lines = linediff.compare_versions(state, k.id, old, new)
             roofline = rooflines.comparison(rooflines.version_summary(store, k.id, old),
                                             rooflines.version_summary(store, k.id, new))
         except DiffError as exc:
             raise BadCall(str(exc)) from None
         finally:
             store.close()
-        return {**result.to_json(), "base": base, "note": note, "roofline": roofline}
+        return {**result.to_json(), "base": base, "note": note, "roofline": roofline, "lines": lines}
 
     async def child(verb: str, kernel: Kernel, flags: list[str], ctx: Context) -> ChildResult:
         async def progress(done: float, message: str) -> None:
@@ -217,6 +221,25 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
         max_chars: Annotated[int, Field(ge=1, le=MAX_PAGE_CHARS)] = 20_000,
     ) -> dict[str, Any]:
 
+        kernel_id, version, folder = stored_folder(kernel, version)
+        return {"kernel": kernel_id, "version": version, **read_dump(folder, kind, function, offset, max_chars)}
+
+    @server.tool(description="The kernel's hot lines, as file:line with the line's text: static figures of every run "
+                             "(SASS instructions per line by class: global/shared loads and stores, tensor-core MMA, "
+                             "FMA, branches, spills) and, once `profile` ran on that version, measured ones (Nsight "
+                             "Compute samples per line, main stall reasons and a reading such as 'waiting on global "
+                             "memory').")
+    def hotspots(
+        kernel: Annotated[str, Field(description="kernel path (kernels/x.py) or id (x)")],
+        version: Annotated[int | None, Field(ge=1, description="default: the file's current version")] = None,
+        top: Annotated[int, Field(ge=1, le=200, description="lines per function, hottest first")] = 10,
+    ) -> dict[str, Any]:
+
+        kernel_id, version, folder = stored_folder(kernel, version)
+        return {"kernel": kernel_id, "version": version, **read_hotspots(folder, top)}
+
+    def stored_folder(kernel: str, version: int | None) -> tuple[str, int, Path]:
+        """A stored version's run folder (default: the file's current version, else the newest run)."""
         kernel_id = workspace.kernel_id(kernel)
         try:
             k, state = kernel_state(kernel)
@@ -233,8 +256,7 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
             stored = [r for r in store.runs(kernel_id) if r.version == version]
         finally:
             store.close()
-        folder = Path(stored[0].run_dir) if stored else run_dir(state, kernel_id, version)
-        return {"kernel": kernel_id, "version": version, **read_dump(folder, kind, function, offset, max_chars)}
+        return kernel_id, version, (Path(stored[0].run_dir) if stored else run_dir(state, kernel_id, version))
 
     _forbid_unknown_arguments(server)
 

@@ -1,5 +1,6 @@
-"""``ktui diff``: the SASS diff of a kernel's version against an earlier one, and the two
-versions' per-shape roofline figures (fraction of the attainable time, bound, satisfied or not).
+"""``ktui diff``: the SASS diff of a kernel's version against an earlier one, the two versions'
+per-line figures side by side (``history/linediff.py``), and their per-shape roofline figures
+(fraction of the attainable time, bound, satisfied or not).
 
 The diff itself reads the SASS stored in the local ``.ktui/runs/`` and never needs a GPU. With
 ``--remote HOST`` one thing goes to the remote: when the file's current content has no SASS here
@@ -43,7 +44,7 @@ def add_parser(subparsers) -> None:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     # deferred for start-up speed
-    from ktui.history import rooflines
+    from ktui.history import linediff, rooflines
     from ktui.history.sassdiff import DiffError, diff_versions, resolve_base
     from ktui.history.store import Store
     from ktui.workspace.kernels import state_dir
@@ -66,6 +67,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         diff = diff_versions(state, kernel.id, base, new, context=max(0, args.context))
         base_summary = rooflines.version_summary(store, kernel.id, base)
         new_summary = rooflines.version_summary(store, kernel.id, new)
+        lines = linediff.compare_versions(state, kernel.id, base, new)
     except DiffError as exc:
         if args.json:
             print(json.dumps({"kernel": kernel.id, "base": args.base, "error": str(exc)}))
@@ -76,11 +78,13 @@ def cmd_diff(args: argparse.Namespace) -> int:
         store.close()
     if args.json:
         roofline = rooflines.comparison(base_summary, new_summary)
-        print(json.dumps({**diff.to_json(), "base": args.base, "note": note, "roofline": roofline}))
+        print(json.dumps({**diff.to_json(), "base": args.base, "note": note, "roofline": roofline, "lines": lines}))
         return EXIT_OK
     if note:
         print(f"note: {note}", file=sys.stderr)
     print(diff.text(unified=not args.no_unified))
+    if lines is not None:
+        print(linediff.text(lines))
     print("\n".join(rooflines.lines(base, base_summary, new, new_summary)))
     return EXIT_OK
 

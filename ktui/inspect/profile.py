@@ -14,6 +14,7 @@ the time limit.
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from ktui.inspect.external import (
     require_loaded,
 )
 from ktui.inspect.hosts import LocalHost, ToolHost
+from ktui.inspect.ncu import source as ncu_source
 from ktui.protocol.processes import NVTX_RANGE
 
 NCU_PATTERNS = (
@@ -57,6 +59,9 @@ PERMISSION_HELP = (
 # summary is collected; any other name is passed to ncu's --set as it is.
 BASIC_SECTIONS = ("SpeedOfLight", "LaunchStats", "Occupancy", "WarpStateStats")
 BASIC_METRICS = ("lts__t_sector_hit_rate.pct",)
+# Every set also collects the per-instruction page (warp-state samples, instructions executed, memory
+# per SASS instruction) with the source embedded: the hot lines come from it (``ncu/source.py``).
+SOURCE_ARGS = ("--section", "SourceCounters", "--import-source", "yes")
 DEFAULT_TIMEOUT_S = 600.0
 
 
@@ -79,8 +84,8 @@ def collection_args(set_name: str) -> list[str]:
         args = []
         for section in BASIC_SECTIONS:
             args += ["--section", section]
-        return args + ["--metrics", ",".join(BASIC_METRICS)]
-    return ["--set", set_name]
+        return args + [*SOURCE_ARGS, "--metrics", ",".join(BASIC_METRICS)]
+    return ["--set", set_name, *SOURCE_ARGS]
 
 
 def ncu_command(ncu: str, options: ProfileOptions, report_stem: Path | str, target_argv: list[str]) -> list[str]:
@@ -162,9 +167,9 @@ def run_ncu(target: Target, ncu: str, options: ProfileOptions, progress: Progres
 
 
 def export_csv(ncu: str, report: Path, page: str, timeout_s: float = 300.0, host: ToolHost | None = None,
-               on_host: str = "") -> str:
+               on_host: str = "", extra: tuple[str, ...] = ()) -> str:
     """A page of the report as CSV, by the ncu that wrote it (on ``host``, the report there being ``on_host``)."""
-    argv = [ncu, "--import", on_host or str(report), "--csv", "--page", page, "--print-units", "base"]
+    argv = [ncu, "--import", on_host or str(report), "--csv", "--page", page, "--print-units", "base", *extra]
     run = (host or LocalHost()).run(argv, timeout_s)
     if run.timed_out or run.returncode != 0:
         raise ToolFailed(f"ncu could not export the {page} page of {report} ({describe_exit(run.returncode)}):\n{run.tail()}")
@@ -196,6 +201,7 @@ def summarise(ncu: str, report: Path, target: Target, options: ProfileOptions, r
         notes.append(f"custom_kernel made {expected} Triton launch(es) but ncu profiled {len(merged)} "
                      "(library kernels such as torch's are profiled too)")
     notes += ncu_summary.missing_notes(kernels)
+    hot = hot_lines(ncu, report, target, notes)
     return ncu_summary.NcuSummary(
         kernel=target.kernel.id,
         version=target.job.version,
@@ -209,7 +215,24 @@ def summarise(ncu: str, report: Path, target: Target, options: ProfileOptions, r
         total_duration_us=round(sum(k.duration_us for k in kernels), 3),
         notes=notes,
         clock_control=options.clock_control,
+        hotspots=hot,
     )
+
+
+def hot_lines(ncu: str, report: Path, target: Target, notes: list[str]) -> dict:
+    """The source page exported and put on the kernel's lines (empty, with a note, when it cannot be)."""
+    try:
+        text = export_csv(ncu, report, "source", host=target.host, on_host=target.in_run_dir(report.name),
+                          extra=("--print-source", "sass"))
+        (report.parent / ncu_source.SOURCE_CSV).write_text(text)
+        page = ncu_source.parse_source_page(text)
+    except (ToolFailed, ncu_source.SourcePageError) as exc:
+        notes.append(f"no hot lines: the source page could not be read ({str(exc).splitlines()[0]})")
+        return {}
+    data = ncu_source.aggregate_run(page, target.run_dir, target.kernel.path.name)
+    (report.parent / ncu_source.MEASURED_FILE).write_text(json.dumps(data, indent=2))
+    notes += data["notes"]
+    return data
 
 
 def ncu_report_module(ncu: str):

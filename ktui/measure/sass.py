@@ -45,9 +45,10 @@ def _run(args: list[str]) -> str:
     return proc.stdout
 
 
-def disassemble(cubin: Path) -> str:
-    """SASS of every function in ``cubin`` with labels for branch targets (``nvdisasm -c``)."""
-    return _run([find_tool("nvdisasm"), "-c", str(cubin)])
+def disassemble(cubin: Path, line_info: bool = False) -> str:
+    """SASS of every function in ``cubin`` with labels for branch targets (``nvdisasm -c``);
+    ``line_info`` adds the source file and line before the instructions each covers (``-g``)."""
+    return _run([find_tool("nvdisasm"), "-c", *(["-g"] if line_info else []), str(cubin)])
 
 
 _RES_FUNC = re.compile(r"^\s*Function\s+(\S+):\s*$")

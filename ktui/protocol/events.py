@@ -142,7 +142,7 @@ class ArtifactWritten(Event):
     """A file the loop wrote for humans and agents to read (IR, PTX, SASS, reports)."""
 
     type: ClassVar[str] = "artifact"
-    kind: str  # "ttir", "ttgir", "llir", "mlir", "ptx", "cubin", "sass" or "resources"
+    kind: str  # "ttir", "ttgir", "llir", "mlir", "ptx", "cubin", "sass", "resources" or "hotspots" (.json and .txt)
     path: str
     function: str = ""  # the GPU kernel function it belongs to, if any
     bytes: int = 0

@@ -74,6 +74,14 @@ class DashboardActions:
         if self.is_mounted and self.query(SassPane):
             self._fill_sass(self.state.kernels.get(self.selected) if self.selected else None)
 
+    def action_toggle_hot(self) -> None:
+        """``h``: the SASS pane shows the selected version's hot lines, or the diff again."""
+        pane = self.query_one(SassPane)
+        pane.hot_mode = not pane.hot_mode
+        pane.border_title = "4 hot lines" if pane.hot_mode else SassPane.BORDER_TITLE
+        self._fill_sass(self.state.kernels.get(self.selected) if self.selected else None)
+        self.action_pane(4)
+
     def action_toggle_follow(self) -> None:
         self.follow = not self.follow
 
@@ -179,6 +187,9 @@ class DashboardActions:
         if view is None:
             return
         file, line = failing_place(view)
+        sass = self.query_one(SassPane) if self.query(SassPane) else None
+        if line == 1 and file == view.path and sass is not None and sass.hot_mode and sass.hot_lines:
+            line = sass.hot_lines[0]  # no failure to go to: the hottest line
         try:
             how = open_in_editor(self, file, line)
         except EditorError as exc:
@@ -229,6 +240,8 @@ class DashboardActions:
         yield SystemCommand("Profile with ncu", "Nsight Compute profile of the selected kernel (p)", self.action_profile)
         yield SystemCommand("Pin diff baseline", "Pin the current version as the SASS diff base (b)", self.action_pin)
         yield SystemCommand("Cycle diff base", "previous / best / pinned (d)", self.action_cycle_base)
+        yield SystemCommand("Hot lines", "The version's source with per-line SASS and ncu figures, or the diff (h)",
+                            self.action_toggle_hot)
         yield SystemCommand("Toggle follow", "Select the kernel saved last (f)", self.action_toggle_follow)
         yield SystemCommand("Toggle strict", "Fresh process, more seeds, every timed output re-checked (s)",
                             self.action_toggle_strict)

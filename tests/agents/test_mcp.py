@@ -17,7 +17,8 @@ from conftest import REPO, ktui, make_workspace
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
-TOOLS = {"run", "latest", "history", "diff", "profile", "sanitize", "context_search", "dump"}
+TOOLS = {"run", "latest", "history", "diff", "profile", "sanitize", "context_search", "dump", "hotspots"}
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "hotspots"
 
 
 @asynccontextmanager
@@ -108,6 +109,18 @@ def test_an_agent_runs_the_whole_loop_on_the_cpu_tier(tmp_path):
                               max_chars=100_000)
             ptx = (ws / ".ktui" / "runs" / "add_triton" / "1" / "add_kernel.ptx").read_text()
             assert page["text"] + rest["text"] == ptx and rest["next_offset"] is None
+
+            hot = await call(session, "hotspots", kernel="add_triton", top=50)
+            (fn,) = hot["static"]
+            assert hot["version"] == 1 and hot["measured"] is None and "`profile` it on a GPU" in hot["note"]
+            source = kernel.read_text().splitlines()
+            loads = [x for x in fn["lines"] if x["counts"].get("global_load")]
+            assert loads and all("tl.load(" in source[x["line"] - 1] for x in loads)
+            assert all(x["at"] == f"add_triton.py:{x['line']}" for x in fn["lines"])
+            totals = [x["total"] for x in fn["lines"]]
+            assert totals == sorted(totals, reverse=True)
+            (top,) = (await call(session, "hotspots", kernel="add_triton", top=1))["static"][0]["lines"]
+            assert top == fn["lines"][0]
 
             kernel.write_text(kernel.read_text().replace("num_warps=4", "num_warps=8"))
             assert (await call(session, "latest", kernel="add_triton"))["stale"] is True
@@ -426,3 +439,32 @@ def test_the_server_exits_when_its_client_closes_stdin_even_after_a_16_mib_argum
         proc.kill()
     assert time.monotonic() - started < 20
     assert len(err) < 100_000, f"{len(err)} bytes on stderr"
+
+
+def test_hotspots_answers_the_measured_hot_lines_of_a_profiled_version(tmp_path):
+    """A version's folder as ``ktui profile`` leaves it (the static table of the CPU-tier matmul and
+    the measured lines of the SYNTHETIC source page, tests/inspect/test_ncu_source.py)."""
+    from ktui.inspect.ncu import source as ncu_source
+    from ktui.measure import hotspots
+
+    ws = make_workspace(tmp_path / "ws", kernels=["gemm_bf16_triton"])
+    folder = ws / ".ktui" / "runs" / "gemm_bf16_triton" / "1"
+    folder.mkdir(parents=True)
+    name, text = "gemm_bf16_triton.py", (FIXTURES / "gemm_bf16_triton.py").read_text()
+    listing, ptx = (FIXTURES / "gemm_bf16_triton.sass").read_text(), (FIXTURES / "gemm_bf16_triton.ptx").read_text()
+    hotspots.write(folder, hotspots.to_json(hotspots.attribute(listing, name, text, ptx), name))
+    page = ncu_source.parse_source_page((FIXTURES / "ncu_source_synthetic.csv").read_text())
+    measured = ncu_source.aggregate(page, hotspots.attribute_offsets(listing, ptx), name, text)
+    (folder / ncu_source.MEASURED_FILE).write_text(json.dumps(measured))
+
+    async def main():
+        async with connect(ws) as session:
+            hot = await call(session, "hotspots", kernel="gemm_bf16_triton", version=1)
+            (kernel,) = hot["measured"]["kernels"]
+            first = kernel["hot_lines"][0]
+            assert first["at"].startswith(f"{name}:") and first["text"].startswith("a = tl.load(")
+            assert first["reading"].startswith("waiting on global memory") and first["stalls"][0][0] == "long_sb"
+            assert any(x["reading"] == "tensor cores busy" for x in kernel["hot_lines"])
+            assert "no hot spots" in await error_of(session, "hotspots", kernel="gemm_bf16_triton", version=7)
+
+    anyio.run(main)

@@ -76,7 +76,21 @@ def test_dumps_hold_every_triton_stage_and_real_sm90a_sass(softmax_run):
     assert resources["softmax_kernel"]["registers"] > 0
     assert (run_dir / "source.py").read_text() == (root / "kernels" / "softmax_triton.py").read_text()
     artifacts = {e["kind"] for e in kernels["softmax_triton"] if e["type"] == "artifact"}
-    assert {"ttir", "ttgir", "llir", "ptx", "cubin", "sass", "resources"} <= artifacts
+    assert {"ttir", "ttgir", "llir", "ptx", "cubin", "sass", "resources", "hotspots"} <= artifacts
+
+
+def test_dumps_attribute_the_sass_to_the_kernels_own_lines(softmax_run):
+    root, _, kernels = softmax_run
+    run_dir = Path(kernels["softmax_triton"][0]["run_dir"])
+    data = json.loads((run_dir / "hotspots.json").read_text())
+    assert data["source"] == "softmax_triton.py"
+    (fn,) = data["functions"]
+    source = (root / "kernels" / "softmax_triton.py").read_text().splitlines()
+    loads = [x for x in fn["lines"] if x["counts"].get("global_load")]
+    stores = [x for x in fn["lines"] if x["counts"].get("global_store")]
+    assert loads and all("tl.load(" in source[x["line"] - 1] for x in loads)
+    assert stores and all("tl.store(" in source[x["line"] - 1] for x in stores)
+    assert "softmax_kernel:" in (run_dir / "hotspots.txt").read_text()
 
 
 def test_reports_land_where_an_agent_can_cat_them(softmax_run):

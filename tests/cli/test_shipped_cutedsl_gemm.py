@@ -30,3 +30,9 @@ def test_the_cutedsl_gemm_compiles_for_sm90a_into_wgmma_fed_by_tma(tmp_path):
     assert "HGMMA.64x256x16.F32.BF16" in sass and ".tnspB" in sass  # b read N-major, as stored
     (resources,) = json.loads((run_dir / "resources.json").read_text()).values()
     assert resources["spill_instructions"] == 0 and resources["local"] == 0
+    (fn,) = json.loads((run_dir / "hotspots.json").read_text())["functions"]
+    source = (root / "kernels" / "gemm_bf16_cutedsl.py").read_text().splitlines()
+    mma = [x for x in fn["lines"] if x["counts"].get("mma")]
+    assert any("cute.gemm(" in source[x["line"] - 1] for x in mma), mma  # WGMMA on the gemm calls' lines
+    tma_loads = [x["line"] for x in fn["lines"] if x["counts"].get("global_load")]
+    assert tma_loads and all("cute.copy(tma_" in source[n - 1] for n in tma_loads)

@@ -181,6 +181,7 @@ def test_diff_cli_prints_the_facts_before_the_unified_diff(two_versions):
     assert out.startswith("add_triton: SASS v1 → v2")
     assert re.search(r"registers \d+ → \d+ \([+-]\d+\)", out)
     assert out.index("opcodes:") < out.index("--- v1/add_kernel") < out.index("+++ v2/add_kernel")
+    assert out.index("+++ v2/add_kernel") < out.index("per line (SASS instructions): v1 → v2")
 
 
 def test_diff_cli_json_is_one_object_for_agents(two_versions):
@@ -191,6 +192,9 @@ def test_diff_cli_json_is_one_object_for_agents(two_versions):
     (f,) = data["functions"]
     assert f["name"] == "add_kernel" and f["unified"][0] == "--- v1/add_kernel"
     assert all(len(d) == 3 for d in f["opcode_deltas"]) and f["resources"]["registers"][0] > 0
+    lines = data["lines"]
+    assert (lines["base_version"], lines["new_version"], lines["source"]) == (1, 2, "add_triton.py")
+    assert all(r["base_line"] == r["new_line"] for r in lines["rows"])  # only BLOCK changed: no line moved
 
 
 def test_diff_cli_without_a_base_explains_and_exits_1(two_versions):

@@ -12,7 +12,14 @@ import pytest
 from conftest import ktui, make_workspace, parse_events
 
 from ktui.inspect.external import ToolFailed, child_env, prepare, run_tool
-from ktui.inspect.profile import PERMISSION_HELP, ProfileOptions, explain_ncu_failure, ncu_command, run_ncu
+from ktui.inspect.profile import (
+    PERMISSION_HELP,
+    ProfileOptions,
+    explain_ncu_failure,
+    hot_lines,
+    ncu_command,
+    run_ncu,
+)
 from ktui.inspect.sanitize import parse_output
 from ktui.inspect.sections import sections_from_tree
 from ktui.loop.dsl.proton import proton_support
@@ -136,6 +143,20 @@ def test_ncu_is_asked_for_the_nvtx_range_clock_control_and_a_report_in_the_run_f
     assert target.run_dir.parent.parent.name == "runs" and "--nvtx" in argv
     full = ncu_command("ncu", ProfileOptions(set="full"), target.run_dir / "profile", [])
     assert full[full.index("--set") + 1] == "full"
+
+
+def test_every_set_collects_the_per_instruction_page_with_the_source(target):
+    for options in (ProfileOptions(), ProfileOptions(set="full")):
+        argv = ncu_command("ncu", options, target.run_dir / "profile", [])
+        assert argv[argv.index("--import-source") + 1] == "yes"
+        assert argv[argv.index("SourceCounters") - 1: argv.index("SourceCounters") + 1] == ["--section", "SourceCounters"]
+
+
+def test_a_source_page_ncu_cannot_export_leaves_a_note_not_a_failure(target, tmp_path):
+    fake = _script(tmp_path / "bin", "ncu", "echo '==ERROR== unknown page' >&2\nexit 1\n")
+    notes: list[str] = []
+    assert hot_lines(str(fake), target.run_dir / "profile.ncu-rep", target, notes) == {}
+    assert notes and notes[0].startswith("no hot lines: the source page could not be read")
 
 
 def test_no_kernel_in_the_range_is_explained():

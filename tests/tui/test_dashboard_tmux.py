@@ -6,6 +6,7 @@ person would see (capture-pane). CI installs tmux (see .ci/run); without it the 
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
@@ -210,3 +211,29 @@ def _runs_with(db: Path, verdict: str) -> int:
             return conn.execute("SELECT COUNT(*) FROM runs WHERE verdict=?", (verdict,)).fetchone()[0]
         except sqlite3.OperationalError:  # the tables are not made yet
             return 0
+
+
+def test_e_in_the_hot_lines_opens_the_hottest_line_in_the_editor(tmp_path):
+    ws = make_workspace(tmp_path / "ws", kernels=["softmax_triton"])
+    opened = tmp_path / "opened"
+    editor = tmp_path / "editor.sh"
+    editor.write_text(f'#!/bin/sh\necho "$@" > {shlex.quote(str(opened))}\n')
+    editor.chmod(0o755)
+    tmux = Tmux(f"ktui-test-{uuid.uuid4().hex[:8]}")
+    command = (f"cd {shlex.quote(str(ws))} && EDITOR={shlex.quote(str(editor))} PYTHONPATH={shlex.quote(str(REPO))} "
+               f"{shlex.quote(sys.executable)} -m ktui watch . --seed 0")
+    tmux("new-session", "-d", "-s", "app", "-x", "160", "-y", "48", command)
+    try:
+        tmux.wait_for(lambda s: "✓ passed" in line_of(s, "softmax_triton"), timeout=120, what="the passing run")
+        tmux("send-keys", "-t", "app", "h")
+        tmux.wait_for(lambda s: "hot lines · softmax_triton.py v1" in s, timeout=20, what="the hot lines")
+        tmux("send-keys", "-t", "app", "e")
+        deadline = time.monotonic() + 20
+        while not opened.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        data = json.loads((ws / ".ktui" / "runs" / "softmax_triton" / "1" / "hotspots.json").read_text())
+        (fn,) = data["functions"]
+        hottest = max(fn["lines"], key=lambda x: x["total"])["line"]
+        assert opened.read_text().split() == [f"+{hottest}", str(ws / "kernels" / "softmax_triton.py")]
+    finally:
+        tmux("kill-server", check=False)

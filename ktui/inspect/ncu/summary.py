@@ -39,6 +39,7 @@ class NcuSummary:
     total_duration_us: float
     notes: list[str] = field(default_factory=list)  # what the chosen set did not collect, and the like
     clock_control: str = "none"
+    hotspots: dict = field(default_factory=dict)  # the hot lines (``ncu/source.py``'s ``aggregate``)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -72,6 +73,10 @@ class NcuSummary:
             for f in k.findings:
                 speedup = f" est. {f['est_speedup_pct']:.0f}%" if f.get("est_speedup_pct") is not None else ""
                 lines.append(f"  [{f.get('type') or 'rule'}{speedup}] {f['rule']}: {first_sentence(f['message'])}")
+        for k in self.hotspots.get("kernels", []):
+            for x in k["hot_lines"][:5]:
+                lines.append(f"  hot {self.hotspots['source']}:{x['line']} {x['share']:.0%} of samples: {x['reading']}"
+                             f" — {x['text']}")
         lines.extend(f"note: {n}" for n in self.notes)
         if self.report_path:
             lines.append(f"report: {self.report_path} (opens in the Nsight Compute GUI)")

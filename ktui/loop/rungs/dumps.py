@@ -2,7 +2,9 @@
 
 Files land in ``.ktui/runs/<kernel>/<version>/``: for Triton ``<fn>.ttir .ttgir .llir .ptx .cubin``,
 for CuTeDSL ``<fn>.mlir .ptx .cubin``, for both ``<fn>.sass`` (disassembled from the CUBIN) and
-``resources.json`` with registers, spills, shared and local memory per GPU function.
+``resources.json`` with registers, spills, shared and local memory per GPU function, and
+``hotspots.json``/``.txt``: the SASS instructions of each of the kernel's lines, by class
+(``ktui.measure.hotspots``).
 
 Writing them (and disassembling each CUBIN: two tool processes per function) takes longer than
 most correctness checks, and nothing in a verdict depends on them, so ``start`` writes them on a
@@ -19,10 +21,11 @@ from pathlib import Path
 from ktui.loop.context import RunContext
 from ktui.loop.errors import RungFailure
 from ktui.loop.outcome import Outcome
-from ktui.measure import sass
+from ktui.measure import hotspots, sass
 from ktui.protocol.events import ArtifactWritten
 
 DUMP_SUFFIXES = {".ttir", ".ttgir", ".llir", ".ptx", ".cubin", ".sass", ".mlir"}
+REPLACED = {"resources.json", hotspots.JSON_FILE, hotspots.TEXT_FILE}
 
 
 class Dumps:
@@ -31,6 +34,7 @@ class Dumps:
     def __init__(self, ctx: RunContext):
         self._compiled = list(ctx.compiled)  # later rungs may compile more: these are the compile rung's
         self._run_dir = Path(ctx.job.run_dir)
+        self._source = (Path(ctx.job.kernel_path).name, ctx.job.source)
         self._written: list[tuple[str, Path, str]] = []
         self._outcome: Outcome | None = None
         self._error: BaseException | None = None
@@ -47,7 +51,7 @@ class Dumps:
 
     def _write(self) -> None:
         try:
-            self._outcome = write(self._compiled, self._run_dir, self._written)
+            self._outcome = write(self._compiled, self._run_dir, self._written, *self._source)
         except BaseException as exc:  # told by ``finish``, as any rung's failure
             self._error = exc
 
@@ -56,16 +60,19 @@ def start(ctx: RunContext) -> Dumps:
     return Dumps(ctx)
 
 
-def write(compiled_functions: list, run_dir: Path, written_files: list[tuple[str, Path, str]]) -> Outcome:
-    """Write the dumps of ``compiled_functions`` into ``run_dir``; each file is noted in ``written_files``."""
+def write(compiled_functions: list, run_dir: Path, written_files: list[tuple[str, Path, str]],
+          source_name: str = "", source_text: str = "") -> Outcome:
+    """Write the dumps of ``compiled_functions`` into ``run_dir``; each file is noted in ``written_files``.
+    ``source_name`` and ``source_text`` (the kernel file's name and text) give the hot spots."""
     if not compiled_functions:
         raise RungFailure("nothing was compiled")
     run_dir.mkdir(parents=True, exist_ok=True)
     for stale in run_dir.iterdir():  # a re-run of the same version replaces its dumps…
-        if stale.is_file() and (stale.suffix in DUMP_SUFFIXES or stale.name == "resources.json"):
+        if stale.is_file() and (stale.suffix in DUMP_SUFFIXES or stale.name in REPLACED):
             stale.unlink()  # …and keeps the rest: its source, its profiles (ncu.json, .ncu-rep…)
 
     resources: dict[str, dict] = {}
+    per_line: list = []
     written = 0
     used = _unique_stems(compiled_functions)
     for compiled, stem in zip(compiled_functions, used):
@@ -86,6 +93,8 @@ def write(compiled_functions: list, run_dir: Path, written_files: list[tuple[str
             written_files.append(("sass", sass_path, compiled.name))
             written += 1
             functions = sass.split_functions(listing)
+            if source_name:
+                per_line += hotspots.build(cubin, source_name, source_text)
             for fn, usage in sass.resource_usage(cubin).items():
                 lines = functions.get(fn, [])
                 resources[fn] = {
@@ -101,6 +110,10 @@ def write(compiled_functions: list, run_dir: Path, written_files: list[tuple[str
     res_path = run_dir / "resources.json"
     res_path.write_text(json.dumps(resources, indent=2, default=str), encoding="utf-8")
     written_files.append(("resources", res_path, ""))
+    if per_line:
+        for path in hotspots.write(run_dir, hotspots.to_json(per_line, source_name)):
+            written_files.append(("hotspots", path, ""))
+            written += 1
     figures = {
         "dir": str(run_dir),
         "files": written + 2,

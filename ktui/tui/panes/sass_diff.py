@@ -2,7 +2,8 @@
 
 The diff itself is ``ktui.history.sassdiff`` (normalised listings, opcode and resource deltas); this pane
 only draws it: the facts per function first, then the unified diff, ``+``/``-`` coloured. The diff
-is computed in a thread so a large listing never stalls the keys.
+is computed in a thread so a large listing never stalls the keys. ``h`` switches to the version's
+hot lines (``panes/hotspots.py``) and back.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from textual.widgets import Static
 
 from ktui.history.sassdiff import DiffError, diff_versions, function_facts, resolve_base
 from ktui.history.store import Store
+from ktui.protocol.statedir import run_dir
+from ktui.tui.panes.hotspots import hot_renderables
 from ktui.tui.searchable import PaneText, TextPane
 from ktui.tui.state import KernelView
 from ktui.workspace.kernels import state_dir
@@ -25,12 +28,16 @@ MAX_DIFF_LINES = 2000  # beyond this the pane says where the full diff is (ktui 
 
 class SassPane(TextPane):
     BORDER_TITLE = "4 sass diff"
+    hot_mode = False  # ``h``: the selected version's hot lines instead of the diff (panes/hotspots.py)
+    hot_lines: list[int] = []  # the lines highlighted in that mode, hottest first (``e`` opens the first)
+    _shown = 0  # counts ``show`` calls: a thread's result for an earlier one is dropped, not drawn late
 
     def compose(self):
         yield PaneText(id="sass-head")
         yield PaneText(id="sass-body")
 
     def show(self, root: Path, store: Store, view: KernelView | None, base: str) -> None:
+        self._shown += 1
         head = self.query_one("#sass-head", Static)
         body = self.query_one("#sass-body", Static)
         if view is None:
@@ -41,17 +48,31 @@ class SassPane(TextPane):
             head.update(Text(f"base: {base} · waiting for this version's SASS", style="dim"))
             body.update("")
             return
-        self._diff(root, store.path, view.id, view.version, base)
+        if self.hot_mode:
+            self._hot(run_dir(state_dir(root), view.id, view.version), view.version, self._shown)
+            return
+        self._diff(root, store.path, view.id, view.version, base, self._shown)
 
     @work(thread=True, exclusive=True, group="sass")
-    def _diff(self, root: Path, db: Path, kernel: str, version: int, base: str) -> None:
+    def _hot(self, folder: Path, version: int, shown: int) -> None:
+        try:
+            head, body, lines = hot_renderables(folder, version)
+        except Exception as exc:
+            head, body, lines = Text(f"the hot lines failed: {exc!r}", style="bold red"), Text(""), []
+        self.app.call_from_thread(self._put, head, body, shown, lines)
+
+    @work(thread=True, exclusive=True, group="sass")
+    def _diff(self, root: Path, db: Path, kernel: str, version: int, base: str, shown: int) -> None:
         try:
             head, body = sass_renderables(root, db, kernel, version, base)
         except Exception as exc:
             head, body = Text(f"the SASS diff failed: {exc!r}", style="bold red"), Text("")
-        self.app.call_from_thread(self._put, head, body)
+        self.app.call_from_thread(self._put, head, body, shown, [])
 
-    def _put(self, head: RenderableType, body: RenderableType) -> None:
+    def _put(self, head: RenderableType, body: RenderableType, shown: int, hot_lines: list[int]) -> None:
+        if shown != self._shown:  # a later show (another kernel, the other mode) owns the pane now
+            return
+        self.hot_lines = hot_lines
         self.query_one("#sass-head", Static).update(head)
         self.query_one("#sass-body", Static).update(body)
 

@@ -1,0 +1,51 @@
+"""Per-line figures of two versions side by side, lines matched by their text where numbers moved."""
+
+from pathlib import Path
+
+from ktui.history import linediff
+from ktui.measure import hotspots
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "hotspots"
+NAME = "softmax_triton.py"
+
+
+def _data(source: str) -> dict:
+    listing = (FIXTURES / "softmax_triton.sass").read_text()
+    ptx = (FIXTURES / "softmax_triton.ptx").read_text()
+    return hotspots.to_json(hotspots.attribute(listing, NAME, source, ptx), NAME)
+
+
+def test_lines_moved_by_an_edit_above_are_matched_by_their_text():
+    base_source = (FIXTURES / NAME).read_text()
+    # The same compiled code, its source two lines lower: a comment block added above the kernel.
+    new_source = "# one\n# two\n" + base_source
+    base = _data(base_source)
+    new = hotspots.to_json([hotspots.FunctionHotspots(
+        f["name"], [hotspots.LineFigures(x["line"] + 2, x["text"], x["counts"]) for x in f["lines"]], {})
+        for f in base["functions"]], NAME)
+    result = linediff.compare(base, base_source, new, new_source)
+    assert result["rows"] == [] and result["unchanged"] == len(base["functions"][0]["lines"])
+    assert linediff.line_map(base_source, new_source)[20] == 22
+
+
+def test_a_line_whose_instructions_changed_shows_both_sides_and_the_classes_that_moved():
+    source = (FIXTURES / NAME).read_text()
+    base = _data(source)
+    new = _data(source)
+    load = next(x for x in new["functions"][0]["lines"] if x["text"].startswith("x = tl.load("))
+    load["counts"]["global_load"] = 8  # twice the loads, as a narrower vector width would give
+    result = linediff.compare(base, source, new, source)
+    (row,) = result["rows"]
+    assert (row["base_line"], row["new_line"]) == (load["line"], load["line"])
+    assert row["base"]["counts"]["global_load"] == 4 and row["new"]["counts"]["global_load"] == 8
+    text = linediff.text({"base_version": 1, "new_version": 2, **result})
+    assert "gld 4→8" in text and "x = tl.load(" in text and "1 line(s) changed" in text
+
+
+def test_measured_shares_ride_along_when_both_versions_were_profiled():
+    source = (FIXTURES / NAME).read_text()
+    data = _data(source)
+    measured = {"kernels": [{"hot_lines": [{"line": 22, "share": 0.5}]}]}
+    other = {"kernels": [{"hot_lines": [{"line": 22, "share": 0.25}]}]}
+    (row,) = linediff.compare(data, source, data, source, measured, other)["rows"]
+    assert row["new_line"] == 22 and (row["base"]["share"], row["new"]["share"]) == (0.5, 0.25)
