@@ -49,7 +49,8 @@ def test_benchmark_rungs_report_median_mean_min_iqr_n_and_why_they_stopped(gpu_r
             assert f["n"] >= 20 and f["stop"] in ("noise", "cap", "max_samples")
             if f["stop"] == "noise":
                 assert f["kernel_rse"] <= 0.005 and f["ref_rse"] <= 0.005
-            assert f["cache"] == "cold" and f["flush"].startswith("read") and f["input_sets"] == 3
+            # three sets, or two where three would hold more than 3× a footprint past a gigabyte
+            assert f["cache"] == "cold" and f["flush"].startswith("read") and f["input_sets"] in (2, 3)
 
 
 def test_the_speedup_comes_with_an_interval_around_it(gpu_run):

@@ -137,6 +137,17 @@ def test_a_small_benchmark_keeps_every_input_set_it_asks_for(tmp_path):
     assert bench.sets_within_ratio(None, wanted=3) == 3
 
 
+def test_a_benchmark_past_a_gigabyte_still_rotates_two_input_sets(tmp_path):
+    """A 16384×8192 fp32 softmax (1.6 GB of problem beside a 1.6 GB metrics workspace): the ratio
+    alone would leave one set, and one set cannot tell a result cached by pointer from a computed one."""
+    from ktui.loop.rungs import bench
+
+    ctx = loaded_context(tmp_path, 16384, 8192)
+    need = memory.estimate(ctx, ctx.benchmarks[0])
+    assert need.inputs + 2 * need.outputs >= bench.BIG_FOOTPRINT
+    assert bench.sets_within_ratio(need, wanted=3) == 2 and bench.sets_within_ratio(need, wanted=1) == 1
+
+
 def test_free_memory_on_the_cpu_tier_is_the_hosts_available_ram():
     free = memory.free_bytes(detect(force_cpu=True))
     with open("/proc/meminfo") as f:

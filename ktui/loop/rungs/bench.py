@@ -131,7 +131,8 @@ def sets_within_ratio(need: memory.Need | None, wanted: int) -> int:
     While timed calls are checked, the benchmark holds every set's inputs and expected output,
     plus one call's worth of the problem (the candidate's output, the reference's, a private copy
     of the inputs for the judge) and the metrics' workspace: ``sets × (in + out) + footprint +
-    workspace``. At least one set; under ``BIG_FOOTPRINT`` (or with no estimate) as many as asked.
+    workspace``. Never fewer than two when two were asked for (rotation is what tells a result
+    cached by pointer from a computed one); under ``BIG_FOOTPRINT`` (or with no estimate) as many as asked.
     """
     if need is None:
         return wanted
@@ -140,7 +141,7 @@ def sets_within_ratio(need: memory.Need | None, wanted: int) -> int:
     if footprint < BIG_FOOTPRINT or per_set <= 0:
         return wanted
     room = (MEMORY_RATIO - 1) * footprint - need.workspace
-    return max(1, min(wanted, int(room // per_set)))
+    return max(min(2, wanted), min(wanted, int(room // per_set)))
 
 
 def _summary_figures(prefix: str, timing: CallTiming) -> dict[str, Any]:
