@@ -83,6 +83,8 @@ def user_frame(dump: list[str], root: str) -> Frame | None:
         if match:
             frames.append(Frame(match["file"], int(match["line"]), match["func"]))
     for frame in frames:  # faulthandler lists the innermost call first
+        if frame.file.startswith("<"):  # code made at run time ("<string>"): no file, not the user's line
+            continue
         path = os.path.abspath(frame.file)
         if path.startswith(os.path.abspath(root) + os.sep) and not path.startswith(PACKAGE + os.sep):
             return frame

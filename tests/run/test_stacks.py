@@ -3,6 +3,7 @@ a pause in the middle of the dump (a loaded machine) is not its end."""
 
 from __future__ import annotations
 
+import os
 import sys
 import textwrap
 import time
@@ -105,5 +106,24 @@ def test_a_kernel_hanging_inside_its_triton_loop_is_placed_on_its_line_every_tim
         assert run["status"] == "timed_out" and finished(kernels[name])["verdict"] == "timed_out"
         place = run["error"]["location"] if run["error"] else None
         assert place is not None, f"{name}: {run['message']}"
-        assert place["file"].endswith(f"kernels/{name}.py") and place["line"] in (16, 17, 18)  # the while loop
+        assert place["file"].endswith(f"kernels/{name}.py") and place["line"] in (17, 18, 19, 20)  # the while loop
         assert f"it was at kernels/{name}.py:{place['line']} in add_kernel" in run["message"]
+
+
+def test_a_frame_of_code_made_at_run_time_is_never_taken_for_the_users_line(tmp_path):
+    """Triton's interpreter runs code it made (``File "<string>"``) inside the kernel's loop; relative
+    to the worker's folder that name looked like a workspace file and was named as where it hung."""
+    from ktui.run.stacks import user_frame
+
+    kernel = tmp_path / "kernels" / "hang.py"
+    dump = ['Thread 0x00007f (most recent call first):',
+            '  File "<string>", line 3 in store',
+            f'  File "{kernel}", line 19 in add_kernel',
+            '  File "<frozen runpy>", line 88 in _run_code']
+    cwd = os.getcwd()
+    os.chdir(tmp_path)  # the worker runs in the workspace
+    try:
+        frame = user_frame(dump, str(tmp_path))
+    finally:
+        os.chdir(cwd)
+    assert frame is not None and frame.file == str(kernel) and frame.line == 19
