@@ -379,8 +379,11 @@ def test_a_key_the_remote_does_not_accept_fails_with_what_ssh_said_and_never_pro
     config.write_text(sshd.client_config.read_text().replace(str(sshd.folder / "client_key"), str(stranger)))
     proc = ktui("run", "--no-audit", "--remote", f"localhost:{tmp_path}/remote", "--ssh-config", str(config),
                 "--remote-python", sys.executable, "kernels/add_triton.py", cwd=ws, timeout=60)
-    assert proc.returncode == 1
-    assert "interrupted" in proc.stdout and "Permission denied" in proc.stdout
+    # said once, before any kernel: could not run (2), and no run recorded as interrupted
+    assert proc.returncode == 2
+    assert "Permission denied" in proc.stderr and "interrupted" not in proc.stdout + proc.stderr
+    assert not (ws / ".ktui" / "history.db").exists() or "interrupted" not in ktui("history", "kernels/add_triton.py",
+                                                                                 cwd=ws).stdout
 
 
 @pytest.mark.parametrize("sync", ["rsync", "tar"])

@@ -37,6 +37,11 @@ MARK_END = "\x00"
 def launch(args: list[str]) -> int:
     env = dict(os.environ)
     env[processes.PARENT_ENV] = str(os.getpid())
+    # The worker starts in <base>/ws; its runs' folders are <base>/runs/<run id> (RemoteRunner.stage):
+    # the one folder its confinement lets it write, besides its temp folder and the caches.
+    runs = os.path.join(os.path.dirname(os.getcwd()), "runs")
+    os.makedirs(runs, exist_ok=True)
+    env[processes.WRITABLE_ENV] = runs
     worker = subprocess.Popen([sys.executable, "-m", "ktui.loop.worker", *args], env=env, start_new_session=True)
     sys.stderr.write(f"{PID_MARK}{worker.pid}{MARK_END}\n")
     sys.stderr.flush()

@@ -88,6 +88,11 @@ class RemoteWorker(WorkerProcess):
             except LinkDown:
                 pass
 
+    def close(self) -> None:
+        """At once, as a local worker closes (its verdicts are out): the remote worker is killed
+        through the control connection, which also leaves nothing behind there."""
+        self.kill()
+
     def kill(self) -> None:
         """Kill the remote worker's group (and what it orphaned) through the control connection,
         then the local ssh client; with the link down, the agent ends the worker by itself."""
