@@ -57,8 +57,10 @@ class EvalWorker:
                  max_file_bytes: int = MAX_FILE_BYTES, max_run_bytes: int = MAX_RUN_BYTES):
         import ray
 
-        self.runner = LocalRunner(WorkerConfig(**config), fresh_each_run=fresh_each_run)
         self.scratch = scratch_root()
+        # its worker writes only this node's scratch folder: the runs' folders and the workspace copies
+        self.runner = LocalRunner(WorkerConfig(**{**config, "writable": (str(self.scratch),)}),
+                                  fresh_each_run=fresh_each_run)
         self.workspaces = WorkspaceCopies(self.scratch)
         self.limits = (max_file_bytes, max_run_bytes)
         context = ray.get_runtime_context()
