@@ -62,9 +62,11 @@ def runs_of(state: Path, kernel: str) -> Path:
 
 
 def runs_root(run_folder: str | Path) -> Path | None:
-    """The ``.ktui/runs`` folder above a run folder (where a worker may write); None if not in one."""
+    """The ``runs`` folder a run folder lies in (``<state>/runs/<kernel>/<version>``, the state
+    being ``.ktui`` or a ``--state-dir``): where a worker may write; None if it lies in none. The
+    nearest one above it, so a user's folder of that name further up is never taken for it."""
     for folder in Path(run_folder).parents:
-        if folder.name == RUNS and folder.parent.name == STATE_DIR:
+        if folder.name == RUNS:
             return folder.resolve()
     return None
 
