@@ -66,10 +66,13 @@ class ScratchRun:
         self.shipped_bytes = 0
         self.not_shipped: dict[str, str] = {}
         self._seen: dict[str, tuple[int, int]] = {}
+        self._shipped: dict[str, int] = {}  # name → bytes the driver holds of it
 
-    def new_files(self) -> dict[str, bytes]:
-        """The files written or changed since the last call, by path relative to the run folder."""
-        found: dict[str, bytes] = {}
+    def new_files(self) -> dict[str, bytes | None]:
+        """The files written or changed since the last call, by path relative to the run folder;
+        ``None`` withdraws a file shipped while it was still being written that has since grown
+        past the limits (the driver deletes its copy)."""
+        found: dict[str, bytes | None] = {}
         for path in sorted(self.path.rglob("*")):
             if not path.is_file() or path.is_symlink():
                 continue
@@ -82,16 +85,20 @@ class ScratchRun:
             refused = self._refusal(name, stat.st_size)
             if refused:
                 self.not_shipped[name] = refused
+                if name in self._shipped:
+                    found[name] = None
+                    self.shipped_bytes -= self._shipped.pop(name)
                 continue
-            found[name] = path.read_bytes()
-            self.shipped_bytes += len(found[name])
+            data = found[name] = path.read_bytes()
+            self.shipped_bytes += len(data) - self._shipped.get(name, 0)
+            self._shipped[name] = len(data)
         return found
 
     def _refusal(self, name: str, size: int) -> str:
         if size > self.max_file_bytes:
             return (f"{name} ({mib(size)}) was not shipped back from the Ray node that ran it: "
                     f"a file may be at most {mib(self.max_file_bytes)}")
-        if self.shipped_bytes + size > self.max_run_bytes:
+        if self.shipped_bytes - self._shipped.get(name, 0) + size > self.max_run_bytes:
             return (f"{name} ({mib(size)}) was not shipped back from the Ray node that ran it: "
                     f"the run's files may be at most {mib(self.max_run_bytes)} in all")
         return ""
@@ -157,15 +164,18 @@ class WorkspaceCopies:
             raise
 
 
-def write_shipped(run_dir: str, files: dict[str, bytes], atomic: bool = True) -> None:
+def write_shipped(run_dir: str, files: dict[str, bytes | None], atomic: bool = True) -> None:
     """Files shipped from an actor, into the driver's run folder (each atomically: a reader never
-    sees half a file; ``atomic=False`` for a folder no one reads yet). A name that would leave the
-    folder is refused."""
+    sees half a file; ``atomic=False`` for a folder no one reads yet); ``None`` deletes a file
+    withdrawn by the actor. A name that would leave the folder is refused."""
     base = Path(run_dir).resolve()
     for name, data in files.items():
         target = (base / name).resolve()
         if base not in target.parents:
             raise ValueError(f"a shipped file named {name!r} would land outside the run folder {base}")
+        if data is None:
+            target.unlink(missing_ok=True)
+            continue
         target.parent.mkdir(parents=True, exist_ok=True)
         if not atomic:
             target.write_bytes(data)

@@ -8,7 +8,7 @@ from pathlib import Path
 from conftest import FIXTURES, make_workspace
 
 from ktui.protocol.job import Options
-from ktui.run.ray_files import ScratchRun, WorkspaceCopies
+from ktui.run.ray_files import ScratchRun, WorkspaceCopies, write_shipped
 from ktui.run.ray_ship import bundle_of, module_imports, refusals
 from ktui.run.runner import LocalRunner
 from ktui.run.session import Session
@@ -165,3 +165,23 @@ def test_a_gpumode_module_kept_outside_the_problem_travels_and_its_path_comes_ba
     assert scratch.job.kernel_path == str(copy / "submission.py") and scratch.job.root == str(copy)
     said = scratch.back({"type": "rung_finished", "message": f"{moved}:3 and {copy / 'reference.py'}"})
     assert said["message"] == f"{utils}:3 and {problem / 'reference.py'}"
+
+
+def test_a_file_shipped_while_small_and_then_grown_past_the_limit_is_withdrawn_from_the_driver(tmp_path):
+    """A cubin is written in pieces: the actor may see its first bytes, ship them, and only then
+    see it over the limit. The driver must end with no copy of it rather than a truncated one."""
+    [job] = prepared(make_workspace(tmp_path / "ws", ["add_triton"]))
+    scratch = ScratchRun(tmp_path / "scratch", job, max_file_bytes=2000)
+    local = Path(job.run_dir)
+    local.mkdir(parents=True, exist_ok=True)
+    growing = scratch.path / "add_kernel.cubin"
+    growing.write_bytes(bytes(100))  # the first write the actor happens to see
+    write_shipped(job.run_dir, scratch.new_files())
+    assert (local / "add_kernel.cubin").stat().st_size == 100
+    with growing.open("ab") as f:
+        f.write(bytes(5000))
+    write_shipped(job.run_dir, scratch.new_files())
+    assert not (local / "add_kernel.cubin").exists()
+    assert scratch.shipped_bytes == 0
+    finish = scratch.back({"type": "run_finished", "message": "", "summary": {}})
+    assert finish["summary"]["not_shipped"][0].startswith("add_kernel.cubin (5100 B) was not shipped back")
