@@ -55,7 +55,7 @@ class DashboardActions:
             return
         self.state.profiles[self.selected] = ProfileStatus("queued behind the runs ahead of it", running=True)
         self.loop.run_task("profile", Path(self.state.kernels[self.selected].path))
-        self._fill_ncu(self.state.kernels.get(self.selected))
+        self._fill_panes()
         self.action_pane(5)
 
     def action_pin(self) -> None:
@@ -72,14 +72,11 @@ class DashboardActions:
 
     def watch_diff_base(self, base: str) -> None:
         if self.is_mounted and self.query(SassPane):
-            self._fill_sass(self.state.kernels.get(self.selected) if self.selected else None)
+            self._fill_panes()
 
     def action_toggle_hot(self) -> None:
         """``h``: the SASS pane shows the selected version's hot lines, or the diff again."""
-        pane = self.query_one(SassPane)
-        pane.hot_mode = not pane.hot_mode
-        pane.border_title = "4 hot lines" if pane.hot_mode else SassPane.BORDER_TITLE
-        self._fill_sass(self.state.kernels.get(self.selected) if self.selected else None)
+        self.query_one(SassPane).toggle_hot()
         self.action_pane(4)
 
     def action_toggle_follow(self) -> None:

@@ -30,16 +30,12 @@ from ktui.run.runner import Runner
 from ktui.tui.actions import DashboardActions
 from ktui.tui.dashboard import PANES, WIDE, Dashboard
 from ktui.tui.key_bar import KeyBar
-from ktui.tui.panes.compile_errors import CompilePane
-from ktui.tui.panes.history import HistoryPane
 from ktui.tui.panes.kernel_list import KernelList
-from ktui.tui.panes.ncu import NcuPane
-from ktui.tui.panes.output import OutputPane
-from ktui.tui.panes.rungs import RungsPane
-from ktui.tui.panes.sass_diff import SassPane
 from ktui.tui.panes.status_bar import StatusBar, StatusInfo
 from ktui.tui.search_bar import SearchBar
-from ktui.tui.state import DashboardState, version_history
+from ktui.tui.state import DashboardState
+from ktui.tui.versions import version_history
+from ktui.tui.view import PaneView
 from ktui.watch.loop import Saved, WatchLoop, WatchSettings
 from ktui.watch.scheduler import Notice
 from ktui.workspace.folder import Workspace
@@ -125,6 +121,7 @@ class KtuiApp(DashboardActions, App[int]):
         self._printed_lock = threading.Lock()
         self._printed_posted = False
         self._stop_reason: str | None = None  # set when a signal stops the dashboard
+        self._pane_view: PaneView | None = None  # the last view given to the panes
 
     # -- building ------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -298,23 +295,19 @@ class KtuiApp(DashboardActions, App[int]):
         self._fill_status()
 
     def _fill_panes(self, history: bool = False) -> None:
-        view = self.state.kernels.get(self.selected) if self.selected else None
-        self.query_one(CompilePane).view = view
-        self.query_one(RungsPane).view = view
-        if history:
-            history = self.query_one(HistoryPane)
-            history.current = view.version if view is not None else None
-            history.points = version_history(self.store, self.selected) if self.selected else []
-            self._fill_sass(view)
-        self._fill_ncu(view)
-        self.query_one(OutputPane).show(view)
-
-    def _fill_sass(self, view) -> None:
-        self.query_one(SassPane).show(self.workspace.root, self.store, view, self.diff_base)
-
-    def _fill_ncu(self, view) -> None:
-        self.query_one(NcuPane).show(self.workspace.root, view, self.state.profiles.get(view.id) if view else None,
-                                     self.clock())
+        """One ``PaneView`` for every pane that follows the selected version; the versions are
+        read from the history only when asked (a run finished, another kernel selected)."""
+        kernel = self.state.kernels.get(self.selected) if self.selected else None
+        last = self._pane_view
+        same_kernel = last is not None and last.kernel is not None and kernel is not None and last.kernel.id == kernel.id
+        points = last.points if (not history and same_kernel) else (
+            tuple(version_history(self.store, self.selected)) if self.selected else ())
+        self._pane_view = PaneView(
+            kernel=kernel, root=self.workspace.root, store=self.store, now=self.clock(),
+            profile=self.state.profiles.get(kernel.id) if kernel is not None else None,
+            diff_base=self.diff_base, points=points)
+        for pane in self.query(".pane"):  # the six panes (dashboard.py)
+            pane.view = self._pane_view
 
     def _fill_status(self) -> None:
         view = self.state.kernels.get(self.selected) if self.selected else None

@@ -57,7 +57,7 @@ class Dashboard(Container):
 
     def _panes(self) -> dict[int, Widget]:
         return {
-            1: CompilePane(self.root, id="pane-1", classes="pane"),
+            1: CompilePane(id="pane-1", classes="pane"),
             2: RungsPane(id="pane-2", classes="pane"),
             3: HistoryPane(id="pane-3", classes="pane"),
             4: SassPane(id="pane-4", classes="pane"),

@@ -2,12 +2,11 @@
 
 No Textual here: the app feeds every event and notice to ``DashboardState.apply`` and hands the
 resulting views down to its panes. A restart loses nothing: ``load`` rebuilds the same views from
-the history store, so what was shown before is shown again.
+the history store (read through ``versions.py``), so what was shown before is shown again.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -15,8 +14,6 @@ from typing import Any, Callable
 from ktui.history.best import best_version
 from ktui.history.store import Store
 from ktui.protocol.events import (
-    CANCELLED,
-    INTERRUPTED,
     PASSED,
     Event,
     RunFinished,
@@ -26,6 +23,7 @@ from ktui.protocol.events import (
 )
 from ktui.protocol.job import rung_family
 from ktui.tui.profile_task import ProfileFinished, ProfileProgress
+from ktui.tui.versions import latest_finished, version_history, worst_fraction
 from ktui.watch.audits import AuditFinished
 from ktui.watch.echoes import RerunsStopped
 from ktui.watch.loop import Saved, WatchStateChanged, WorkspaceNote
@@ -124,34 +122,6 @@ class ProfileStatus:
     ok: bool | None = None
 
 
-@dataclass(frozen=True)
-class VersionPoint:
-    """One version in the speedup history: its last finished run's verdict and figures."""
-
-    version: int
-    verdict: str
-    speedup: float | None
-    roofline: float | None  # the worst shape's fraction of its attainable time
-    tier: str
-    finished: float | None
-    code: CodeFacts | None = None  # what its compiled code holds (the dumps rung), timed or not
-    correct: tuple[int, int] | None = None  # correctness shapes passed, of all
-    code_missing: str = ""  # why ``code`` is None: what its dumps rung said
-    gpu: str = ""  # which GPU of the host ran it, where several were in use
-    summary: dict[str, Any] = field(default_factory=dict)  # its run's summary: the per-shape roofline figures
-
-
-@dataclass(frozen=True)
-class CodeFacts:
-    """One version's compiled code across its GPU functions, from the SASS the dumps rung read:
-    the hungriest function's registers, and instructions and spill instructions summed."""
-
-    registers: int | None
-    instructions: int | None
-    spills: int | None
-    functions: int
-
-
 @dataclass
 class DashboardState:
     root: Path
@@ -185,7 +155,7 @@ class DashboardState:
         if kernel.reference is None:
             view.problem = kernel.reference_error
         if store is not None:
-            run = _latest_finished(store, kernel.id)
+            run = latest_finished(store, kernel.id)
             if run is not None:
                 view.state = run.verdict
                 view.verdict = run.verdict
@@ -408,81 +378,6 @@ _HANDLERS: dict[type, Callable[[DashboardState, Any], set[str]]] = {
     WorkspaceNote: DashboardState._workspace_note,
     AuditFinished: DashboardState._audit_finished,
 }
-
-
-# -- history ------------------------------------------------------------------------------------
-def version_history(store: Store, kernel_id: str, limit: int = 500) -> list[VersionPoint]:
-    """Per version, its newest finished run (cancelled and interrupted runs say nothing about a version)."""
-    chosen: dict[int, Any] = {}
-    for run in store.runs(kernel_id, limit=limit):  # newest first
-        if run.version not in chosen and run.verdict not in ("running", CANCELLED, INTERRUPTED):
-            chosen[run.version] = run
-    dumps = store.rung_results([run.run_id for run in chosen.values()], "dumps")
-    points: dict[int, VersionPoint] = {}
-    for run in chosen.values():
-        speedup = run.summary.get("speedup")
-        correct = run.summary.get("correct")
-        points[run.version] = VersionPoint(
-            version=run.version,
-            verdict=run.verdict,
-            speedup=float(speedup) if isinstance(speedup, (int, float)) and math.isfinite(speedup) else None,
-            roofline=worst_fraction(run.summary),
-            tier=run.tier,
-            finished=run.finished,
-            code=code_facts(dumps.get(run.run_id)),
-            code_missing=code_missing(dumps.get(run.run_id)),
-            correct=(int(correct[0]), int(correct[1])) if isinstance(correct, list) and len(correct) == 2 else None,
-            gpu=run.gpu,
-            summary=run.summary,
-        )
-    return [points[v] for v in sorted(points)]
-
-
-def code_facts(dumps: dict[str, Any] | None) -> CodeFacts | None:
-    """A version's ``CodeFacts`` from its dumps rung; None where the rung read no SASS (it failed,
-    was skipped, or the code has no CUBIN to read)."""
-    functions = ((dumps or {}).get("figures") or {}).get("functions") or {}
-    usage = [f for f in functions.values() if isinstance(f, dict) and isinstance(f.get("registers"), int)]
-    if not usage:
-        return None
-
-    def total(key: str) -> int | None:
-        values = [f[key] for f in usage if isinstance(f.get(key), int)]
-        return sum(values) if values else None
-
-    return CodeFacts(registers=max(f["registers"] for f in usage), instructions=total("instructions"),
-                     spills=total("spill_instructions"), functions=len(usage))
-
-
-def code_missing(dumps: dict[str, Any] | None) -> str:
-    """Why a version has no ``CodeFacts``, in a few words; "" when it has them."""
-    if code_facts(dumps) is not None:
-        return ""
-    if dumps is None:
-        return "its run stopped before the dumps rung"
-    if dumps["status"] != "ok":
-        return f"dumps {dumps['status'].replace('_', ' ')}: {dumps['message'].splitlines()[0] if dumps['message'] else ''}".rstrip(": ")
-    return "its compiled code has no CUBIN to read registers from"
-
-
-def worst_fraction(summary: dict[str, Any]) -> float | None:
-    """The worst shape's fraction of its attainable time; None for a run without per-shape figures."""
-    worst = summary.get("roofline_worst")
-    value = worst.get("roofline") if isinstance(worst, dict) else None
-    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
-
-
-def compared_versions(points: list[VersionPoint]) -> tuple[VersionPoint, VersionPoint] | None:
-    """The two newest passed versions with per-shape roofline figures (older, newer), to compare."""
-    timed = [p for p in points if p.verdict == PASSED and p.roofline is not None]
-    return (timed[-2], timed[-1]) if len(timed) >= 2 else None
-
-
-def _latest_finished(store: Store, kernel_id: str):
-    for run in store.runs(kernel_id, limit=20):
-        if run.verdict not in ("running", CANCELLED, INTERRUPTED):
-            return run
-    return None
 
 
 def _shapes(rungs: list[dict[str, Any]]) -> tuple[int, int]:

@@ -16,8 +16,9 @@ from ktui.tui.panes.history import _head
 from ktui.tui.panes.output import printed
 from ktui.tui.panes.rungs import _rows
 from ktui.tui.panes.status_bar import StatusBar, StatusInfo
-from ktui.tui.state import KernelView, VersionPoint
+from ktui.tui.state import KernelView
 from ktui.tui.text import device_text
+from ktui.tui.versions import VersionPoint
 from ktui.workspace.folder import Workspace
 
 

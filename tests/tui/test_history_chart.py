@@ -14,7 +14,8 @@ from ktui.history.store import Store
 from ktui.protocol.events import RunFinished, RunStarted
 from ktui.tui.app import KtuiApp
 from ktui.tui.panes.history import _head
-from ktui.tui.state import KernelView, version_history
+from ktui.tui.state import KernelView
+from ktui.tui.versions import version_history
 from ktui.workspace.folder import Workspace
 
 

@@ -15,7 +15,7 @@ import math
 from rich.text import Text
 from textual_plotext import PlotextPlot
 
-from ktui.tui.state import VersionPoint
+from ktui.tui.versions import VersionPoint
 
 INSTR, REGS, SPILL, FAILED = "•", "◆", "s", "x"
 LABEL_WIDTH = 6  # columns one x label ("v123" and a gap) needs, so none is cut or merged

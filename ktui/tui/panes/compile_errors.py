@@ -18,23 +18,21 @@ from textual.widgets import Static
 from ktui.tui.searchable import PaneText, TextPane
 from ktui.tui.state import KernelView
 from ktui.tui.text import rel
+from ktui.tui.view import PaneView
 
 CONTEXT = 4
 
 
 class CompilePane(TextPane):
     BORDER_TITLE = "1 compile"
-    view: reactive[KernelView | None] = reactive(None, always_update=True)
-
-    def __init__(self, root: Path, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.root = root
+    view: reactive[PaneView | None] = reactive(None, always_update=True)
 
     def compose(self):
         yield PaneText(id="compile-body")
 
-    def watch_view(self, view: KernelView | None) -> None:
-        self.query_one("#compile-body", Static).update(render_compile(view, self.root))
+    def watch_view(self, view: PaneView | None) -> None:
+        if view is not None:
+            self.query_one("#compile-body", Static).update(render_compile(view.kernel, view.root))
 
 
 def render_compile(view: KernelView | None, root: Path) -> RenderableType:

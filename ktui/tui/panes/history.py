@@ -19,24 +19,34 @@ from ktui.history import rooflines
 from ktui.history.best import best_version
 from ktui.tui.panes.code_chart import code_head, draw_code
 from ktui.tui.searchable import Shown
-from ktui.tui.state import VersionPoint, compared_versions
 from ktui.tui.text import STATUS_LABELS
+from ktui.tui.versions import VersionPoint, compared_versions
+from ktui.tui.view import PaneView
 
 
 class HistoryPane(Vertical):
     BORDER_TITLE = "3 history"
-    points: reactive[list[VersionPoint]] = reactive(list, always_update=True)
-    current: int | None = None  # the selected kernel's version: always listed (set before points)
+    view: reactive[PaneView | None] = reactive(None, always_update=True)
+    _drawn: tuple | None = None  # (points, version) drawn last: the chart is redrawn only when they change
 
     def compose(self):
         yield Shown(id="history-head")
         yield PlotextPlot(id="history-plot")
 
-    def watch_points(self, points: list[VersionPoint]) -> None:
+    def watch_view(self, view: PaneView | None) -> None:
+        if view is None:
+            return
+        current = view.kernel.version if view.kernel is not None else None
+        if self._drawn is not None and self._drawn[0] is view.points and self._drawn[1] == current:
+            return
+        self._drawn = (view.points, current)
+        self._draw(list(view.points), current)
+
+    def _draw(self, points: list[VersionPoint], current: int | None) -> None:
         head = self.query_one("#history-head", Static)
         plot = self.query_one("#history-plot", PlotextPlot)
         timed = [p for p in points if p.speedup is not None]
-        head.update(_head(points, timed, self.current))
+        head.update(_head(points, timed, current))
         if timed:
             _draw(plot, points)
         plot.display = bool(timed) or (bool(points) and draw_code(plot, points))

@@ -7,12 +7,14 @@ from pathlib import Path
 
 from rich.console import Group, RenderableType
 from rich.text import Text
+from textual.reactive import reactive
 from textual.widgets import Static
 
 from ktui.inspect import ncu
 from ktui.tui.searchable import PaneText, TextPane
 from ktui.tui.state import KernelView, ProfileStatus
 from ktui.tui.text import ago
+from ktui.tui.view import PaneView
 from ktui.workspace.kernels import state_dir
 
 
@@ -24,9 +26,13 @@ class NcuPane(TextPane):
         yield PaneText(id="ncu-head")
         yield PaneText(id="ncu-body")
 
-    def show(self, root: Path, view: KernelView | None, status: ProfileStatus | None, now: float) -> None:
+    view: reactive[PaneView | None] = reactive(None, always_update=True)
+
+    def watch_view(self, view: PaneView | None) -> None:
+        if view is None:
+            return
         try:
-            head, body = ncu_renderables(root, view, status, now)
+            head, body = ncu_renderables(view.root, view.kernel, view.profile, view.now)
         except Exception as exc:
             head, body = Text(f"could not show the ncu profile: {exc!r}", style="bold red"), Text("")
         self.query_one("#ncu-head", Static).update(head)

@@ -6,12 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from rich.text import Text
+from textual.reactive import reactive
 from textual.widgets import Static
 
 from ktui.protocol.statedir import OUTPUT_FILE
 from ktui.protocol.visible import visible
 from ktui.tui.searchable import PaneText, TextPane
 from ktui.tui.state import KernelView
+from ktui.tui.view import PaneView
 
 SHOWN_LINES = 2000  # the newest lines; the whole output is in output.txt
 
@@ -24,7 +26,12 @@ class OutputPane(TextPane):
         yield PaneText(id="output-head")
         yield PaneText(id="output-body")
 
-    def show(self, view: KernelView | None) -> None:
+    view: reactive[PaneView | None] = reactive(None, always_update=True)
+
+    def watch_view(self, pane_view: PaneView | None) -> None:
+        if pane_view is None:
+            return
+        view = pane_view.kernel
         head, lines = printed(view)
         self.query_one("#output-head", Static).update(head)
         self.query_one("#output-body", Static).update(Text(visible("\n".join(lines[-SHOWN_LINES:]))))

@@ -14,6 +14,7 @@ from ktui.run.render import key_figures, summary_line
 from ktui.tui.searchable import Shown
 from ktui.tui.state import KernelView
 from ktui.tui.text import STATUS_LABELS, shown
+from ktui.tui.view import PaneView
 
 
 class RungsPane(Vertical):
@@ -21,7 +22,7 @@ class RungsPane(Vertical):
     BINDINGS = [Binding("enter", "toggle_traceback", "traceback")]
     COMPONENT_CLASSES = {"rungs-pane--ok", "rungs-pane--failed", "rungs-pane--muted", "rungs-pane--running"}
 
-    view: reactive[KernelView | None] = reactive(None, always_update=True)
+    view: reactive[PaneView | None] = reactive(None, always_update=True)
     expanded: reactive[bool] = reactive(False)
     _shown: tuple | None = None  # the (kernel, run, verdict) drawn last: a new one puts the cursor on its failure
 
@@ -31,7 +32,14 @@ class RungsPane(Vertical):
         with VerticalScroll(id="rung-detail-scroll"):
             yield Shown(id="rung-detail")
 
-    def watch_view(self, view: KernelView | None) -> None:
+    @property
+    def kernel(self) -> KernelView | None:
+        return self.view.kernel if self.view is not None else None
+
+    def watch_view(self, pane_view: PaneView | None) -> None:
+        if pane_view is None:
+            return
+        view = pane_view.kernel
         self.query_one("#rungs-head", Static).update(_head(view))
         table = self.query_one("#rungs-table", DataTable)
         cursor = table.cursor_row
@@ -86,7 +94,7 @@ class RungsPane(Vertical):
 
     def _selected(self) -> dict | None:
         table = self.query_one("#rungs-table", DataTable)
-        rows = _rows(self.view)
+        rows = _rows(self.kernel)
         if not rows or table.cursor_row < 0 or table.cursor_row >= len(rows):
             return None
         return rows[table.cursor_row]

@@ -13,6 +13,7 @@ from pathlib import Path
 from rich.console import Group, RenderableType
 from rich.text import Text
 from textual import work
+from textual.reactive import reactive
 from textual.widgets import Static
 
 from ktui.history.sassdiff import DiffError, diff_versions, function_facts, resolve_base
@@ -21,6 +22,7 @@ from ktui.protocol.statedir import run_dir
 from ktui.tui.panes.hotspots import hot_renderables
 from ktui.tui.searchable import PaneText, TextPane
 from ktui.tui.state import KernelView
+from ktui.tui.view import PaneView
 from ktui.workspace.kernels import state_dir
 
 MAX_DIFF_LINES = 2000  # beyond this the pane says where the full diff is (ktui diff)
@@ -30,13 +32,29 @@ class SassPane(TextPane):
     BORDER_TITLE = "4 sass diff"
     hot_mode = False  # ``h``: the selected version's hot lines instead of the diff (panes/hotspots.py)
     hot_lines: list[int] = []  # the lines highlighted in that mode, hottest first (``e`` opens the first)
-    _shown = 0  # counts ``show`` calls: a thread's result for an earlier one is dropped, not drawn late
+    _shown = 0  # counts drawings begun: a thread's result for an earlier one is dropped, not drawn late
+    view: reactive[PaneView | None] = reactive(None, always_update=True)
+    _drawn: tuple | None = None  # what the last drawing was of: the diff is redone only when it changes
 
     def compose(self):
         yield PaneText(id="sass-head")
         yield PaneText(id="sass-body")
 
-    def show(self, root: Path, store: Store, view: KernelView | None, base: str) -> None:
+    def watch_view(self, pane_view: PaneView | None) -> None:
+        if pane_view is None:
+            return
+        drawing = (pane_view.version_key, pane_view.diff_base, self.hot_mode)
+        if drawing != self._drawn:
+            self._drawn = drawing
+            self._draw(pane_view.root, pane_view.store, pane_view.kernel, pane_view.diff_base)
+
+    def toggle_hot(self) -> None:
+        """``h``: the version's hot lines, or the diff again."""
+        self.hot_mode = not self.hot_mode
+        self.border_title = "4 hot lines" if self.hot_mode else self.BORDER_TITLE
+        self.view = self.view
+
+    def _draw(self, root: Path, store: Store, view: KernelView | None, base: str) -> None:
         self._shown += 1
         head = self.query_one("#sass-head", Static)
         body = self.query_one("#sass-body", Static)
