@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
+
+import pytest
 from conftest import REPO, finished, ktui, parse_events
 
 from ktui.workspace.scaffold import FILES, template
@@ -66,3 +69,12 @@ def test_the_worked_example_is_the_shipped_one():
                "context/README.md": "context/README.md"}
     for rel, repo_path in shipped.items():
         assert template(FILES[rel]) == (REPO / repo_path).read_text(), rel
+
+
+def test_init_without_ktui_on_path_says_how_to_start_the_committed_mcp_json_and_no_context_leaves_it_empty(tmp_path):
+    if shutil.which("ktui", path="/usr/bin:/bin"):
+        pytest.skip("ktui is installed in /usr/bin or /bin")
+    proc = ktui("init", "ws", "--no-context", cwd=tmp_path, env={"PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr
+    assert "`ktui` is not on PATH" in proc.stdout and "claude mcp add ktui -- " in proc.stdout, proc.stdout
+    assert [p.name for p in (tmp_path / "ws" / "context").iterdir()] == ["README.md"]
