@@ -45,7 +45,10 @@ of your lines the instructions and, once profiled, the stalls come from) and `pr
 Compute, GPU) tell you what to change; stop when the summary says `satisfied` (every
 benchmark shape within `roofline_done` of its attainable time; `short` names the shapes that are
 not, `roofline_shapes` gives each one's fraction and bound) or when told. Never edit references/
-to make a kernel pass."""
+to make a kernel pass. `audit` a new reference before optimising against it (`weak` names each
+trick that would pass it); `output` shows what the kernel printed; `context_search` finds the DSLs'
+own sources before you guess an API. On the CPU tier `passed` means correct in Triton's
+interpreter, untimed, and a CuTeDSL kernel is only `compiled`."""
 
 # Arguments are bounded where they are read, so a huge one is refused at once with its reason.
 PathArg = Annotated[str, Field(max_length=MAX_PATH_CHARS)]
