@@ -57,7 +57,40 @@ class Added:
     notes: list[str] = field(default_factory=list)
 
 
+OFFLINE = {"triton": "triton", "cutedsl": "cutlass"}  # source → the installed package it copies
+NETWORK_ADVICE = ("`ktui context add cutlass` (CUTLASS's docs, CuTeDSL examples, CuTe headers), `ktui context add "
+                  "ptx` (the PTX ISA, one file per section) or `ktui context add triton-tutorials`, with the network")
+
+
 # -- the sources ---------------------------------------------------------------------------------
+def installed_offline_sources() -> list[str]:
+    """The offline sources whose package is installed here (found, never imported)."""
+    import importlib.util
+
+    return [name for name, package in OFFLINE.items() if importlib.util.find_spec(package) is not None]
+
+
+def sources_in(context_dir: Path) -> list[str]:
+    """The sources ``ktui context add`` put in ``context_dir`` (each folder with its note)."""
+    if not context_dir.is_dir():
+        return []
+    return sorted(p.name for p in context_dir.iterdir() if p.is_dir() and (p / NOTE).is_file())
+
+
+def no_match_hint(context_dir: Path, query: str) -> str:
+    """What to do when a search finds nothing: never an empty answer without a reason."""
+    present = sources_in(context_dir)
+    if not present:
+        offline = installed_offline_sources()
+        first = "".join(f"`ktui context add {s}`, " for s in offline)
+        return (f"{context_dir} holds no source yet: add {first + '(offline, from the installed packages), ' if first else ''}"
+                f"{NETWORK_ADVICE}")
+    missing = [s for s in ("cutlass", "ptx") if s not in present]
+    more = (f"; not there yet: {', '.join(missing)} (`ktui context add {missing[0]}`, network)" if missing else "")
+    return (f"nothing in {context_dir} ({', '.join(present)}) matches {query!r}: try an identifier or fewer "
+            f"words{more}")
+
+
 def add_source(name: str, context_dir: Path, url: str | None = None, timeout: float | None = None) -> Added:
     adders: dict[str, Callable[..., Added]] = {
         "triton": _add_triton,

@@ -38,15 +38,12 @@ def read_dump(run_dir: Path, kind: str, function: str | None, offset: int, max_c
     else:
         raise BadCall(f"no {kind} for function {function!r}: this version has {', '.join(functions)}")
     text = chosen.read_text(encoding="utf-8", errors="replace")
+    return {"kind": kind, "function": functions[files.index(chosen)], "functions": functions, "path": str(chosen),
+            **page_of(text, offset, max_chars)}
+
+
+def page_of(text: str, offset: int, max_chars: int) -> dict[str, Any]:
+    """``max_chars`` of ``text`` from ``offset``, and where the next page starts (None at the end)."""
     page = text[offset: offset + max_chars]
     end = offset + len(page)
-    return {
-        "kind": kind,
-        "function": functions[files.index(chosen)],
-        "functions": functions,
-        "path": str(chosen),
-        "total_chars": len(text),
-        "offset": offset,
-        "text": page,
-        "next_offset": end if end < len(text) else None,
-    }
+    return {"total_chars": len(text), "offset": offset, "text": page, "next_offset": end if end < len(text) else None}

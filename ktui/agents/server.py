@@ -17,8 +17,13 @@ from typing import Annotated, Any, Literal
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import Field
 
+from ktui import __version__
 from ktui.agentdocs.index import search
+from ktui.agentdocs.sources import no_match_hint, sources_in
+from ktui.agents import stored
+from ktui.agents.audit_and_output_tools import add_tools
 from ktui.agents.child_calls import ChildCalls, ChildResult
+from ktui.agents.declared import declare
 from ktui.agents.digest import run_digest
 from ktui.agents.dumps import KINDS, MAX_PAGE_CHARS, read_dump
 from ktui.agents.hotspots import read_hotspots
@@ -29,7 +34,6 @@ from ktui.history.reports import latest_path
 from ktui.history.sassdiff import DiffError, diff_versions, resolve_base
 from ktui.history.store import Store
 from ktui.protocol.job import Options
-from ktui.protocol.statedir import run_dir
 from ktui.run.runner import WorkerConfig
 from ktui.workspace.kernels import Kernel, ProblemError, content_hash, discover, state_dir
 from ktui.workspace.versions import current_version
@@ -41,7 +45,10 @@ of your lines the instructions and, once profiled, the stalls come from) and `pr
 Compute, GPU) tell you what to change; stop when the summary says `satisfied` (every
 benchmark shape within `roofline_done` of its attainable time; `short` names the shapes that are
 not, `roofline_shapes` gives each one's fraction and bound) or when told. Never edit references/
-to make a kernel pass."""
+to make a kernel pass. `audit` a new reference before optimising against it (`weak` names each
+trick that would pass it); `output` shows what the kernel printed; `context_search` finds the DSLs'
+own sources before you guess an API. On the CPU tier `passed` means correct in Triton's
+interpreter, untimed, and a CuTeDSL kernel is only `compiled`."""
 
 # Arguments are bounded where they are read, so a huge one is refused at once with its reason.
 PathArg = Annotated[str, Field(max_length=MAX_PATH_CHARS)]
@@ -56,7 +63,7 @@ _HISTORY_SUMMARY = ("correct", "speedup", "speedup_ci", "roofline_shapes", "roof
 def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict[str, float] | None = None,
                  ) -> tuple[MCPServer, Callable[[], None]]:
     """The server and what stops everything it started (the warm worker, tool calls' children)."""
-    server = MCPServer("ktui", instructions=INSTRUCTIONS)
+    server = MCPServer("ktui", instructions=INSTRUCTIONS, version=__version__)
     runs = RunService(config)
     calls = ChildCalls()
     timeouts = dict(timeouts or {})
@@ -205,10 +212,12 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
     ) -> dict[str, Any]:
 
         folder = workspace.root / "context"
-        if not folder.is_dir():
-            raise BadCall(f"{folder} does not exist: fill it with `ktui context add triton` (or cutedsl, cutlass, ptx)")
+        if not sources_in(folder):
+            raise BadCall(no_match_hint(folder, query))
         hits, _ = search(folder, query, limit=limit)
-        return {"query": query, "hits": [{**h.to_json(), "file": f"context/{h.path}"} for h in hits]}
+        answer = {"query": query, "hits": [{**h.to_json(), "file": f"context/{h.path}"} for h in hits],
+                  "sources": sources_in(folder)}
+        return answer if hits else {**answer, "hint": no_match_hint(folder, query)}
 
     @server.tool(description="One compiler output of a stored version (ptx, sass, ttir, ttgir, llir, mlir, the source "
                              "that ran, resources, the report), a page at a time: continue from next_offset.")
@@ -239,25 +248,10 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
         return {"kernel": kernel_id, "version": version, **read_hotspots(folder, top)}
 
     def stored_folder(kernel: str, version: int | None) -> tuple[str, int, Path]:
-        """A stored version's run folder (default: the file's current version, else the newest run)."""
-        kernel_id = workspace.kernel_id(kernel)
-        try:
-            k, state = kernel_state(kernel)
-        except BadCall:
-            k, state = None, workspace.state
-        store = Store.of(state)
-        try:
-            if version is None:
-                version = current_version(store, k)[0] if k is not None else None
-                if version is None and (run := store.latest_run(kernel_id)) is not None:
-                    version = run.version
-            if version is None:
-                raise BadCall(f"{kernel_id} has no stored versions yet: call run first")
-            stored = [r for r in store.runs(kernel_id) if r.version == version]
-        finally:
-            store.close()
-        return kernel_id, version, (Path(stored[0].run_dir) if stored else run_dir(state, kernel_id, version))
+        return stored.stored_folder(workspace, kernel, version)
 
+    add_tools(server, workspace, config)
+    declare(server)
     _forbid_unknown_arguments(server)
 
     def close() -> None:

@@ -66,6 +66,8 @@ def cmd_context(args: argparse.Namespace) -> int:
             print(json.dumps(record))
         else:
             print(f"{os.path.relpath(folder / hit.path)}:{hit.line}: {hit.snippet}")
-    if not hits and not args.json:
-        print(f"no match for {' '.join(args.query)!r} in {os.path.relpath(folder)}", file=sys.stderr)
+    if not hits:
+        from ktui.agentdocs.sources import no_match_hint  # deferred for start-up speed
+
+        print(f"ktui: {no_match_hint(Path(os.path.relpath(folder)), ' '.join(args.query))}", file=sys.stderr)
     return EXIT_OK if hits else EXIT_FAILED

@@ -16,6 +16,7 @@ from ktui.protocol.files import write_atomic
 from ktui.protocol.statedir import OUTPUT_FILE, latest_report
 
 OUTPUT_LINES = 5000  # of a run's printed output kept in its output.txt
+OUTPUT_CHARS = 1_000_000  # and at most this many characters: one printed line can be a whole tensor
 
 
 class ReportWriter:
@@ -26,15 +27,12 @@ class ReportWriter:
         self._runs: dict[str, list[dict[str, Any]]] = {}
         self._started: dict[str, RunStarted] = {}
         self._printed: dict[str, list[str]] = {}
+        self._printed_chars: dict[str, int] = {}
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, Output):
             # printed text is not part of the report: it goes to the run's output.txt
-            lines = self._printed.setdefault(event.run_id, [])
-            if len(lines) < OUTPUT_LINES:
-                lines.append(event.text)
-            elif len(lines) == OUTPUT_LINES:
-                lines.append(f"… (more output not kept: the first {OUTPUT_LINES} lines are)")
+            self._keep_printed(event)
             return
         if isinstance(event, RunStarted):
             self._runs[event.run_id] = []
@@ -50,12 +48,28 @@ class ReportWriter:
             text = json.dumps(report, indent=2, default=str)
             write_atomic(Path(start.run_dir) / "report.json", text)
             printed = self._printed.pop(event.run_id, None)
+            self._printed_chars.pop(event.run_id, None)
             if printed:
                 write_atomic(Path(start.run_dir) / OUTPUT_FILE, "\n".join(printed) + "\n")
             if event.verdict != CANCELLED:
                 # A cancelled run says nothing about the kernel (a newer save replaced it): the
                 # latest file keeps the newest real verdict until the replacement finishes.
                 write_atomic(latest_path(self.state_dir, start.kernel), text)
+
+
+    def _keep_printed(self, event: Output) -> None:
+        """The first lines and characters of what the run printed; one line says where it was cut."""
+        lines = self._printed.setdefault(event.run_id, [])
+        used = self._printed_chars.get(event.run_id, 0)
+        if len(lines) > OUTPUT_LINES or used > OUTPUT_CHARS:
+            return  # already cut
+        if len(lines) == OUTPUT_LINES or used + len(event.text) > OUTPUT_CHARS:
+            lines.append(f"… (more output not kept: the first {len(lines)} lines, at most {OUTPUT_CHARS} "
+                         "characters, are)")
+            self._printed_chars[event.run_id] = OUTPUT_CHARS + 1
+            return
+        lines.append(event.text)
+        self._printed_chars[event.run_id] = used + len(event.text)
 
 
 def latest_path(state_dir: Path, kernel: str) -> Path:

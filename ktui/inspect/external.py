@@ -19,6 +19,7 @@ from typing import Callable
 
 from ktui.inspect.hosts import CannotRun, LocalHost, ToolHost, ToolRun, run_tool
 from ktui.inspect.ncu import shape_text
+from ktui.measure.gpu_presence import no_gpu_reason
 from ktui.measure.tools import ToolFailed
 from ktui.protocol.job import Job, Options
 from ktui.protocol.processes import describe_exit
@@ -27,7 +28,7 @@ from ktui.run.session import Session
 from ktui.workspace.kernels import Kernel, ProblemError, kernel_for, state_dir
 
 __all__ = ["CannotRun", "Target", "ToolFailed", "ToolRun", "child_env", "describe_exit", "find", "preflight",
-           "prepare", "require_gpu", "require_loaded", "run_tool"]
+           "prepare", "require_gpu", "require_loaded", "require_visible_gpu", "run_tool"]
 
 PREFLIGHT_TIMEOUT_S = 240.0  # importing torch + triton + the kernel on a cold machine
 
@@ -142,6 +143,17 @@ def require_gpu(result: dict, what: str, where: str = "here") -> None:
         loaded = f" (it loads {where}: {names}; {kind} shape {shape})"
     advice = "run it on a GPU machine (or --remote HOST)" if where == "here" else "give --remote a GPU host"
     raise ToolFailed(f"no GPU: {what} needs a CUDA GPU and none is visible {where} (CPU tier); {advice}{loaded}")
+
+
+def require_visible_gpu(host: ToolHost, what: str) -> None:
+    """Stop at once, before the seconds of the pre-flight, where this machine surely has no GPU.
+    A remote host is asked by its own pre-flight (which also says whether the kernel loads there)."""
+    if host.remote:
+        return
+    reason = no_gpu_reason()
+    if reason is not None:
+        raise ToolFailed(f"no GPU: {what} needs a CUDA GPU and none is visible here ({reason}); run it on a GPU "
+                         "machine (or --remote HOST). `ktui run` checks here that the kernel loads and compiles")
 
 
 def require_loaded(result: dict) -> None:

@@ -34,6 +34,7 @@ from ktui.inspect.external import (
     prepare,
     require_gpu,
     require_loaded,
+    require_visible_gpu,
 )
 from ktui.inspect.hosts import LocalHost, ToolHost
 from ktui.inspect.ncu import source as ncu_source
@@ -131,6 +132,7 @@ def profile(path: Path, options: ProfileOptions, progress: Progress = lambda mes
     target = prepare(path, reference=reference, host=host)
     try:
         ncu = find_ncu(target.host)
+        require_visible_gpu(target.host, "ncu profiling")
         progress(f"loading {target.kernel.id} v{target.job.version}{target.host.progress_suffix}")
         check = preflight(target, options.shape)
         require_loaded(check)
@@ -274,6 +276,7 @@ def profile_sections(path: Path, options: ProfileOptions, progress: Progress = l
     """Time the Proton scopes inside a Triton kernel on one benchmark shape, here or on ``host``."""
     target = prepare(path, reference=reference, host=host)
     try:
+        require_visible_gpu(target.host, "Proton's in-kernel instrumentation")
         progress(f"loading {target.kernel.id} v{target.job.version}")
         check = preflight(target, options.shape, proton=True)
         require_loaded(check)

@@ -23,6 +23,7 @@ from ktui.inspect.external import (
     prepare,
     require_gpu,
     require_loaded,
+    require_visible_gpu,
 )
 from ktui.inspect.hosts import LocalHost, ToolHost
 from ktui.inspect.ncu import shape_text
@@ -166,6 +167,7 @@ def sanitize(path: Path, tool: str = "memcheck", timeout_s: float = DEFAULT_TIME
     target = prepare(path, reference=reference, host=host)
     try:
         sanitizer = find_sanitizer(target.host)
+        require_visible_gpu(target.host, "compute-sanitizer")
         progress(f"loading {target.kernel.id} v{target.job.version}{target.host.progress_suffix}")
         check = preflight(target, 0, tests=True)
         require_loaded(check)

@@ -5,10 +5,17 @@ keeps ``.ktui/`` out of git, AGENTS.md (+ CLAUDE.md pointing to it), the MCP cli
 for ``ktui mcp`` (Claude Code's ``.mcp.json``, Codex's ``.codex/config.toml``, Cursor's
 ``.cursor/mcp.json``) and a skill that tells an agent the loop. It never overwrites a
 file unless asked: without ``force`` it lists what is already there and writes nothing.
+
+``.mcp.json`` is the file a team commits (Claude Code reads it from the repository), so it names
+``ktui`` and stays portable; ``ktui init`` says what to do where ``ktui`` is not on PATH. The
+Codex and Cursor files name the interpreter that ran init (``python -m ktui mcp``), so they start
+the server from that environment even when its ``bin/`` is not on PATH.
 """
 
 from __future__ import annotations
 
+import json
+import sys
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -25,6 +32,7 @@ FILES: dict[str, str] = {
     ".cursor/mcp.json": "cursor_mcp.json",
     ".claude/skills/ktui-loop/SKILL.md": "skill_ktui_loop.md",
 }
+INTERPRETER = "@PYTHON@"  # in a template: the interpreter that ran init, as a JSON/TOML string
 GITIGNORE = ".gitignore"
 IGNORE_LINE = ".ktui/"
 
@@ -41,7 +49,7 @@ def template(name: str) -> str:
     return resources.files("ktui.workspace").joinpath("templates", name).read_text(encoding="utf-8")
 
 
-def init_workspace(root: Path, force: bool = False) -> InitResult:
+def init_workspace(root: Path, force: bool = False, python: str = sys.executable) -> InitResult:
     root = root.resolve()
     result = InitResult(root)
     if root.exists() and not root.is_dir():
@@ -53,7 +61,7 @@ def init_workspace(root: Path, force: bool = False) -> InitResult:
     for rel, name in FILES.items():
         target = root / rel
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(template(name), encoding="utf-8")
+        target.write_text(template(name).replace(INTERPRETER, json.dumps(python)), encoding="utf-8")
         result.written.append(rel)
     result.gitignore = _ignore_state(root / GITIGNORE)
     return result

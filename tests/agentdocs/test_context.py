@@ -71,7 +71,7 @@ def test_search_json_is_one_object_per_match_for_agents(triton_context):
 
 def test_a_query_with_no_match_exits_1(triton_context):
     proc = ktui("context", "search", "zzqqxxnotaword", cwd=triton_context)
-    assert proc.returncode == 1 and "no match" in proc.stderr
+    assert proc.returncode == 1 and "matches 'zzqqxxnotaword'" in proc.stderr, proc.stderr  # and what to add
 
 
 def test_the_index_follows_edits_additions_and_deletions_without_reindexing_the_rest(tmp_path):

@@ -17,7 +17,8 @@ from conftest import REPO, ktui, make_workspace
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
-TOOLS = {"run", "latest", "history", "diff", "profile", "sanitize", "context_search", "dump", "hotspots"}
+TOOLS = {"run", "latest", "history", "diff", "profile", "sanitize", "context_search", "dump", "hotspots", "audit",
+         "output"}
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "hotspots"
 
 
@@ -67,7 +68,7 @@ def test_server_lists_the_loops_tools_and_refuses_arguments_they_do_not_take(tmp
     async def main():
         async with connect(ws) as session:
             tools = {t.name: t for t in (await session.list_tools()).tools}
-            assert set(tools) == TOOLS  # no audit tool: ktui has no audit yet
+            assert set(tools) == TOOLS
             assert tools["run"].input_schema["required"] == ["paths"]
             assert "remote" not in tools["run"].input_schema["properties"]
             assert all(t.input_schema.get("additionalProperties") is False for t in tools.values())
@@ -236,16 +237,21 @@ def test_init_writes_client_configurations_that_start_this_server(tmp_path):
     claude = json.loads((ws / ".mcp.json").read_text())["mcpServers"]["ktui"]
     cursor = json.loads((ws / ".cursor" / "mcp.json").read_text())["mcpServers"]["ktui"]
     codex = (ws / ".codex" / "config.toml").read_text()
-    assert (claude["command"], claude["args"]) == ("ktui", ["mcp", "."]) and cursor["args"][0] == "mcp"
-    assert "[mcp_servers.ktui]" in codex and 'args = ["mcp", "."]' in codex
+    assert (claude["command"], claude["args"]) == ("ktui", ["mcp", "."])  # committed: portable
+    # per machine: the interpreter that ran init, so PATH need not hold `ktui`
+    assert (cursor["command"], cursor["args"]) == (sys.executable, ["-m", "ktui", "mcp", "${workspaceFolder}"])
+    assert "[mcp_servers.ktui]" in codex and f"command = {json.dumps(sys.executable)}" in codex
+    assert 'args = ["-m", "ktui", "mcp", "."]' in codex
     skill = (ws / ".claude" / "skills" / "ktui-loop" / "SKILL.md").read_text()
-    for needed in ("name: ktui-loop", "`run`", "first failure", "`diff`", "`profile`", "roofline",
+    for needed in ("name: ktui-loop", "`run`", "first failure", "`diff`", "`profile`", "roofline", "`audit`", "`output`",
+                   "Codex", "Cursor", "ktui run --json",
                    "Never edit `references/`"):
         assert needed in skill, needed
 
-    async def main():  # the configured command, with this interpreter standing in for `ktui`
-        async with connect(ws, command=[sys.executable, "-m", "ktui", *claude["args"]]) as session:
-            assert {t.name for t in (await session.list_tools()).tools} == TOOLS
+    async def main():  # Codex's command as written, then Claude Code's with this interpreter standing in for `ktui`
+        for command in ([sys.executable, "-m", "ktui", "mcp", "."], [sys.executable, "-m", "ktui", *claude["args"]]):
+            async with connect(ws, command=command, env={"PATH": "/usr/bin:/bin"}) as session:
+                assert {t.name for t in (await session.list_tools()).tools} == TOOLS
 
     anyio.run(main)
 
@@ -253,8 +259,9 @@ def test_init_writes_client_configurations_that_start_this_server(tmp_path):
 SYSTEM_TOOLS = [Path("/usr/local/cuda/bin/ncu"), Path("/usr/local/cuda/bin/compute-sanitizer"),
                 *Path("/opt/nvidia").glob("nsight-compute/*/ncu")]
 # A kernel whose loading never ends: it waits on a stand-in for ncu, a script that sleeps. On the
-# CPU tier the pre-flight refuses before ncu starts, so the hang is staged where the pre-flight loads
-# the kernel: like ncu and its target, that process runs in a session of its own under `ktui profile`.
+# CPU tier the quick no-GPU check answers before anything starts; with it skipped, the pre-flight
+# refuses before ncu starts, so the hang is staged where the pre-flight loads the kernel: like ncu
+# and its target, that process runs in a session of its own under `ktui profile`.
 STUCK_KERNEL = """import subprocess
 
 REFERENCE = "add"
@@ -286,7 +293,8 @@ def _stuck_workspace(tmp_path: Path) -> tuple[Path, dict, Path]:
     started = ws / ".ktui" / "runs" / "standin-started"  # user code is confined: it writes only beneath runs/
     _script(tmp_path / "bin", "ktui-standin-tool", f"touch {started}\nsleep 600\n")
     _script(tmp_path / "bin", "ncu", "sleep 600\n")
-    return ws, _path_with(tmp_path / "bin"), started
+    # the quick no-GPU check skipped, so the pre-flight runs (and hangs) on this CPU machine
+    return ws, {**_path_with(tmp_path / "bin"), "KTUI_SKIP_GPU_CHECK": "1"}, started
 
 
 async def _wait_for(condition, timeout_s: float) -> None:
@@ -315,6 +323,8 @@ def test_cancelling_a_hanging_profile_kills_its_process_groups_and_the_server_ke
                     while not started.exists():
                         await anyio.sleep(0.2)
                 # the server, ktui profile, the pre-flight's target, the stand-in's sh and its sleep
+                # (sh touches the marker just before it starts sleep)
+                await _wait_for(lambda: len(tagged_processes(tag)) >= 5, 10)
                 assert len(tagged_processes(tag)) >= 5
                 tg.cancel_scope.cancel()  # the client sends notifications/cancelled
             await _wait_for(lambda: len(tagged_processes(tag)) <= 1, 30)
@@ -341,6 +351,7 @@ def test_a_profile_in_flight_when_the_client_goes_away_leaves_no_process(tmp_pat
             with anyio.fail_after(120):
                 while not started.exists():
                     await anyio.sleep(0.2)
+            await _wait_for(lambda: len(tagged_processes(tag)) >= 5, 10)  # sh starts sleep just after the marker
             assert len(tagged_processes(tag)) >= 5
         await _wait_for(lambda: not tagged_processes(tag), 30)
         assert tagged_processes(tag) == []
@@ -362,9 +373,10 @@ def test_profile_and_sanitize_on_the_cpu_tier_are_clear_error_results(tmp_path):
             assert "compute-sanitizer is not installed or not found" in await error_of(session, "sanitize",
                                                                                       kernel="add_triton")
         async with connect(ws, env={**_path_with(tmp_path / "bin"), "KTUI_NCU": str(ncu)}) as session:
+            started = time.monotonic()
             message = await error_of(session, "profile", kernel="kernels/add_triton.py")
             assert "profile: no GPU: ncu profiling needs a CUDA GPU" in message, message
-            assert "it loads here: add_kernel" in message
+            assert "/dev/nvidia0" in message and time.monotonic() - started < 3  # nothing loaded first
             assert {t.name for t in (await session.list_tools()).tools} == TOOLS
         assert not marker.exists()  # the pre-flight answered; ncu never ran
 

@@ -3,8 +3,8 @@
 ``profile`` (and ``--sections``), ``sanitize``, ``diff``, ``history`` and the dashboard's ``p`` are
 run on a native workspace kernel, a GPU MODE submission whose task.yml brings in ``../utils.py``
 through ``files:``, and a KernelBench pair named with ``--reference`` outside any workspace. On this
-CPU machine the tools get as far as they can without a GPU: the kernel must load in the tool's own
-process (its helper modules, its reference, its format) and only then may they say "no GPU";
+CPU machine the tools say "no GPU" at once, and their pre-flight (what runs before the tool on a GPU
+machine) must load the kernel in the tool's own process (its helper modules, its reference, its format);
 ``diff`` and ``history`` must find what ``ktui run`` recorded.
 """
 
@@ -14,12 +14,14 @@ import json
 import shutil
 import stat
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, ktui, make_workspace, parse_events
 
+from ktui.inspect.external import preflight, prepare
 from ktui.tui.profile_task import ProfileFinished, profile_task
 from ktui.workspace.folder import Workspace
 from ktui.workspace.kernels import kernel_for
@@ -80,43 +82,47 @@ def tools(tmp_path_factory) -> dict[str, str]:
     return env
 
 
-def _says_it_loads_but_needs_a_gpu(message: str, case: Case) -> None:
-    assert "could not be loaded" not in message and "ModuleNotFoundError" not in message, message
-    assert message.startswith("no GPU:"), message
-    assert f"it loads here: {case.gpu_function}" in message, message
+def _loads_in_the_tools_own_process(case: Case, tests: bool = False) -> dict:
+    """The pre-flight ``profile`` and ``sanitize`` run on a GPU machine before their tool: the kernel
+    loaded in ``python -m ktui.loop.target`` with its helper modules, its reference and its format."""
+    reference = case.cwd / case.reference[1] if case.reference else None
+    target = prepare(case.cwd / case.path, reference=reference)
+    try:
+        check = preflight(target, 0, tests=tests)
+    finally:
+        target.close()
+    assert check.get("ok"), check
+    assert case.gpu_function in check["kernels"], check
+    return check
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_profile_loads_the_kernel_as_run_does_and_then_asks_for_a_gpu(cases, tools, fmt):
+def test_profile_and_sanitize_say_no_gpu_at_once_before_starting_their_tool(cases, tools, fmt):
     case = cases[fmt]
-    proc = ktui("profile", *case.args("--json"), cwd=case.cwd, env=tools)
-    lines = parse_events(proc.stdout)
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert lines[0] == {"type": "profile_progress", "message": f"loading {case.kernel_id} v1"}
-    _says_it_loads_but_needs_a_gpu(lines[-1]["message"], case)
-    assert not (Path(tools["KTUI_NCU"]).parent / "ncu.started").exists()
+    for verb, finished in (("profile", lambda out: parse_events(out)[-1]), ("sanitize", json.loads)):
+        started = time.monotonic()
+        proc = ktui(verb, *case.args("--json"), cwd=case.cwd, env=tools)
+        elapsed = time.monotonic() - started
+        out = finished(proc.stdout)
+        assert proc.returncode == 1 and out["ok"] is False, proc.stdout + proc.stderr
+        assert out["message"].startswith("no GPU:") and "/dev/nvidia0" in out["message"], out["message"]
+        assert elapsed < 5, f"{verb} took {elapsed:.1f} s to say there is no GPU"
+    assert not list(Path(tools["KTUI_NCU"]).parent.glob("*.started"))
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_profile_sections_loads_the_kernel_as_run_does_and_then_asks_for_a_gpu(cases, fmt):
+def test_the_tools_pre_flight_loads_the_kernel_as_run_does(cases, fmt):
+    check = _loads_in_the_tools_own_process(cases[fmt], tests=True)
+    assert check["shape_set"] == "tests"  # sanitize runs the first test shape, not a benchmark shape
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_profile_sections_say_no_gpu_at_once(cases, fmt):
     case = cases[fmt]
     proc = ktui("profile", *case.args("--sections", "--json"), cwd=case.cwd)
-    last = parse_events(proc.stdout)[-1]
+    (last,) = parse_events(proc.stdout)
     assert proc.returncode == 1 and last["type"] == "profile_finished", proc.stdout + proc.stderr
-    if last["message"].startswith("in-kernel sections are not supported"):
-        pytest.skip(last["message"])  # a Triton without Proton scopes: nothing further to reach
-    _says_it_loads_but_needs_a_gpu(last["message"], case)
-
-
-@pytest.mark.parametrize("fmt", FORMATS)
-def test_sanitize_loads_the_kernel_as_run_does_and_then_asks_for_a_gpu(cases, tools, fmt):
-    case = cases[fmt]
-    proc = ktui("sanitize", *case.args("--json"), cwd=case.cwd, env=tools)
-    out = json.loads(proc.stdout)
-    assert proc.returncode == 1 and out["ok"] is False, proc.stdout + proc.stderr
-    _says_it_loads_but_needs_a_gpu(out["message"], case)
-    assert "test shape" in out["message"]  # sanitize runs the first test shape, not a benchmark shape
-    assert not (Path(tools["KTUI_COMPUTE_SANITIZER"]).parent / "compute-sanitizer.started").exists()
+    assert last["message"].startswith("no GPU: Proton's in-kernel instrumentation needs a CUDA GPU"), last
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -138,15 +144,12 @@ def test_diff_finds_the_sass_that_ktui_run_stored(cases, fmt):
     assert [f["name"] for f in diff["functions"]] == [case.gpu_function]
 
 
-def test_profile_of_a_gpumode_kernel_loads_its_task_yml_helper_modules(cases, tools):
+def test_the_pre_flight_of_a_gpumode_kernel_loads_its_task_yml_helper_modules(cases):
     """The reference imports ``utils``, which only task.yml's ``files:`` makes importable."""
     case = cases["gpumode"]
     assert "from utils import" in (case.cwd / "reference.py").read_text()
     assert not (case.cwd / "utils.py").exists()
-    proc = ktui("profile", *case.args(), cwd=case.cwd, env=tools)
-    assert proc.returncode == 1
-    assert "No module named 'utils'" not in proc.stderr, proc.stderr
-    assert "no GPU:" in proc.stderr and "it loads here: scaleadd_kernel" in proc.stderr, proc.stderr
+    _loads_in_the_tools_own_process(case)
 
 
 def test_a_kernelbench_pair_outside_a_workspace_needs_its_reference_named_for_every_command(cases, tools):
@@ -167,8 +170,8 @@ def test_naming_a_gpumode_kernels_own_reference_changes_neither_its_name_nor_its
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_the_dashboards_profile_loads_the_kernel_the_watch_loop_runs(cases, tools, fmt, monkeypatch):
-    """``p`` spawns ``python -m ktui profile``; it must resolve the kernel as the loop did."""
+def test_the_dashboards_profile_resolves_the_kernel_the_watch_loop_runs(cases, tools, fmt, monkeypatch):
+    """``p`` spawns ``python -m ktui profile``; it must resolve the kernel as the loop did (then, here, say no GPU)."""
     case = cases[fmt]
     for var, value in tools.items():
         monkeypatch.setenv(var, value)
@@ -185,4 +188,4 @@ def test_the_dashboards_profile_loads_the_kernel_the_watch_loop_runs(cases, tool
     profile_task(Loop())(kernel, threading.Event())
     finished = notices[-1]
     assert isinstance(finished, ProfileFinished) and finished.ok is False
-    _says_it_loads_but_needs_a_gpu(finished.message, case)
+    assert finished.message.startswith("no GPU:"), finished.message

@@ -75,9 +75,9 @@ def test_profile_on_the_cpu_tier_says_no_gpu_before_starting_ncu(ws, tmp_path):
     proc = ktui("profile", "kernels/softmax_triton.py", "--json", cwd=ws, env=_env_without_tools(bin_dir))
     assert proc.returncode == 1, proc.stderr
     lines = parse_events(proc.stdout)
-    assert [l["type"] for l in lines] == ["profile_progress", "profile_finished"]
+    assert [l["type"] for l in lines] == ["profile_finished"]  # at once: nothing loaded first
     assert lines[-1]["ok"] is False and lines[-1]["message"].startswith("no GPU:")
-    assert not marker.exists()  # the pre-flight answered; ncu never ran
+    assert not marker.exists()
 
 
 def test_profile_of_a_bad_path_or_a_kernel_without_reference_cannot_run(ws, tmp_path):
@@ -246,7 +246,7 @@ def test_the_installed_triton_says_plainly_whether_it_has_proton_scopes():
         assert "enable_semantic" in support["reason"]
 
 
-def test_sections_on_the_cpu_tier_say_no_gpu_after_checking_support(ws):
+def test_sections_on_the_cpu_tier_say_no_gpu(ws):
     proc = ktui("profile", "kernels/softmax_sections.py", "--sections", "--json", cwd=ws)
     assert proc.returncode == 1
     last = parse_events(proc.stdout)[-1]
@@ -316,6 +316,7 @@ def test_cancelling_the_dashboards_profile_kills_what_ktui_profile_started_in_ot
     for key, value in _env_without_tools(tmp_path / "bin").items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("KTUI_NCU", str(_script(tmp_path / "ncu-bin", "ncu", "sleep 600\n")))
+    monkeypatch.setenv("KTUI_SKIP_GPU_CHECK", "1")  # so the pre-flight runs, and hangs, on this CPU machine
 
     def tagged() -> list[int]:
         pids = []

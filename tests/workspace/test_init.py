@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
+
+import pytest
 from conftest import REPO, finished, ktui, parse_events
 
 from ktui.workspace.scaffold import FILES, template
@@ -11,6 +14,8 @@ def test_init_makes_a_workspace_whose_example_passes_the_loop(tmp_path):
     proc = ktui("init", "ws", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     ws = tmp_path / "ws"
+    assert {p.name for p in (ws / "context").iterdir() if p.is_dir()} == {"triton", "cutedsl"}  # offline, installed
+    assert "ktui context add cutlass" in proc.stdout and "ktui context add ptx" in proc.stdout
     for rel in ("AGENTS.md", "CLAUDE.md", "references/add.py", "kernels/add_triton.py", "context/README.md"):
         assert (ws / rel).is_file(), rel
     assert ".ktui/" in (ws / ".gitignore").read_text().splitlines()
@@ -24,13 +29,17 @@ def test_init_makes_a_workspace_whose_example_passes_the_loop(tmp_path):
     assert (ws / ".ktui" / "runs" / "add_triton" / "1" / "add_kernel.sass").is_file() and ".ktui/runs/<kernel>/<version>/" in agents
 
 
-def test_agents_md_tells_the_loop_in_a_few_lines():
+def test_agents_md_tells_the_loop_the_tiers_the_reference_rules_and_the_tools():
     agents = template("AGENTS.md")
     for needed in ("references/<op>.py", "kernels/", "custom_kernel", "generate_input", "ref_kernel", "TESTS",
                    "ktui run", "--json", "ktui diff", "ktui profile", "ktui context search", "ktui audit",
-                   "fast wrong kernel is worthless"):
+                   "fast wrong kernel is worthless",
+                   "CPU tier", "`compiled`", "interpreter",  # what a verdict means without a GPU
+                   "ktui init` filled it", "ktui context add cutlass", "ktui context add ptx",  # context/
+                   "TOLERANCES = {", "manual_seed(seed)", "inputs are all",  # a new reference's rules
+                   "@cute.kernel", "@cute.jit", "`audit`", "`output`", "`hotspots`"):
         assert needed in agents, needed
-    assert len(agents.splitlines()) < 60
+    assert len(agents.splitlines()) < 150
 
 
 def test_init_refuses_to_overwrite_and_writes_nothing_unless_forced(tmp_path):
@@ -60,3 +69,12 @@ def test_the_worked_example_is_the_shipped_one():
                "context/README.md": "context/README.md"}
     for rel, repo_path in shipped.items():
         assert template(FILES[rel]) == (REPO / repo_path).read_text(), rel
+
+
+def test_init_without_ktui_on_path_says_how_to_start_the_committed_mcp_json_and_no_context_leaves_it_empty(tmp_path):
+    if shutil.which("ktui", path="/usr/bin:/bin"):
+        pytest.skip("ktui is installed in /usr/bin or /bin")
+    proc = ktui("init", "ws", "--no-context", cwd=tmp_path, env={"PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr
+    assert "`ktui` is not on PATH" in proc.stdout and "claude mcp add ktui -- " in proc.stdout, proc.stdout
+    assert [p.name for p in (tmp_path / "ws" / "context").iterdir()] == ["README.md"]

@@ -1,0 +1,71 @@
+"""What every tool declares beyond its arguments: its hints (does it run code? change files?) and
+the shape of its answer, so a client can tell a read from a run and validate what comes back.
+
+One table for every tool: ``declare`` refuses a server with a tool missing from it, so a new tool
+cannot ship unclassified. Hints follow the MCP spec: ``readOnlyHint`` (changes nothing), ``destructiveHint``
+(may replace or delete what exists), ``idempotentHint``, ``openWorldHint`` (reaches beyond the
+workspace: here, runs user code on the GPU and its tools).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.types import ToolAnnotations
+
+# Reads .ktui/ and the workspace's files; never runs user code.
+_READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+# Runs user code in a worker or a tool's child; records a version and writes its run folder (never the user's files).
+_RUNS = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True)
+
+
+def _obj(required: list[str], **properties: Any) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": required}
+
+
+_STR, _INT, _BOOL = {"type": "string"}, {"type": "integer"}, {"type": "boolean"}
+_OBJ, _ARR = {"type": "object"}, {"type": "array"}
+_MAYBE_INT, _MAYBE_OBJ = {"type": ["integer", "null"]}, {"type": ["object", "null"]}
+_ANY: dict[str, Any] = {}  # a figure whose type depends on the run (absent, null, a number or a text)
+_DIGEST = _obj(["kernel", "verdict", "first_failure"], kernel=_STR, path=_ANY, version=_MAYBE_INT, verdict=_STR,
+               message=_ANY, tier=_ANY, summary=_OBJ, first_failure=_MAYBE_OBJ, run_dir=_ANY)
+_PAGE = dict(path=_STR, total_chars=_INT, offset=_INT, text=_STR, next_offset=_MAYBE_INT)
+_AUDIT = _obj(["reference", "verdict", "weak", "checks"], reference=_STR, name=_STR,
+              verdict={"enum": ["strong", "weak", "error"]}, weak={"type": "array", "items": _STR},
+              reasons={"type": "array", "items": _STR}, message=_STR,
+              checks={"type": "array", "items": _obj(["check", "status"], check=_STR, status=_STR, message=_STR)},
+              notes=_ARR, cached=_BOOL, duration_s=_ANY)
+
+TOOLS: dict[str, tuple[ToolAnnotations, dict[str, Any]]] = {
+    "run": (_RUNS, _obj(["kernels", "all_passed"], kernels={"type": "array", "items": _DIGEST}, all_passed=_BOOL,
+                        compiled={"type": "array", "items": _STR}, not_run=_STR)),
+    "latest": (_READ, {**_DIGEST, "properties": {**_DIGEST["properties"], "rungs": _ARR, "stale": _BOOL},
+                       "required": [*_DIGEST["required"], "stale"]}),
+    "history": (_READ, _obj(["kernel", "runs"], kernel=_STR, runs={"type": "array", "items": _obj(
+        ["version", "verdict"], version=_INT, verdict=_STR, message=_ANY, started=_ANY, duration_s=_ANY, tier=_ANY,
+        device=_ANY, strict=_ANY, run_dir=_ANY, summary=_OBJ)})),
+    "diff": (_READ, _obj(["base_version", "new_version", "functions"], kernel=_STR, base_version=_INT,
+                         new_version=_INT, functions=_ARR, base=_STR, note=_ANY, roofline=_ANY, lines=_ANY)),
+    "profile": (_RUNS, _obj(["kernel", "summary"], kernel=_STR, summary=_MAYBE_OBJ)),
+    "sanitize": (_RUNS, _obj(["ok", "report"], ok=_BOOL, report=_OBJ)),
+    "context_search": (_READ, _obj(["query", "hits"], query=_STR, hits={"type": "array", "items": _obj(
+        ["path", "line", "snippet", "file"], path=_STR, line=_INT, snippet=_STR, score=_ANY, source=_ANY, file=_STR)},
+        hint=_STR, sources={"type": "array", "items": _STR})),
+    "dump": (_READ, _obj(["kernel", "version", "kind", "text", "next_offset"], kernel=_STR, version=_INT, kind=_STR,
+                         function=_ANY, functions={"type": "array", "items": _STR}, **_PAGE)),
+    "hotspots": (_READ, _obj(["kernel", "version", "static"], kernel=_STR, version=_INT, static=_ANY,
+                             measured=_ANY, note=_ANY)),
+    "audit": (_RUNS, _obj(["references", "all_strong"], references={"type": "array", "items": _AUDIT},
+                          all_strong=_BOOL)),
+    "output": (_READ, _obj(["kernel", "version", "printed", "text", "next_offset"], kernel=_STR, version=_INT,
+                           printed=_BOOL, lines=_INT, note=_STR, **_PAGE)),
+}
+
+
+def declare(server: MCPServer) -> None:
+    """Give every tool of ``server`` its hints and its answer's schema (KeyError names one not in ``TOOLS``)."""
+    for tool in server._tool_manager.list_tools():
+        if tool.name not in TOOLS:
+            raise KeyError(f"tool {tool.name!r} has no entry in ktui.agents.declared.TOOLS")
+        tool.annotations, tool.fn_metadata.output_schema = TOOLS[tool.name]
