@@ -25,13 +25,14 @@ from ktui.agents.hotspots import read_hotspots
 from ktui.agents.runs import RunService
 from ktui.agents.workspace import MAX_PATH_CHARS, AgentWorkspace, BadCall
 from ktui.history import linediff, rooflines
+from ktui.history.current import report_is_current
 from ktui.history.reports import latest_path
 from ktui.history.sassdiff import DiffError, diff_versions, resolve_base
 from ktui.history.store import Store
 from ktui.protocol.job import Options
 from ktui.protocol.statedir import run_dir
 from ktui.run.runner import WorkerConfig
-from ktui.workspace.kernels import Kernel, ProblemError, content_hash, discover, state_dir
+from ktui.workspace.kernels import Kernel, ProblemError, discover, state_dir
 from ktui.workspace.versions import current_version
 
 INSTRUCTIONS = """ktui verifies GPU kernels (Triton, CuTeDSL) against a trusted reference.
@@ -57,7 +58,7 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
                  ) -> tuple[MCPServer, Callable[[], None]]:
     """The server and what stops everything it started (the warm worker, tool calls' children)."""
     server = MCPServer("ktui", instructions=INSTRUCTIONS)
-    runs = RunService(config)
+    runs = RunService(config, workspace.root)
     calls = ChildCalls()
     timeouts = dict(timeouts or {})
 
@@ -108,7 +109,7 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
             raise BadCall(f"{k.id}: no runs recorded yet; call run with paths=['{workspace.relative(k.path)}']")
         report = json.loads(path.read_text(encoding="utf-8"))
         out = run_digest(report, with_rungs=True)
-        out["stale"] = report.get("content_hash") != content_hash(k.path.read_bytes())
+        out["stale"] = not report_is_current(report, k)  # the kernel or its reference changed since
         return out
 
     @server.tool(description="Stored versions of a kernel, newest first: verdict, speedup, roofline, first failure.")

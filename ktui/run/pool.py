@@ -5,15 +5,15 @@ Each device (``ktui.run.devices``) gets a ``LocalRunner`` whose worker sees only
 never two timed runs on one GPU. ``run(jobs)`` hands back each job with its events in the order
 the jobs finish, like ``ktui.run.ray_pool.RayPool`` (whose ``evaluate`` records them through
 the sessions). A worker that dies ends its own run ``crashed``; its runner replaces it for the
-next job and the other GPUs carry on. ``ktui watch`` uses ``runners`` directly, one scheduler
-thread per GPU (``ktui.watch.scheduler``).
+next job and the other GPUs carry on. The run queue (``ktui.run.queue``: ``ktui watch``,
+``ktui run --gpus``) uses ``runners`` directly, one thread per GPU; each pinned runner names its
+GPU in the run's summary (``ran_on``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import queue
-import socket
 import threading
 from collections import deque
 from typing import Any, Iterator
@@ -65,7 +65,7 @@ class DevicePool:
             while (job := take()) is not None:
                 try:
                     for event in runner.run(job):
-                        results.put((job, _placed(event, device)))
+                        results.put((job, event))
                 except WorkerStartError as exc:
                     for event in ended(job, ERROR, f"{device.label()}: {exc}"):
                         results.put((job, event))
@@ -118,14 +118,6 @@ class DevicePool:
             thread.start()
         for thread in closers:
             thread.join(timeout=30)
-
-
-def _placed(event: Event, device: Device) -> Event:
-    """The run's summary names the GPU that ran it (``ran_on``, as a Ray run's does)."""
-    if isinstance(event, RunFinished):
-        event.summary = {**event.summary, "ran_on": {"node": socket.gethostname(), "gpu": device.index,
-                                                     "gpu_uuid": device.uuid}}
-    return event
 
 
 def ended(job: Job, verdict: str, message: str) -> list[Event]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ktui.run.child import KtuiChild, ktui_argv
-from ktui.watch.scheduler import Notice
+from ktui.run.notices import Notice
 from ktui.workspace.kernels import Kernel
 
 PROFILE_TIMEOUT_S = 900.0

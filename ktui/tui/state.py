@@ -15,21 +15,20 @@ from typing import Any, Callable
 from ktui.history.best import best_version
 from ktui.history.store import Store
 from ktui.protocol.events import (
-    CANCELLED,
-    INTERRUPTED,
     PASSED,
     Event,
     RunFinished,
     RungFinished,
     RungStarted,
     RunStarted,
+    finished_run,
 )
 from ktui.protocol.job import rung_family
+from ktui.run.notices import JobProblem, Notice, QueueChanged, RunnerReady
 from ktui.tui.profile_task import ProfileFinished, ProfileProgress
 from ktui.watch.audits import AuditFinished
 from ktui.watch.echoes import RerunsStopped
 from ktui.watch.loop import Saved, WatchStateChanged, WorkspaceNote
-from ktui.watch.scheduler import JobProblem, Notice, QueueChanged, RunnerReady
 from ktui.workspace.kernels import Kernel, content_hash, reference_hash
 
 NEVER_RUN = "new"
@@ -415,7 +414,7 @@ def version_history(store: Store, kernel_id: str, limit: int = 500) -> list[Vers
     """Per version, its newest finished run (cancelled and interrupted runs say nothing about a version)."""
     chosen: dict[int, Any] = {}
     for run in store.runs(kernel_id, limit=limit):  # newest first
-        if run.version not in chosen and run.verdict not in ("running", CANCELLED, INTERRUPTED):
+        if run.version not in chosen and finished_run(run.verdict):
             chosen[run.version] = run
     dumps = store.rung_results([run.run_id for run in chosen.values()], "dumps")
     points: dict[int, VersionPoint] = {}
@@ -480,7 +479,7 @@ def compared_versions(points: list[VersionPoint]) -> tuple[VersionPoint, Version
 
 def _latest_finished(store: Store, kernel_id: str):
     for run in store.runs(kernel_id, limit=20):
-        if run.verdict not in ("running", CANCELLED, INTERRUPTED):
+        if finished_run(run.verdict):
             return run
     return None
 

@@ -15,18 +15,20 @@ from typing import Callable, ClassVar
 
 from watchdog.observers import Observer
 
+from ktui.history.current import is_current
 from ktui.history.store import Store
 from ktui.protocol.job import Options
 from ktui.protocol.statedir import runs_folder
+from ktui.run.notices import Notice
 from ktui.run.pool import DevicePool
+from ktui.run.queue import Listener, RunQueue, Task
 from ktui.run.runner import LocalRunner, Runner, WorkerConfig
 from ktui.run.session import Session
 from ktui.watch.audits import BackgroundAudits
 from ktui.watch.echoes import Echoes
-from ktui.watch.scheduler import Listener, Notice, Scheduler, Task
 from ktui.watch.watcher import DEFAULT_DEBOUNCE_S, Save, Watcher, WatcherState
 from ktui.workspace.folder import KernelIndex, Workspace
-from ktui.workspace.kernels import Kernel, content_hash, reference_hash
+from ktui.workspace.kernels import Kernel
 
 ECHO_GRACE_S = 1.0  # after a run ends, how long a save may still be that run's own, beyond the debounce
 
@@ -89,7 +91,7 @@ class WatchLoop:
         runner = runner or LocalRunner(WorkerConfig(arch=options.arch, force_cpu=options.force_cpu, writable=runs))
         runners: list[Runner] = list(runner.runners) if isinstance(runner, DevicePool) else [runner]  # one per GPU
         self.session = Session(workspace.root, runner=runners[0])
-        self.scheduler = Scheduler(
+        self.scheduler = RunQueue(
             self.session, options, listener, resolve=workspace.kernel,
             tasks={name: make(self) for name, make in (tasks or {}).items()}, runners=runners,
         )
@@ -175,16 +177,3 @@ class WatchLoop:
         if self.audits is not None:
             for kernel in kernels:
                 self.audits.request(kernel)
-
-
-def is_current(store: Store, kernel: Kernel) -> bool:
-    """Whether the stored result of ``kernel`` is a finished run of exactly what is on disk."""
-    run = store.latest_run(kernel.id)
-    if run is None or run.verdict in ("running", "cancelled", "interrupted"):
-        return False
-    try:
-        if run.content_hash != content_hash(kernel.path.read_bytes()):
-            return False
-        return run.reference_hash == reference_hash(kernel)
-    except OSError:
-        return False
