@@ -53,8 +53,9 @@ STOPPED = "cancelled: ktui stopped before this run finished"
 class _Batch:
     """What one ``batch`` call waits on: each of its entries ends here, with a verdict or without."""
 
-    def __init__(self) -> None:
+    def __init__(self, heard: Callable[[Event], None] | None = None) -> None:
         self.items: queue.Queue[tuple[str, object]] = queue.Queue()
+        self.heard = heard  # each event of the batch's runs, as it comes (a caller over the owner's socket)
 
     def finished(self, kernel: Kernel, event: RunFinished) -> None:
         self.items.put(("finished", (kernel, event)))
@@ -160,12 +161,14 @@ class RunQueue:
                 self._background.append(entry)
             self._cond.notify_all()
 
-    def batch(self, kernels: list[Kernel], options: Options, again: bool = False) -> Iterator[tuple[Kernel, RunFinished]]:
+    def batch(self, kernels: list[Kernel], options: Options, again: bool = False,
+              heard: Callable[[Event], None] | None = None) -> Iterator[tuple[Kernel, RunFinished]]:
         """Run ``kernels`` with ``options`` and yield each one's verdict as it finishes (in order on
         one GPU). A run that could not happen (its worker would not start, a consumer failed) is
         raised here. Stopping early (closing the iterator) drops what has not started and cancels
-        what runs; ``again``: second runs, their reference changed during the first."""
-        batch = _Batch()
+        what runs; ``again``: second runs, their reference changed during the first; ``heard``: told
+        each event of these runs (in the queue's thread), besides the queue's listener."""
+        batch = _Batch(heard)
         for kernel in kernels:
             self._enqueue(_Entry(RUN, kernel.path, kernel, options=options, again=again, batch=batch),
                           kernel.id, restart=False)
@@ -460,6 +463,8 @@ class RunQueue:
                 if pending and not isinstance(event, RunFinished):
                     _cancel(runner, job.run_id, current.reason)
             self._emit(event)
+            if entry.batch is not None and entry.batch.heard is not None:
+                entry.batch.heard(event)
             if isinstance(event, RunFinished) and entry.batch is not None:
                 entry.batch.finished(kernel, event)
 

@@ -1,0 +1,193 @@
+"""One owner of a workspace's GPUs: the process that holds its lock runs every job, others submit.
+
+The owner (``ktui serve``, ``ktui watch``, or any ``ktui run`` that found none) holds an
+exclusive ``fcntl.flock`` on ``.ktui/owner/lock`` for its lifetime — the kernel releases it when
+the process ends, crash included — and serves its run queue on the Unix socket
+``.ktui/owner/socket`` (folder 0700, socket 0600: only this user's processes may submit). A
+caller sends one request (kernel paths, its ``Options``, the placement it asks for) and reads the
+runs' events back as JSON lines, then ``owner_done``. So runs never overlap on one GPU and every
+caller gets the owner's warm worker. A socket left by a crashed owner is found stale (nobody holds
+the lock) and replaced by the next owner. The owner runs each accepted job to its end, even when
+its caller goes away.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import json
+import os
+import socket
+import threading
+from pathlib import Path
+from typing import Any, Iterator
+
+from ktui.protocol.events import Event, event_from_json
+from ktui.protocol.job import Options
+from ktui.run.queue import RunQueue
+from ktui.workspace.kernels import ProblemError, discover
+
+FOLDER = "owner"
+DONE = "owner_done"
+ERROR = "owner_error"
+
+
+class OwnerGone(RuntimeError):
+    """The owner stopped (killed, crashed) before it answered every run of a request."""
+
+
+def owner_folder(state: Path) -> Path:
+    folder = Path(state) / FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+    os.chmod(folder, 0o700)
+    return folder
+
+
+class Ownership:
+    """The workspace's lock, held (``take``) for as long as this process owns its GPUs."""
+
+    def __init__(self, fd: int, folder: Path):
+        self._fd = fd
+        self.folder = folder
+
+    @classmethod
+    def take(cls, state: Path) -> Ownership | None:
+        """The lock, or None when another process owns the workspace."""
+        folder = owner_folder(state)
+        fd = os.open(folder / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        return cls(fd, folder)
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = -1
+
+
+def owner_pid(state: Path) -> str:
+    try:
+        return (Path(state) / FOLDER / "lock").read_text().strip() or "?"
+    except OSError:
+        return "?"
+
+
+class OwnerServer:
+    """Serves ``queue`` to other processes of this user on the workspace's socket."""
+
+    def __init__(self, queue: RunQueue, ownership: Ownership, placement: str = "local"):
+        self.queue = queue
+        self.placement = placement
+        self.path = ownership.folder / "socket"
+        try:
+            self.path.unlink()  # we hold the lock: a socket there is a crashed owner's
+        except FileNotFoundError:
+            pass
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old = os.umask(0o177)
+        try:
+            self._sock.bind(str(self.path))
+        finally:
+            os.umask(old)
+        os.chmod(self.path, 0o600)
+        self._sock.listen(16)
+        self._closing = False
+        self._thread = threading.Thread(target=self._accept, name="ktui-owner", daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while not self._closing:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), name="ktui-owner-call", daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn, conn.makefile("rw", encoding="utf-8") as stream:
+            lock = threading.Lock()
+
+            def send(item: dict[str, Any]) -> None:
+                with lock:
+                    try:
+                        stream.write(json.dumps(item, default=str) + "\n")
+                        stream.flush()
+                    except OSError:
+                        pass  # the caller went away: its runs go on to their end all the same
+
+            try:
+                request = json.loads(stream.readline() or "{}")
+                asked = request.get("placement", "local")
+                if asked != self.placement:
+                    send({"type": ERROR, "message": f"the owner of this workspace (pid {os.getpid()}) runs on "
+                                                    f"{self.placement}, not {asked}: stop it or ask for {self.placement}"})
+                    return
+                kernels = discover([Path(p) for p in request["paths"]],
+                                   reference=Path(request["reference"]) if request.get("reference") else None)
+                options = Options(**request.get("options", {}))
+                for _ in self.queue.batch(kernels, options, again=bool(request.get("again")),
+                                          heard=lambda event: send(json.loads(event.dumps()))):
+                    pass
+                send({"type": DONE})
+            except (ProblemError, ValueError, KeyError, TypeError) as exc:
+                send({"type": ERROR, "message": str(exc)})
+            except Exception as exc:  # a run that could not happen (no worker): the caller says why
+                send({"type": ERROR, "message": f"{type(exc).__name__}: {exc}"})
+
+    def close(self) -> None:
+        self._closing = True
+        try:
+            self._sock.close()
+        finally:
+            try:
+                self.path.unlink()
+            except FileNotFoundError:
+                pass
+
+
+class OwnerLink:
+    """A caller's side: the workspace's owner, reached through its socket."""
+
+    def __init__(self, sock: socket.socket, pid: str):
+        self._sock = sock
+        self.pid = pid
+
+    @classmethod
+    def connect(cls, state: Path) -> OwnerLink | None:
+        """The owner, or None when there is none (no socket, or one a crashed owner left)."""
+        path = Path(state) / FOLDER / "socket"
+        if not path.exists():
+            return None
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(str(path))
+        except OSError:
+            sock.close()
+            return None
+        return cls(sock, owner_pid(state))
+
+    def run(self, paths: list[Path], options: Options, placement: str = "local", reference: Path | None = None,
+            again: bool = False) -> Iterator[Event]:
+        """The events of the owner's runs of ``paths``; ``OwnerGone`` when it stops before answering
+        them all, ``RuntimeError`` with its one line when it refuses the request."""
+        request = {"paths": [str(Path(p).resolve()) for p in paths], "options": dataclasses.asdict(options),
+                   "placement": placement, "reference": str(reference.resolve()) if reference else None,
+                   "again": again}
+        with self._sock, self._sock.makefile("rw", encoding="utf-8") as stream:
+            stream.write(json.dumps(request) + "\n")
+            stream.flush()
+            for line in stream:
+                item = json.loads(line)
+                if item["type"] == DONE:
+                    return
+                if item["type"] == ERROR:
+                    raise RuntimeError(item["message"])
+                yield event_from_json(item)
+        raise OwnerGone(f"the owner of this workspace (pid {self.pid}) stopped before its runs finished: "
+                        "run the command again (it becomes the owner if none is left)")
