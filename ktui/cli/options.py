@@ -177,6 +177,15 @@ def add_gpus_flag(parser: argparse.ArgumentParser) -> None:
                              "e.g. --gpus 0,1 (default: every visible GPU)")
 
 
+def placement(args: argparse.Namespace) -> str:
+    """Where ``runner_for`` puts the runs, in words: what a caller asks of the workspace's owner
+    (``ktui.run.owner``), which refuses, in one line, a placement it does not have."""
+    remote, gpus = getattr(args, "remote", None), getattr(args, "gpus", None)
+    where = f"remote {remote}" if remote else (f"GPUs {gpus}" if gpus else "this machine")
+    return where + (" (CPU tier)" if getattr(args, "cpu", False) else "") + (" (a fresh worker per kernel)"
+                                                                              if getattr(args, "cold", False) else "")
+
+
 def runner_for(args: argparse.Namespace, fresh_each_run: bool = False, root: Path | None = None):
     """A ``RemoteRunner`` with ``--remote``, a ``DevicePool`` where several GPUs are picked or
     visible, else a ``LocalRunner``; ValueError for a bad address or ``--gpus`` list."""

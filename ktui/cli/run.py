@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 from ktui.cli.exits import EXIT_CANNOT_RUN, exit_code
@@ -17,6 +18,7 @@ from ktui.cli.options import (
     add_remote_flags,
     add_state_dir,
     loop_options,
+    placement,
     runner_for,
 )
 from ktui.cli.printers import JsonPrinter, LinePrinter
@@ -46,11 +48,12 @@ def add_parser(subparsers) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     # deferred for start-up speed
+    from ktui.run.owner import OwnerLink, OwnerServer, Ownership
     from ktui.run.pool import DevicePool
     from ktui.run.queue import RunQueue
     from ktui.run.runner import WorkerStartError
     from ktui.run.session import Session
-    from ktui.workspace.kernels import ProblemError, discover
+    from ktui.workspace.kernels import ProblemError, discover, state_dir
 
     args.paths = [*getattr(args, "ray_paths", []), *args.paths]  # `--ray kernels/`: the folder is a path
     if not args.paths:
@@ -71,6 +74,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"ktui: {exc}", file=sys.stderr)
         return EXIT_CANNOT_RUN
     printer = JsonPrinter() if args.json else LinePrinter(verbose=args.verbose)
+    if not kernels:
+        return _audited(args, kernels, options, exit_code([]))
+    state = state_dir(kernels[0].root)
+    link = OwnerLink.connect(state)
+    if link is not None:  # a watch (or `ktui serve`) owns this workspace's GPUs: its queue runs these
+        return _audited(args, kernels, options, _through_owner(link, state, args, options, printer))
+    ownership = Ownership.take(state)  # none: this command owns them while it runs
     try:
         runner = runner_for(args, fresh_each_run=args.cold)
     except ValueError as exc:
@@ -78,22 +88,28 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_CANNOT_RUN
     if not reached(runner):
         return EXIT_CANNOT_RUN
-    if not kernels:
-        runner.close()
-        return _audited(args, kernels, options, exit_code([]))
     # One queue, one thread per GPU: on several GPUs the kernels run in parallel, printed as they finish.
     runners = list(runner.runners) if isinstance(runner, DevicePool) else [runner]
     queue = RunQueue(Session(kernels[0].root, runner=runners[0], consumers=[printer]), options, listener=_unheard,
                      warm_up=False, runners=runners, consumers=[printer])
     queue.start()
+    server = OwnerServer(queue, ownership, placement(args)) if ownership is not None else None
     try:
         with Stopping(queue) as stopping:
             verdicts = _verdicts(queue, kernels, options, args.reference)
+            if server is not None:
+                server.close()  # no more callers; those accepted get their runs to the end
+                while not queue.idle and stopping.signum is None:
+                    time.sleep(0.05)
     except WorkerStartError as exc:
         print(f"ktui: {exc}", file=sys.stderr)
         return EXIT_CANNOT_RUN
     finally:
+        if server is not None:
+            server.close()
         queue.close(STOPPED)
+        if ownership is not None:
+            ownership.release()
     if stopping.signum is not None:  # stopped by a signal: the verdicts so far, no audit
         return stopping.exit_code
     return _audited(args, kernels, options, exit_code(verdicts))
@@ -104,6 +120,33 @@ STOPPED = "cancelled: ktui run stopped"
 
 def _unheard(item) -> None:
     """The queue's own notices: ``ktui run`` prints the events through the sessions' printer."""
+
+
+def _through_owner(link, state: Path, args: argparse.Namespace, options, printer) -> int:
+    """The verdicts' exit code of the runs the workspace's owner made for us, their events printed as
+    they come; a reference that changed during a run has the kernel run once more, as without an owner."""
+    from ktui.protocol.events import RunFinished, RunStarted  # deferred for start-up speed
+    from ktui.run.owner import OwnerGone, OwnerLink
+
+    verdicts, again, paths = [], [], {}
+    try:
+        for event in link.run(args.paths, options, placement(args), args.reference):
+            printer(event)
+            if isinstance(event, RunStarted):
+                paths[event.run_id] = Path(event.path)
+            elif isinstance(event, RunFinished):
+                changed = event.summary.get("reference_changed")
+                (again if changed else verdicts).append(paths.get(event.run_id) if changed else event.verdict)
+        if again:  # a new call: each request is one connection
+            relink = OwnerLink.connect(state)
+            for event in relink.run(again, options, placement(args), args.reference, again=True) if relink else ():
+                printer(event)
+                if isinstance(event, RunFinished):
+                    verdicts.append(event.verdict)
+    except (OwnerGone, RuntimeError, OSError) as exc:
+        print(f"ktui: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    return exit_code(verdicts)
 
 
 def reached(runner) -> bool:

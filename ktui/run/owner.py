@@ -52,9 +52,13 @@ class Ownership:
 
     @classmethod
     def take(cls, state: Path) -> Ownership | None:
-        """The lock, or None when another process owns the workspace."""
-        folder = owner_folder(state)
-        fd = os.open(folder / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+        """The lock, or None when another process owns the workspace (or its state cannot be
+        written: a read-only workspace has no owner, each command runs on its own)."""
+        try:
+            folder = owner_folder(state)
+            fd = os.open(folder / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError:
+            return None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

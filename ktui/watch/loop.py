@@ -20,6 +20,7 @@ from ktui.history.store import Store
 from ktui.protocol.job import Options
 from ktui.protocol.statedir import runs_folder
 from ktui.run.notices import Notice
+from ktui.run.owner import OwnerServer, Ownership
 from ktui.run.pool import DevicePool
 from ktui.run.queue import Listener, RunQueue, Task
 from ktui.run.runner import LocalRunner, Runner, WorkerConfig
@@ -70,6 +71,9 @@ class WatchSettings:
     force_polling: bool = False
     catch_up: bool = True  # run kernels whose stored result is not for what is on disk
     audit: bool = True  # audit each reference version once, in the background (cached in .ktui/audits/)
+    # Where its runs happen, in words (``cli.options.placement``): set, the watch owns the
+    # workspace's GPUs while it runs (``ktui.run.owner``) and runs other commands' jobs too.
+    owner_placement: str | None = None
 
 
 class WatchLoop:
@@ -96,6 +100,8 @@ class WatchLoop:
             tasks={name: make(self) for name, make in (tasks or {}).items()}, runners=runners,
         )
         self.audits = BackgroundAudits(self.scheduler, listener, workspace.kernel, options) if self.settings.audit else None
+        self.ownership: Ownership | None = None  # held while it owns the workspace's GPUs
+        self.owner: OwnerServer | None = None
         self.index = KernelIndex(workspace)  # touched only from the watcher's thread after start
         self.echoes = Echoes(workspace.root)  # kernels that keep saving their own files
         self.watcher = Watcher(
@@ -114,6 +120,10 @@ class WatchLoop:
             self.listener(WorkspaceNote(problem))
         kernels = self.index.kernels()  # read before the watcher's thread owns the index
         self.scheduler.start()
+        if self.settings.owner_placement is not None:
+            self.ownership = Ownership.take(self.session.state)
+            if self.ownership is not None:
+                self.owner = OwnerServer(self.scheduler, self.ownership, self.settings.owner_placement)
         self.watcher.start()
         if self.settings.catch_up:
             for kernel in kernels:
@@ -123,7 +133,11 @@ class WatchLoop:
 
     def close(self, reason: str = "cancelled: the watch stopped") -> None:
         self.watcher.stop()
+        if self.owner is not None:
+            self.owner.close()
         self.scheduler.close(reason)
+        if self.ownership is not None:
+            self.ownership.release()
 
     # -- from the UI / a script ----------------------------------------------------------------
     def set_options(self, options: Options) -> None:
