@@ -2,6 +2,8 @@
 
 Runs go through the one run queue (``ktui.run.queue``) exactly as ``ktui run``'s and the watch's
 do: same sessions, store, reports and warm worker, which stays warm from one call to the next.
+While another process owns the workspace's GPUs (a watch, ``ktui serve``) the runs go to its
+queue over its socket (``ktui.run.owner``); otherwise the server owns them from its first run on.
 The queue runs in its own thread, so the server keeps answering while the ladder climbs; one call
 at a time, as with one GPU. When the client cancels, the run in flight is cancelled (its worker's
 process group is killed) and the call waits for the queue to see it end, so nothing the kernel
@@ -22,10 +24,11 @@ from ktui.agents.digest import run_digest
 from ktui.history.reports import build_report
 from ktui.protocol.events import ERROR, Event, Output, RunFinished, RungFinished, RunStarted
 from ktui.protocol.job import Options
+from ktui.run.owner import OwnerLink, OwnerServer, Ownership, placement_words
 from ktui.run.queue import RunQueue
 from ktui.run.runner import LocalRunner, WorkerConfig
 from ktui.run.session import Session
-from ktui.workspace.kernels import Kernel
+from ktui.workspace.kernels import Kernel, state_dir
 
 Progress = Callable[[float, str], Awaitable[None]]
 POLL_S = 0.1
@@ -43,7 +46,11 @@ class RunService:
         self._recorded: dict[str, list[dict[str, Any]]] = {}  # run id → its events, for its digest
         self._starts: dict[str, RunStarted] = {}
         self.root = root
+        self.placement = placement_words(cpu=config.force_cpu)
         self._queue: RunQueue | None = None  # made at the first call: the workspace's state is opened then
+        self._ownership: Ownership | None = None
+        self._server: OwnerServer | None = None
+        self._link: OwnerLink | None = None  # the owner's, while a call runs there
         self._lock = anyio.Lock()
 
     @property
@@ -53,6 +60,18 @@ class RunService:
             self._queue = RunQueue(Session(self.root, runner=self.runner), options, listener=self._heard, warm_up=False)
             self._queue.start()
         return self._queue
+
+    def _owner(self) -> OwnerLink | None:
+        """The workspace's owner when it is another process; else this server becomes the owner."""
+        if self._ownership is not None:
+            return None
+        state = state_dir(self.root)
+        link = OwnerLink.connect(state)
+        if link is None:
+            self._ownership = Ownership.take(state)
+            if self._ownership is not None:
+                self._server = OwnerServer(self.queue, self._ownership, self.placement)
+        return link
 
     def _heard(self, item) -> None:
         if isinstance(item, Event) and not isinstance(item, Output):
@@ -71,6 +90,13 @@ class RunService:
     def _work(self, kernels: list[Kernel], options: Options, results: list[dict[str, Any]]) -> None:
         done: set[Path] = set()
         try:
+            if self._link is not None:
+                for event in self._link.run([k.path for k in kernels], options, self.placement):
+                    self._heard(event)
+                    if isinstance(event, RunFinished):
+                        results.append(self._digest(event))
+                        done.add(Path(results[-1]["path"]))
+                return
             for kernel, finished in self.queue.batch(kernels, options):
                 done.add(kernel.path)
                 results.append(self._digest(finished))
@@ -85,7 +111,9 @@ class RunService:
             await progress(0, "waiting for the run in flight to finish")
         async with self._lock:
             results: list[dict[str, Any]] = []
-            self.queue  # noqa: B018 -- opened here, in the caller's thread: a state it cannot write is its error
+            self._link = self._owner()
+            if self._link is None:
+                self.queue  # noqa: B018 -- opened here, in the caller's thread: a state it cannot write is its error
             thread = threading.Thread(target=self._work, args=(kernels, options, results), name="ktui-mcp-run",
                                       daemon=True)
             thread.start()
@@ -105,15 +133,24 @@ class RunService:
             except anyio.get_cancelled_exc_class():
                 with anyio.CancelScope(shield=True):
                     # cancel() may wait for a worker still starting up: off the event loop.
-                    await anyio.to_thread.run_sync(self.queue.cancel, CANCELLED_BY_CLIENT)
+                    if self._link is not None:  # the owner runs what it accepted to its end
+                        self._link.close()
+                    else:
+                        await anyio.to_thread.run_sync(self.queue.cancel, CANCELLED_BY_CLIENT)
                     await anyio.to_thread.run_sync(thread.join, JOIN_AFTER_CANCEL_S)
                 raise
+            finally:
+                self._link = None
             return results
 
     def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
         if self._queue is not None:
             self._queue.close("cancelled: the MCP server stopped")
         self.runner.close()
+        if self._ownership is not None:
+            self._ownership.release()
 
 
 def _progress_line(event: Event) -> str:

@@ -178,12 +178,11 @@ def add_gpus_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def placement(args: argparse.Namespace) -> str:
-    """Where ``runner_for`` puts the runs, in words: what a caller asks of the workspace's owner
-    (``ktui.run.owner``), which refuses, in one line, a placement it does not have."""
-    remote, gpus = getattr(args, "remote", None), getattr(args, "gpus", None)
-    where = f"remote {remote}" if remote else (f"GPUs {gpus}" if gpus else "this machine")
-    return where + (" (CPU tier)" if getattr(args, "cpu", False) else "") + (" (a fresh worker per kernel)"
-                                                                              if getattr(args, "cold", False) else "")
+    """Where ``runner_for`` puts the runs, in words (``ktui.run.owner.placement_words``)."""
+    from ktui.run.owner import placement_words  # deferred for start-up speed
+
+    return placement_words(getattr(args, "remote", None), getattr(args, "gpus", None), getattr(args, "cpu", False),
+                           getattr(args, "cold", False))
 
 
 def runner_for(args: argparse.Namespace, fresh_each_run: bool = False, root: Path | None = None):

@@ -36,6 +36,13 @@ class OwnerGone(RuntimeError):
     """The owner stopped (killed, crashed) before it answered every run of a request."""
 
 
+def placement_words(remote: str | None = None, gpus: str | None = None, cpu: bool = False, cold: bool = False) -> str:
+    """Where a command's runs happen, in words: what a caller asks of the owner, which refuses, in
+    one line, a placement it does not have."""
+    where = f"remote {remote}" if remote else (f"GPUs {gpus}" if gpus else "this machine")
+    return where + (" (CPU tier)" if cpu else "") + (" (a fresh worker per kernel)" if cold else "")
+
+
 def owner_folder(state: Path) -> Path:
     folder = Path(state) / FOLDER
     folder.mkdir(parents=True, exist_ok=True)
@@ -161,6 +168,13 @@ class OwnerLink:
     def __init__(self, sock: socket.socket, pid: str):
         self._sock = sock
         self.pid = pid
+
+    def close(self) -> None:
+        """Stop reading (the caller gave up); the owner runs what it accepted to its end."""
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
     @classmethod
     def connect(cls, state: Path) -> OwnerLink | None:
