@@ -18,9 +18,10 @@ import threading
 from collections import deque
 from typing import Any, Iterator
 
-from ktui.protocol.events import ERROR, Event, RunFinished, RunStarted
+from ktui.protocol.events import ERROR, Event, RunFinished
 from ktui.protocol.job import Job
 from ktui.run.devices import Device
+from ktui.run.never_ran import never_ran
 from ktui.run.runner import LocalRunner, WorkerConfig, WorkerStartError
 
 STOPPED = "cancelled: ktui stopped before this run finished"
@@ -67,7 +68,7 @@ class DevicePool:
                     for event in runner.run(job):
                         results.put((job, event))
                 except WorkerStartError as exc:
-                    for event in ended(job, ERROR, f"{device.label()}: {exc}"):
+                    for event in never_ran(job, ERROR, f"{device.label()}: {exc}"):
                         results.put((job, event))
                     return
                 finally:
@@ -92,7 +93,7 @@ class DevicePool:
                         pending.clear()
                     for job in left:
                         handed += 1
-                        for event in ended(job, ERROR, "no GPU left to run it: no worker would start"):
+                        for event in never_ran(job, ERROR, "no GPU left to run it: no worker would start"):
                             yield job, event
                     continue
                 if isinstance(item[1], RunFinished):
@@ -118,15 +119,3 @@ class DevicePool:
             thread.start()
         for thread in closers:
             thread.join(timeout=30)
-
-
-def ended(job: Job, verdict: str, message: str) -> list[Event]:
-    """A run that no worker finished: started and ended with ``verdict`` and the reason."""
-    started = RunStarted(job.run_id, kernel=job.kernel_id, path=job.kernel_path, version=job.version,
-                         content_hash=job.content_hash, reference=job.reference_path,
-                         reference_hash=job.reference_hash, tier="-", device="-", arch="-",
-                         run_dir=job.run_dir, strict=job.options.strict)
-    first = message.splitlines()[0]
-    return [started, RunFinished(job.run_id, verdict=verdict, message=message,
-                                 summary={"first_failure": {"rung": "", "status": verdict, "message": first}})]
-
