@@ -28,6 +28,7 @@ from ktui.run.queue import RunQueue
 from ktui.workspace.kernels import ProblemError, discover
 
 FOLDER = "owner"
+HERE = "this machine"  # placement_words() with no flags: a worker of this machine, its default tier
 DONE = "owner_done"
 ERROR = "owner_error"
 
@@ -39,7 +40,7 @@ class OwnerGone(RuntimeError):
 def placement_words(remote: str | None = None, gpus: str | None = None, cpu: bool = False, cold: bool = False) -> str:
     """Where a command's runs happen, in words: what a caller asks of the owner, which refuses, in
     one line, a placement it does not have."""
-    where = f"remote {remote}" if remote else (f"GPUs {gpus}" if gpus else "this machine")
+    where = f"remote {remote}" if remote else (f"GPUs {gpus}" if gpus else HERE)
     return where + (" (CPU tier)" if cpu else "") + (" (a fresh worker per kernel)" if cold else "")
 
 
@@ -92,7 +93,7 @@ def owner_pid(state: Path) -> str:
 class OwnerServer:
     """Serves ``queue`` to other processes of this user on the workspace's socket."""
 
-    def __init__(self, queue: RunQueue, ownership: Ownership, placement: str = "local"):
+    def __init__(self, queue: RunQueue, ownership: Ownership, placement: str = HERE):
         self.queue = queue
         self.placement = placement
         self.path = ownership.folder / "socket"
@@ -109,6 +110,7 @@ class OwnerServer:
         os.chmod(self.path, 0o600)
         self._sock.listen(16)
         self._closing = False
+        self._parsing = threading.Lock()
         self._thread = threading.Thread(target=self._accept, name="ktui-owner", daemon=True)
         self._thread.start()
 
@@ -134,13 +136,14 @@ class OwnerServer:
 
             try:
                 request = json.loads(stream.readline() or "{}")
-                asked = request.get("placement", "local")
+                asked = request.get("placement", HERE)
                 if asked != self.placement:
                     send({"type": ERROR, "message": f"the owner of this workspace (pid {os.getpid()}) runs on "
                                                     f"{self.placement}, not {asked}: stop it or ask for {self.placement}"})
                     return
-                kernels = discover([Path(p) for p in request["paths"]],
-                                   reference=Path(request["reference"]) if request.get("reference") else None)
+                with self._parsing:  # CPython 3.11's ast is not safe to run in two threads at once
+                    kernels = discover([Path(p) for p in request["paths"]],
+                                       reference=Path(request["reference"]) if request.get("reference") else None)
                 options = Options(**request.get("options", {}))
                 for _ in self.queue.batch(kernels, options, again=bool(request.get("again")),
                                           heard=lambda event: send(json.loads(event.dumps()))):
@@ -190,7 +193,7 @@ class OwnerLink:
             return None
         return cls(sock, owner_pid(state))
 
-    def run(self, paths: list[Path], options: Options, placement: str = "local", reference: Path | None = None,
+    def run(self, paths: list[Path], options: Options, placement: str = HERE, reference: Path | None = None,
             again: bool = False) -> Iterator[Event]:
         """The events of the owner's runs of ``paths``; ``OwnerGone`` when it stops before answering
         them all, ``RuntimeError`` with its one line when it refuses the request."""

@@ -81,8 +81,8 @@ def test_two_concurrent_callers_never_run_on_one_gpu_at_once(ws, owner):
 
 def test_a_caller_asking_for_another_placement_is_told_so_in_one_line(ws, owner):
     link = OwnerLink.connect(state_dir(ws))
-    with pytest.raises(RuntimeError, match="runs on local, not gpus 1,2") as caught:
-        list(link.run([ws / "kernels" / "add_triton.py"], OPTIONS, placement="gpus 1,2"))
+    with pytest.raises(RuntimeError, match="runs on this machine, not GPUs 1,2") as caught:
+        list(link.run([ws / "kernels" / "add_triton.py"], OPTIONS, placement="GPUs 1,2"))
     assert "\n" not in str(caught.value)
 
 
