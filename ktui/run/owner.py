@@ -24,6 +24,7 @@ from typing import Any, Iterator
 
 from ktui.protocol.events import Event, event_from_json
 from ktui.protocol.job import Options
+from ktui.protocol.sourcelines import PARSING
 from ktui.run.queue import RunQueue
 from ktui.workspace.kernels import ProblemError, discover
 
@@ -110,7 +111,6 @@ class OwnerServer:
         os.chmod(self.path, 0o600)
         self._sock.listen(16)
         self._closing = False
-        self._parsing = threading.Lock()
         self._thread = threading.Thread(target=self._accept, name="ktui-owner", daemon=True)
         self._thread.start()
 
@@ -141,7 +141,7 @@ class OwnerServer:
                     send({"type": ERROR, "message": f"the owner of this workspace (pid {os.getpid()}) runs on "
                                                     f"{self.placement}, not {asked}: stop it or ask for {self.placement}"})
                     return
-                with self._parsing:  # CPython 3.11's ast is not safe to run in two threads at once
+                with PARSING:  # CPython 3.11's parser is not safe in two threads at once
                     kernels = discover([Path(p) for p in request["paths"]],
                                        reference=Path(request["reference"]) if request.get("reference") else None)
                 options = Options(**request.get("options", {}))
