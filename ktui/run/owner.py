@@ -19,6 +19,7 @@ import json
 import os
 import socket
 import threading
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -26,11 +27,15 @@ from ktui.protocol.events import Event, event_from_json
 from ktui.protocol.job import Options
 from ktui.protocol.sourcelines import PARSING
 from ktui.run.queue import RunQueue
-from ktui.workspace.kernels import ProblemError, discover
+from ktui.workspace.kernels import ProblemError, discover, find_root, state_dir
 
 FOLDER = "owner"
 HERE = "this machine"  # placement_words() with no flags: a worker of this machine, its default tier
 DONE = "owner_done"
+TURN = "owner_turn"
+# Set for a command started inside a turn the queue already gave (the dashboard's profile task):
+# it must not ask for another, which would wait behind itself.
+TURN_HELD_ENV = "KTUI_GPU_TURN_HELD"  # the caller's turn on the GPU has come: it says "release" (or hangs up) when done
 ERROR = "owner_error"
 
 
@@ -82,6 +87,28 @@ class Ownership:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = -1
+
+
+@contextmanager
+def gpu_turn(state: Path, label: str) -> Iterator[None]:
+    """Run the body in its turn on the owner's GPU when the workspace has an owner (a profile or
+    an audit never overlaps the owner's runs); with none, at once."""
+    link = None if os.environ.get(TURN_HELD_ENV) else OwnerLink.connect(state)
+    if link is None:
+        yield
+        return
+    with link.turn(label):
+        yield
+
+
+def gpu_turn_for(path: Path | None, label: str):
+    """``gpu_turn`` in the workspace of ``path`` (a kernel, a reference, a folder; None: this
+    folder's), or nothing to wait for where there is no workspace."""
+    try:
+        root = find_root(Path(path) if path is not None else Path.cwd(), fallback=Path.cwd())
+    except ProblemError:
+        return nullcontext()
+    return gpu_turn(state_dir(root), label)
 
 
 def owner_pid(state: Path) -> str:
@@ -136,6 +163,9 @@ class OwnerServer:
 
             try:
                 request = json.loads(stream.readline() or "{}")
+                if "turn" in request:
+                    self._turn(str(request["turn"]), stream, send)
+                    return
                 asked = request.get("placement", HERE)
                 if asked != self.placement:
                     send({"type": ERROR, "message": f"the owner of this workspace (pid {os.getpid()}) runs on "
@@ -153,6 +183,21 @@ class OwnerServer:
                 send({"type": ERROR, "message": str(exc)})
             except Exception as exc:  # a run that could not happen (no worker): the caller says why
                 send({"type": ERROR, "message": f"{type(exc).__name__}: {exc}"})
+
+    def _turn(self, label: str, stream, send) -> None:
+        """A caller's own process (a profile, an audit) gets the first GPU in its turn and keeps it
+        until it says ``release`` or hangs up: it never shares the GPU with a run of the queue."""
+        ended = threading.Event()
+
+        def work(cancel: threading.Event) -> None:
+            try:
+                send({"type": TURN})
+                stream.readline()  # "release", or "" when the caller is gone
+            finally:
+                ended.set()
+
+        self.queue.submit_turn(label, work)
+        ended.wait()
 
     def close(self) -> None:
         self._closing = True
@@ -192,6 +237,24 @@ class OwnerLink:
             sock.close()
             return None
         return cls(sock, owner_pid(state))
+
+    @contextmanager
+    def turn(self, label: str) -> Iterator[None]:
+        """Hold the owner's first GPU while the body runs (it waits for the runs ahead of it)."""
+        with self._sock, self._sock.makefile("rw", encoding="utf-8") as stream:
+            stream.write(json.dumps({"turn": label}) + "\n")
+            stream.flush()
+            line = stream.readline()
+            if not line or json.loads(line).get("type") != TURN:
+                raise OwnerGone(f"the owner of this workspace (pid {self.pid}) stopped before giving {label} its turn")
+            try:
+                yield
+            finally:
+                try:
+                    stream.write("release\n")
+                    stream.flush()
+                except OSError:
+                    pass
 
     def run(self, paths: list[Path], options: Options, placement: str = HERE, reference: Path | None = None,
             again: bool = False) -> Iterator[Event]:

@@ -47,6 +47,7 @@ Task = Callable[[Kernel, threading.Event], None]
 Background = Callable[[threading.Event], bool]
 BACKGROUND = "background"
 RUN = "run"
+TURN = "turn"  # another process's turn on the first GPU (a profile, an audit): work that waits for it to end
 STOPPED = "cancelled: ktui stopped before this run finished"
 
 
@@ -160,6 +161,12 @@ class RunQueue:
                 self._ids[entry.path] = label
                 self._background.append(entry)
             self._cond.notify_all()
+
+    def submit_turn(self, label: str, work: Callable[[threading.Event], None]) -> None:
+        """Give ``work`` the first GPU, in turn with the runs (before background work): it returns
+        when the process it stands for is done with the GPU, or soon after ``cancel`` is set."""
+        entry = _Entry(TURN, Path(f"{label} {id(work)}"), work=work)
+        self._enqueue(entry, label, restart=False)
 
     def batch(self, kernels: list[Kernel], options: Options, again: bool = False,
               heard: Callable[[Event], None] | None = None) -> Iterator[tuple[Kernel, RunFinished]]:
@@ -425,6 +432,10 @@ class RunQueue:
         if entry.kind == BACKGROUND:
             assert entry.work is not None
             current.finished = entry.work(current.cancel)
+            return
+        if entry.kind == TURN:
+            assert entry.work is not None
+            entry.work(current.cancel)
             return
         kernel = self.resolve(entry.path) if self.resolve is not None else entry.kernel
         if kernel is None:

@@ -143,3 +143,37 @@ def test_an_owner_killed_mid_run_gives_its_caller_a_clear_error_and_a_later_comm
         server.close()
         queue.close()
         ownership.release()
+
+
+def test_a_profile_s_turn_on_the_gpu_waits_for_the_run_in_flight_and_holds_off_the_next(ws, owner):
+    from ktui.run.owner import gpu_turn
+
+    runner, _ = owner
+    state = state_dir(ws)
+
+    def call():
+        list(OwnerLink.connect(state).run([ws / "kernels" / "add_triton.py"], OPTIONS))
+
+    first = threading.Thread(target=call)
+    first.start()
+    deadline = time.monotonic() + 10
+    while not runner.played and time.monotonic() < deadline:
+        time.sleep(0.005)
+    with gpu_turn(state, "ktui profile add_triton"):
+        held = time.monotonic()
+        second = threading.Thread(target=call)
+        second.start()
+        time.sleep(0.3)
+        released = time.monotonic()
+    first.join(10)
+    second.join(10)
+    assert len(runner.played) == 2
+    assert runner.played[0].ended <= held, "the turn came once the run in flight had ended"
+    assert runner.played[1].started >= released, "no run while the turn held the GPU"
+
+
+def test_with_no_owner_a_turn_is_taken_at_once(ws):
+    from ktui.run.owner import gpu_turn
+
+    with gpu_turn(state_dir(ws), "ktui audit add"):
+        pass
