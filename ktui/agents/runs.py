@@ -25,7 +25,7 @@ from ktui.history.reports import build_report
 from ktui.protocol.events import ERROR, Event, Output, RunFinished, RungFinished, RunStarted
 from ktui.protocol.job import Options
 from ktui.run.owner import OwnerLink, OwnerServer, Ownership, placement_words
-from ktui.run.queue import RunQueue
+from ktui.run.queue import Batch, RunQueue
 from ktui.run.runner import LocalRunner, WorkerConfig
 from ktui.run.session import Session
 from ktui.workspace.kernels import Kernel, state_dir
@@ -51,6 +51,7 @@ class RunService:
         self._ownership: Ownership | None = None
         self._server: OwnerServer | None = None
         self._link: OwnerLink | None = None  # the owner's, while a call runs there
+        self._batch: Batch | None = None  # the call's runs in this server's own queue
         self._lock = anyio.Lock()
 
     @property
@@ -97,7 +98,7 @@ class RunService:
                         results.append(self._digest(event))
                         done.add(Path(results[-1]["path"]))
                 return
-            for kernel, finished in self.queue.batch(kernels, options):
+            for kernel, finished in self.queue.batch(kernels, options, handle=self._batch):
                 done.add(kernel.path)
                 results.append(self._digest(finished))
         except Exception as exc:
@@ -112,6 +113,7 @@ class RunService:
         async with self._lock:
             results: list[dict[str, Any]] = []
             self._link = self._owner()
+            self._batch = Batch()
             if self._link is None:
                 self.queue  # noqa: B018 -- opened here, in the caller's thread: a state it cannot write is its error
             thread = threading.Thread(target=self._work, args=(kernels, options, results), name="ktui-mcp-run",
@@ -136,7 +138,8 @@ class RunService:
                     if self._link is not None:  # the owner runs what it accepted to its end
                         self._link.close()
                     else:
-                        await anyio.to_thread.run_sync(self.queue.cancel, CANCELLED_BY_CLIENT)
+                        # Only this call's runs: other callers' runs in this server's queue go on.
+                        await anyio.to_thread.run_sync(self.queue.cancel, CANCELLED_BY_CLIENT, self._batch)
                     await anyio.to_thread.run_sync(thread.join, JOIN_AFTER_CANCEL_S)
                 raise
             finally:

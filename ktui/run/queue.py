@@ -51,8 +51,9 @@ TURN = "turn"  # another process's turn on the first GPU (a profile, an audit): 
 STOPPED = "cancelled: ktui stopped before this run finished"
 
 
-class _Batch:
-    """What one ``batch`` call waits on: each of its entries ends here, with a verdict or without."""
+class Batch:
+    """What one ``batch`` call waits on: each of its entries ends here, with a verdict or without;
+    a caller that holds it can cancel that batch's runs alone (``RunQueue.cancel``)."""
 
     def __init__(self, heard: Callable[[Event], None] | None = None) -> None:
         self.items: queue.Queue[tuple[str, object]] = queue.Queue()
@@ -76,7 +77,7 @@ class _Entry:
     work: Background | None = field(default=None, compare=False)
     options: Options | None = field(default=None, compare=False)  # None: the queue's options when it starts
     again: bool = False  # a second run: its reference changed during the first
-    batch: _Batch | None = field(default=None, compare=False)
+    batch: Batch | None = field(default=None, compare=False)
 
     def key(self) -> tuple[str, Path]:
         return self.kind, self.path
@@ -169,13 +170,15 @@ class RunQueue:
         self._enqueue(entry, label, restart=False)
 
     def batch(self, kernels: list[Kernel], options: Options, again: bool = False,
-              heard: Callable[[Event], None] | None = None) -> Iterator[tuple[Kernel, RunFinished]]:
+              heard: Callable[[Event], None] | None = None, handle: Batch | None = None,
+              ) -> Iterator[tuple[Kernel, RunFinished]]:
         """Run ``kernels`` with ``options`` and yield each one's verdict as it finishes (in order on
         one GPU). A run that could not happen (its worker would not start, a consumer failed) is
         raised here. Stopping early (closing the iterator) drops what has not started and cancels
         what runs; ``again``: second runs, their reference changed during the first; ``heard``: told
-        each event of these runs (in the queue's thread), besides the queue's listener."""
-        batch = _Batch(heard)
+        each event of these runs (in the queue's thread), besides the queue's listener; ``handle``: a
+        ``Batch`` the caller keeps to cancel these runs from another thread."""
+        batch = handle or Batch(heard)
         for kernel in kernels:
             self._enqueue(_Entry(RUN, kernel.path, kernel, options=options, again=again, batch=batch),
                           kernel.id, restart=False)
@@ -193,7 +196,7 @@ class RunQueue:
             if left:
                 self.cancel(STOPPED, batch)
 
-    def cancel(self, reason: str, batch: _Batch | None = None) -> None:
+    def cancel(self, reason: str, batch: Batch | None = None) -> None:
         """Drop the queued runs and cancel those in flight with ``reason`` (only ``batch``'s, when
         given); a run not yet in a worker never reaches one."""
         kills: list[tuple[Runner, str]] = []

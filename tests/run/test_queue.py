@@ -210,3 +210,28 @@ def test_runs_of_two_batches_on_one_runner_never_overlap(tmp_path):
     assert len(results) == 2
     first, second = sorted(runner.played, key=lambda p: p.started)
     assert first.ended <= second.started
+
+
+def test_cancelling_one_callers_batch_leaves_another_callers_run_alone(tmp_path):
+    from ktui.run.queue import Batch
+
+    root = _workspace(tmp_path)
+    kernels = _kernels(root)
+    runner = ScriptedRunner(lambda job: Script((Step("correctness", HANG if job.kernel_id == "add_triton" else 0.05),)))
+    queue = _queue(root, runner, Heard())
+    mine, ours, theirs = Batch(), [], []
+    try:
+        us = threading.Thread(target=lambda: ours.extend(queue.batch([kernels["add_triton"]], OPTIONS, handle=mine)))
+        them = threading.Thread(target=lambda: theirs.extend(queue.batch([kernels["softmax_triton"]], OPTIONS)))
+        us.start()
+        _wait(lambda: runner.played)
+        them.start()  # queued behind our hanging run
+        time.sleep(0.1)
+        queue.cancel("cancelled by the client", mine)
+        us.join(10)
+        them.join(10)
+    finally:
+        queue.close()
+    [(_, cancelled)] = ours
+    assert cancelled.verdict == CANCELLED
+    assert [(k.id, f.verdict) for k, f in theirs] == [("softmax_triton", PASSED)]
