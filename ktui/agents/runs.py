@@ -15,6 +15,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from ktui.protocol.events import ERROR, Event, Output, RunFinished, RungFinished
 from ktui.protocol.job import Options
 from ktui.run.owner import OwnerLink, OwnerServer, Ownership, placement_words
 from ktui.run.queue import Batch, RunQueue
-from ktui.run.runner import LocalRunner, WorkerConfig
+from ktui.run.runner import LocalRunner, Runner, WorkerConfig
 from ktui.run.session import Session
 from ktui.workspace.kernels import Kernel, state_dir
 
@@ -36,17 +37,27 @@ JOIN_AFTER_CANCEL_S = 60.0
 CANCELLED_BY_CLIENT = "cancelled by the client: the worker's process group was killed"
 
 
+@dataclass(frozen=True)
+class Placement:
+    """Where the server's runs happen: its runners (one per GPU) and that place in words."""
+
+    runners: list[Runner]
+    words: str
+
+
 class RunService:
     """One server's client of the run queue; ``run`` is safe to call from several tool calls at once."""
 
-    def __init__(self, config: WorkerConfig, root: Path):
+    def __init__(self, config: WorkerConfig, root: Path, placement: Placement | None = None):
         self.config = config
-        self.runner = LocalRunner(config)
+        placement = placement or Placement([LocalRunner(config)], placement_words(cpu=config.force_cpu))
+        self.runners = placement.runners
+        self.runner = self.runners[0]
         self._events: queue.Queue[Event] = queue.Queue()  # the call in flight's, for its progress
         self._recorded: dict[str, list[dict[str, Any]]] = {}  # run id → its events, for its digest
         self._starts: dict[str, RunStarted] = {}
         self.root = root
-        self.placement = placement_words(cpu=config.force_cpu)
+        self.placement = placement.words
         self._queue: RunQueue | None = None  # made at the first call: the workspace's state is opened then
         self._ownership: Ownership | None = None
         self._server: OwnerServer | None = None
@@ -58,7 +69,8 @@ class RunService:
     def queue(self) -> RunQueue:
         if self._queue is None:
             options = Options(arch=self.config.arch, force_cpu=self.config.force_cpu)  # each batch brings its own
-            self._queue = RunQueue(Session(self.root, runner=self.runner), options, listener=self._heard, warm_up=False)
+            self._queue = RunQueue(Session(self.root, runner=self.runner), options, listener=self._heard, warm_up=False,
+                                   runners=self.runners)
             self._queue.start()
         return self._queue
 
@@ -151,7 +163,8 @@ class RunService:
             self._server.close()
         if self._queue is not None:
             self._queue.close("cancelled: the MCP server stopped")
-        self.runner.close()
+        for runner in self.runners:
+            runner.close()
         if self._ownership is not None:
             self._ownership.release()
 

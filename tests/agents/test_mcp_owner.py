@@ -49,3 +49,26 @@ def test_the_mcp_server_runs_on_the_owners_worker_while_another_process_owns_the
     finally:
         serve.send_signal(signal.SIGTERM)
         serve.wait(60)
+
+
+def test_the_mcp_server_started_with_gpus_runs_on_those_gpus_in_parallel(tmp_path):
+    import json
+
+    from ktui.history.store import Store
+    from ktui.workspace.kernels import state_dir
+
+    ws = make_workspace(tmp_path / "ws", ["add_triton", "softmax_triton"])
+    command = [sys.executable, "-m", "ktui", "mcp", str(ws), "--cpu", "--gpus", "0,1"]
+
+    async def main():
+        async with connect(ws, command=command) as session:
+            result = await call(session, "run", paths=["kernels/"], seed=1, no_bench=True)
+            assert result["all_passed"] is True, json.dumps(result)[:2000]
+
+    anyio.run(main)
+    store = Store.of(state_dir(ws))
+    try:
+        gpus = {run.kernel: run.gpu for run in store.runs()}
+    finally:
+        store.close()
+    assert sorted(gpus.values()) == ["0", "1"], gpus
