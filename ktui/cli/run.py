@@ -80,7 +80,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     link = OwnerLink.connect(state)
     if link is not None:  # a watch (or `ktui serve`) owns this workspace's GPUs: its queue runs these
         return _audited(args, kernels, options, _through_owner(link, state, args, options, printer))
-    ownership = Ownership.take(state)  # none: this command owns them while it runs
     try:
         runner = runner_for(args, fresh_each_run=args.cold)
     except ValueError as exc:
@@ -88,6 +87,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_CANNOT_RUN
     if not reached(runner):
         return EXIT_CANNOT_RUN
+    ownership = Ownership.take(state)  # no owner: this command owns the GPUs while it runs
     # One queue, one thread per GPU: on several GPUs the kernels run in parallel, printed as they finish.
     runners = list(runner.runners) if isinstance(runner, DevicePool) else [runner]
     queue = RunQueue(Session(kernels[0].root, runner=runners[0], consumers=[printer]), options, listener=_unheard,
@@ -134,9 +134,10 @@ def _through_owner(link, state: Path, args: argparse.Namespace, options, printer
             printer(event)
             if isinstance(event, RunStarted):
                 paths[event.run_id] = Path(event.path)
+            elif isinstance(event, RunFinished) and event.summary.get("reference_changed"):
+                again.append(paths[event.run_id])  # judged by a reference that changed since: run it again
             elif isinstance(event, RunFinished):
-                changed = event.summary.get("reference_changed")
-                (again if changed else verdicts).append(paths.get(event.run_id) if changed else event.verdict)
+                verdicts.append(event.verdict)
         if again:  # a new call: each request is one connection
             relink = OwnerLink.connect(state)
             for event in relink.run(again, options, placement(args), args.reference, again=True) if relink else ():
