@@ -83,7 +83,7 @@ class RunService:
         if link is None:
             self._ownership = Ownership.take(state)
             if self._ownership is not None:
-                self._server = OwnerServer(self.queue, self._ownership, self.placement)
+                self._server = OwnerServer.start(self.queue, self._ownership, self.placement)
         return link
 
     def _heard(self, item) -> None:

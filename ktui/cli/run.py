@@ -93,7 +93,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     queue = RunQueue(Session(kernels[0].root, runner=runners[0], consumers=[printer]), options, listener=_unheard,
                      warm_up=False, runners=runners, consumers=[printer])
     queue.start()
-    server = OwnerServer(queue, ownership, placement(args)) if ownership is not None else None
+    server = OwnerServer.start(queue, ownership, placement(args)) if ownership is not None else None
     try:
         with Stopping(queue) as stopping:
             verdicts = _verdicts(queue, kernels, options, args.reference)

@@ -78,8 +78,11 @@ class Ownership:
         except BlockingIOError:
             os.close(fd)
             return None
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, str(os.getpid()).encode())  # for callers' messages only
+        except OSError:
+            pass  # a full disk: the lock holds all the same
         return cls(fd, folder)
 
     def release(self) -> None:
@@ -140,6 +143,15 @@ class OwnerServer:
         self._closing = False
         self._thread = threading.Thread(target=self._accept, name="ktui-owner", daemon=True)
         self._thread.start()
+
+    @classmethod
+    def start(cls, queue: RunQueue, ownership: Ownership, placement: str = HERE) -> OwnerServer | None:
+        """The server, or None where its socket cannot be made (a full disk): the owner then runs
+        only its own work, and still holds the lock."""
+        try:
+            return cls(queue, ownership, placement)
+        except OSError:
+            return None
 
     def _accept(self) -> None:
         while not self._closing:

@@ -123,7 +123,7 @@ class WatchLoop:
         if self.settings.owner_placement is not None:
             self.ownership = Ownership.take(self.session.state)
             if self.ownership is not None:
-                self.owner = OwnerServer(self.scheduler, self.ownership, self.settings.owner_placement)
+                self.owner = OwnerServer.start(self.scheduler, self.ownership, self.settings.owner_placement)
         self.watcher.start()
         if self.settings.catch_up:
             for kernel in kernels:
