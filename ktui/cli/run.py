@@ -128,14 +128,18 @@ def _through_owner(link, state: Path, args: argparse.Namespace, options, printer
     from ktui.protocol.events import RunFinished, RunStarted  # deferred for start-up speed
     from ktui.run.owner import OwnerGone, OwnerLink
 
-    verdicts, again, paths = [], [], {}
+    verdicts, again, starts = [], [], {}
     try:
         for event in link.run(args.paths, options, placement(args), args.reference):
             printer(event)
             if isinstance(event, RunStarted):
-                paths[event.run_id] = Path(event.path)
-            elif isinstance(event, RunFinished) and event.summary.get("reference_changed"):
-                again.append(paths[event.run_id])  # judged by a reference that changed since: run it again
+                starts[event.run_id] = event
+            elif isinstance(event, RunFinished) and (changed := event.summary.get("reference_changed")):
+                start = starts[event.run_id]  # judged by a reference that changed since: run it again
+                print(f"ktui: {start.kernel}: {Path(start.reference).name} changed during the run (recorded "
+                      f"{changed['recorded']}, now {changed['now']}); its {event.verdict} stands against the recorded "
+                      "version: running it again against the new reference", file=sys.stderr)
+                again.append(Path(start.path))
             elif isinstance(event, RunFinished):
                 verdicts.append(event.verdict)
         if again:  # a new call: each request is one connection
