@@ -1,10 +1,13 @@
-"""The ``run`` tool's engine: the loop in the warm worker, progress out, cancellation in.
+"""The ``run`` tool's engine: a client of the run queue, progress out, cancellation in.
 
-Runs go through ``Session`` exactly as ``ktui run`` does (same store, same reports, same worker
-process), in a thread so the server keeps answering while the ladder climbs. One run at a time,
-as with one GPU. When the client cancels, the worker's process group is killed
-(``LocalRunner.cancel``) and the call waits for the thread to see the run end, so nothing the
-kernel started outlives the call.
+Runs go through the one run queue (``ktui.run.queue``) exactly as ``ktui run``'s and the watch's
+do: same sessions, store, reports and warm worker, which stays warm from one call to the next.
+While another process owns the workspace's GPUs (a watch, ``ktui serve``) the runs go to its
+queue over its socket (``ktui.run.owner``); otherwise the server owns them from its first run on.
+The queue runs in its own thread, so the server keeps answering while the ladder climbs; one call
+at a time, as with one GPU. When the client cancels, the run in flight is cancelled (its worker's
+process group is killed) and the call waits for the queue to see it end, so nothing the kernel
+started outlives the call.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +25,11 @@ from ktui.agents.digest import run_digest
 from ktui.history.reports import build_report
 from ktui.protocol.events import ERROR, Event, Output, RunFinished, RungFinished, RunStarted
 from ktui.protocol.job import Options
-from ktui.run.runner import LocalRunner, WorkerConfig
+from ktui.run.owner import OwnerLink, OwnerServer, Ownership, placement_words
+from ktui.run.queue import Batch, RunQueue
+from ktui.run.runner import LocalRunner, Runner, WorkerConfig
 from ktui.run.session import Session
-from ktui.workspace.kernels import Kernel
+from ktui.workspace.kernels import Kernel, state_dir
 
 Progress = Callable[[float, str], Awaitable[None]]
 POLL_S = 0.1
@@ -32,72 +37,106 @@ JOIN_AFTER_CANCEL_S = 60.0
 CANCELLED_BY_CLIENT = "cancelled by the client: the worker's process group was killed"
 
 
-@dataclass
-class _Batch:
-    """One ``run`` call: kernels in, one digest per kernel out, events passed to the caller as they come."""
+@dataclass(frozen=True)
+class Placement:
+    """Where the server's runs happen: its runners (one per GPU) and that place in words."""
 
-    kernels: list[Kernel]
-    options: Options
-    runner: LocalRunner
-    events: queue.Queue[Event] = field(default_factory=queue.Queue)
-    results: list[dict[str, Any]] = field(default_factory=list)
-    stop: threading.Event = field(default_factory=threading.Event)
-
-    def work(self) -> None:
-        sessions: dict[Path, Session] = {}
-        try:
-            for kernel in self.kernels:
-                if self.stop.is_set():
-                    break
-                session = sessions.get(kernel.root)
-                if session is None:
-                    session = sessions[kernel.root] = Session(kernel.root, runner=self.runner)
-                try:
-                    self.results.append(self._one(session, kernel))
-                except Exception as exc:
-                    self.results.append({"kernel": kernel.id, "path": str(kernel.path), "verdict": ERROR,
-                                         "message": f"{type(exc).__name__}: {exc}", "first_failure": None})
-        finally:
-            for session in sessions.values():
-                session.store.close()  # the runner stays warm for the next call
-
-    def _one(self, session: Session, kernel: Kernel) -> dict[str, Any]:
-        job = session.prepare(kernel, self.options)
-        start: RunStarted | None = None
-        recorded: list[dict[str, Any]] = []
-        for event in session.events(job):
-            if isinstance(event, Output):
-                continue
-            self.events.put(event)
-            if isinstance(event, RunStarted):
-                start = event
-            recorded.append(event.to_json())
-            if isinstance(event, RunFinished) and start is not None:
-                return run_digest(build_report(start, event, recorded))
-        raise RuntimeError(f"{kernel.id}: the run ended without a verdict")
+    runners: list[Runner]
+    words: str
 
 
 class RunService:
-    """Owns the warm worker of one server; ``run`` is safe to call from several tool calls at once."""
+    """One server's client of the run queue; ``run`` is safe to call from several tool calls at once."""
 
-    def __init__(self, config: WorkerConfig):
+    def __init__(self, config: WorkerConfig, root: Path, placement: Placement | None = None):
         self.config = config
-        self.runner = LocalRunner(config)
+        placement = placement or Placement([LocalRunner(config)], placement_words(cpu=config.force_cpu))
+        self.runners = placement.runners
+        self.runner = self.runners[0]
+        self._events: queue.Queue[Event] = queue.Queue()  # the call in flight's, for its progress
+        self._recorded: dict[str, list[dict[str, Any]]] = {}  # run id → its events, for its digest
+        self._starts: dict[str, RunStarted] = {}
+        self.root = root
+        self.placement = placement.words
+        self._queue: RunQueue | None = None  # made at the first call: the workspace's state is opened then
+        self._ownership: Ownership | None = None
+        self._server: OwnerServer | None = None
+        self._link: OwnerLink | None = None  # the owner's, while a call runs there
+        self._batch: Batch | None = None  # the call's runs in this server's own queue
         self._lock = anyio.Lock()
+
+    @property
+    def queue(self) -> RunQueue:
+        if self._queue is None:
+            options = Options(arch=self.config.arch, force_cpu=self.config.force_cpu)  # each batch brings its own
+            self._queue = RunQueue(Session(self.root, runner=self.runner), options, listener=self._heard, warm_up=False,
+                                   runners=self.runners)
+            self._queue.start()
+        return self._queue
+
+    def _owner(self) -> OwnerLink | None:
+        """The workspace's owner when it is another process; else this server becomes the owner."""
+        if self._ownership is not None:
+            return None
+        state = state_dir(self.root)
+        link = OwnerLink.connect(state)
+        if link is None:
+            self._ownership = Ownership.take(state)
+            if self._ownership is not None:
+                self._server = OwnerServer.start(self.queue, self._ownership, self.placement)
+        return link
+
+    def _heard(self, item) -> None:
+        if isinstance(item, Event) and not isinstance(item, Output):
+            self._recorded.setdefault(item.run_id, []).append(item.to_json())
+            if isinstance(item, RunStarted):
+                self._starts[item.run_id] = item
+            self._events.put(item)
+
+    def _digest(self, finished: RunFinished) -> dict[str, Any]:
+        recorded = self._recorded.pop(finished.run_id, [])
+        start = self._starts.pop(finished.run_id, None)
+        if start is None:
+            raise RuntimeError(f"{finished.run_id}: the run ended without its start")
+        return run_digest(build_report(start, finished, recorded))
+
+    def _work(self, kernels: list[Kernel], options: Options, results: list[dict[str, Any]]) -> None:
+        done: set[Path] = set()
+        try:
+            if self._link is not None:
+                for event in self._link.run([k.path for k in kernels], options, self.placement):
+                    self._heard(event)
+                    if isinstance(event, RunFinished):
+                        results.append(self._digest(event))
+                        done.add(Path(results[-1]["path"]))
+                return
+            for kernel, finished in self.queue.batch(kernels, options, handle=self._batch):
+                done.add(kernel.path)
+                results.append(self._digest(finished))
+        except Exception as exc:
+            for kernel in kernels:
+                if kernel.path not in done:
+                    results.append({"kernel": kernel.id, "path": str(kernel.path), "verdict": ERROR,
+                                    "message": f"{type(exc).__name__}: {exc}", "first_failure": None})
 
     async def run(self, kernels: list[Kernel], options: Options, progress: Progress) -> list[dict[str, Any]]:
         if self._lock.locked():
             await progress(0, "waiting for the run in flight to finish")
         async with self._lock:
-            batch = _Batch(kernels, options, self.runner)
-            thread = threading.Thread(target=batch.work, name="ktui-mcp-run", daemon=True)
+            results: list[dict[str, Any]] = []
+            self._link = self._owner()
+            self._batch = Batch()
+            if self._link is None:
+                self.queue  # noqa: B018 -- opened here, in the caller's thread: a state it cannot write is its error
+            thread = threading.Thread(target=self._work, args=(kernels, options, results), name="ktui-mcp-run",
+                                      daemon=True)
             thread.start()
             done = 0
             try:
-                while thread.is_alive() or not batch.events.empty():
+                while thread.is_alive() or not self._events.empty():
                     while True:
                         try:
-                            event = batch.events.get_nowait()
+                            event = self._events.get_nowait()
                         except queue.Empty:
                             break
                         message = _progress_line(event)
@@ -107,15 +146,27 @@ class RunService:
                     await anyio.sleep(POLL_S)
             except anyio.get_cancelled_exc_class():
                 with anyio.CancelScope(shield=True):
-                    batch.stop.set()
                     # cancel() may wait for a worker still starting up: off the event loop.
-                    await anyio.to_thread.run_sync(self.runner.cancel, CANCELLED_BY_CLIENT)
+                    if self._link is not None:  # the owner runs what it accepted to its end
+                        self._link.close()
+                    else:
+                        # Only this call's runs: other callers' runs in this server's queue go on.
+                        await anyio.to_thread.run_sync(self.queue.cancel, CANCELLED_BY_CLIENT, self._batch)
                     await anyio.to_thread.run_sync(thread.join, JOIN_AFTER_CANCEL_S)
                 raise
-            return batch.results
+            finally:
+                self._link = None
+            return results
 
     def close(self) -> None:
-        self.runner.close()
+        if self._server is not None:
+            self._server.close()
+        if self._queue is not None:
+            self._queue.close("cancelled: the MCP server stopped")
+        for runner in self.runners:
+            runner.close()
+        if self._ownership is not None:
+            self._ownership.release()
 
 
 def _progress_line(event: Event) -> str:

@@ -27,15 +27,16 @@ from ktui.agents.declared import declare
 from ktui.agents.digest import run_digest
 from ktui.agents.dumps import KINDS, MAX_PAGE_CHARS, read_dump
 from ktui.agents.hotspots import read_hotspots
-from ktui.agents.runs import RunService
+from ktui.agents.runs import Placement, RunService
 from ktui.agents.workspace import MAX_PATH_CHARS, AgentWorkspace, BadCall
 from ktui.history import linediff, rooflines
+from ktui.history.current import report_is_current
 from ktui.history.reports import latest_path
 from ktui.history.sassdiff import DiffError, diff_versions, resolve_base
 from ktui.history.store import Store
 from ktui.protocol.job import Options
 from ktui.run.runner import WorkerConfig
-from ktui.workspace.kernels import Kernel, ProblemError, content_hash, discover, state_dir
+from ktui.workspace.kernels import Kernel, ProblemError, discover, state_dir
 from ktui.workspace.versions import current_version
 
 INSTRUCTIONS = """ktui verifies GPU kernels (Triton, CuTeDSL) against a trusted reference.
@@ -61,10 +62,11 @@ _HISTORY_SUMMARY = ("correct", "speedup", "speedup_ci", "roofline_shapes", "roof
 
 
 def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict[str, float] | None = None,
-                 ) -> tuple[MCPServer, Callable[[], None]]:
-    """The server and what stops everything it started (the warm worker, tool calls' children)."""
+                 placement: Placement | None = None) -> tuple[MCPServer, Callable[[], None]]:
+    """The server and what stops everything it started (the warm worker, tool calls' children);
+    ``placement``: where its runs happen (``--gpus``, ``--remote``), else one local worker."""
     server = MCPServer("ktui", instructions=INSTRUCTIONS, version=__version__)
-    runs = RunService(config)
+    runs = RunService(config, workspace.root, placement)
     calls = ChildCalls()
     timeouts = dict(timeouts or {})
 
@@ -74,8 +76,8 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
 
     @server.tool(description="Run the loop on kernel files or folders (relative to the workspace) and wait for the "
                              "verdicts. Per kernel: verdict, summary, first failure with file:line and source excerpt, "
-                             "run_dir. Reports progress per rung; cancelling kills the worker. Runs on this machine "
-                             "(a remote GPU is not supported yet).")
+                             "run_dir. Reports progress per rung; cancelling kills the worker. Runs where the server "
+                             "was started to run them (its --gpus or --remote), or on the workspace owner's worker.")
     async def run(
         paths: Annotated[list[PathArg], Field(min_length=1, max_length=MAX_PATHS,
                                               description="kernel files or folders, e.g. ['kernels/add_triton.py']")],
@@ -115,7 +117,7 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
             raise BadCall(f"{k.id}: no runs recorded yet; call run with paths=['{workspace.relative(k.path)}']")
         report = json.loads(path.read_text(encoding="utf-8"))
         out = run_digest(report, with_rungs=True)
-        out["stale"] = report.get("content_hash") != content_hash(k.path.read_bytes())
+        out["stale"] = not report_is_current(report, k)  # the kernel or its reference changed since
         return out
 
     @server.tool(description="Stored versions of a kernel, newest first: verdict, speedup, roofline, first failure.")
@@ -270,11 +272,12 @@ def _forbid_unknown_arguments(server: MCPServer) -> None:
         tool.parameters["additionalProperties"] = False
 
 
-def serve(path: Path, config: WorkerConfig, timeouts: dict[str, float] | None = None) -> int:
+def serve(path: Path, config: WorkerConfig, timeouts: dict[str, float] | None = None,
+          placement: Placement | None = None) -> int:
     """``ktui mcp``: serve until the client closes stdin (or SIGTERM); the worker and the tools'
     children never outlive it."""
     workspace = AgentWorkspace.at(path)
-    server, close = build_server(workspace, config, timeouts)
+    server, close = build_server(workspace, config, timeouts, placement)
 
     def stop(signum, frame) -> None:
         raise SystemExit(128 + signum)

@@ -48,7 +48,7 @@ def add_parser(subparsers) -> None:
 def cmd_audit(args: argparse.Namespace) -> int:
     # deferred for start-up speed
     from ktui.run.audit import DEFAULT_STEP_TIMEOUT_S, AuditOptions, Auditor, find_targets
-    from ktui.run.runner import WorkerStartError
+    from ktui.run.owner import OwnerGone, gpu_turn_for
     from ktui.workspace.kernels import ProblemError
 
     if not args.paths and args.reference is None:
@@ -67,8 +67,22 @@ def cmd_audit(args: argparse.Namespace) -> int:
     options = AuditOptions(arch=args.arch, force_cpu=args.cpu, seed=args.seed, shapes=args.shapes,
                            step_timeout_s=args.timeout or DEFAULT_STEP_TIMEOUT_S, fresh=args.fresh)
     printer = JsonPrinter() if args.json else AuditPrinter()
-    verdicts = []
     auditor = Auditor(options)
+    # The audit's processes take their turn on the workspace owner's GPU: never beside a timed run.
+    first = args.paths[0] if args.paths else args.reference
+    try:
+        with gpu_turn_for(first, f"ktui audit {first}"):
+            return _audited(targets, auditor, printer)
+    except OwnerGone as exc:
+        print(f"ktui: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+
+
+def _audited(targets, auditor, printer) -> int:
+    from ktui.run.runner import WorkerStartError  # deferred for start-up speed
+    from ktui.workspace.kernels import ProblemError
+
+    verdicts = []
     try:
         for target in targets:
             verdict = "error"

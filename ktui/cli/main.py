@@ -37,6 +37,7 @@ COMMANDS = {
     "mcp": "serve the loop to coding agents over MCP (stdio); needs the [mcp] extra",
     "audit": "test a problem's tests: trivial mutant kernels and the reference itself → strong or weak",
     "remote": "remote GPU hosts reached over ssh",
+    "serve": "own a workspace's GPUs: other ktui commands of it run on this warm worker, one run per GPU at a time",
 }
 
 

@@ -7,7 +7,16 @@ import sys
 from pathlib import Path
 
 from ktui.cli.exits import EXIT_CANNOT_RUN
-from ktui.cli.options import add_target_flags, add_timeout_flag, parse_timeouts, worker_config
+from ktui.cli.options import (
+    add_gpus_flag,
+    add_remote_flags,
+    add_target_flags,
+    add_timeout_flag,
+    parse_timeouts,
+    placement,
+    runner_for,
+    worker_config,
+)
 
 
 def add_parser(subparsers) -> None:
@@ -15,6 +24,8 @@ def add_parser(subparsers) -> None:
     mcp.add_argument("dir", nargs="?", type=Path, default=Path("."), help="the workspace (default: here)")
     add_target_flags(mcp)
     add_timeout_flag(mcp)
+    add_gpus_flag(mcp)
+    add_remote_flags(mcp)
     mcp.set_defaults(handler=cmd_mcp)
 
 
@@ -29,9 +40,15 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         print("ktui: `ktui mcp` needs the MCP SDK: python3 -m pip install -e '.[mcp]' (or pip install 'mcp>=2.3')",
               file=sys.stderr)
         return EXIT_CANNOT_RUN
+    from ktui.agents.runs import Placement
+    from ktui.run.pool import DevicePool
+    from ktui.workspace.kernels import find_root
+
     try:
         timeouts = parse_timeouts(args.timeout)
-        return serve(args.dir, worker_config(args), timeouts)
-    except (ProblemError, argparse.ArgumentTypeError) as exc:
+        runner = runner_for(args, root=find_root(args.dir, fallback=args.dir))  # the one choice of where runs happen
+        runners = list(runner.runners) if isinstance(runner, DevicePool) else [runner]
+        return serve(args.dir, worker_config(args), timeouts, Placement(runners, placement(args)))
+    except (ProblemError, argparse.ArgumentTypeError, ValueError) as exc:
         print(f"ktui: {exc}", file=sys.stderr)
         return EXIT_CANNOT_RUN

@@ -177,6 +177,14 @@ def add_gpus_flag(parser: argparse.ArgumentParser) -> None:
                              "e.g. --gpus 0,1 (default: every visible GPU)")
 
 
+def placement(args: argparse.Namespace) -> str:
+    """Where ``runner_for`` puts the runs, in words (``ktui.run.owner.placement_words``)."""
+    from ktui.run.owner import placement_words  # deferred for start-up speed
+
+    return placement_words(getattr(args, "remote", None), getattr(args, "gpus", None), getattr(args, "cpu", False),
+                           getattr(args, "cold", False))
+
+
 def runner_for(args: argparse.Namespace, fresh_each_run: bool = False, root: Path | None = None):
     """A ``RemoteRunner`` with ``--remote``, a ``DevicePool`` where several GPUs are picked or
     visible, else a ``LocalRunner``; ValueError for a bad address or ``--gpus`` list."""

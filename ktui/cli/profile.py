@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 from ktui.cli.exits import EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK
@@ -32,8 +33,8 @@ def add_parser(subparsers) -> None:
 def cmd_profile(args: argparse.Namespace) -> int:
     """Profile, or time sections; ``--json`` prints the contract the dashboard's ``p`` reads."""
     # deferred for start-up speed
-    from ktui.inspect.external import CannotRun, ToolFailed
-    from ktui.inspect.profile import ProfileOptions, profile, profile_sections
+    from ktui.inspect.profile import ProfileOptions
+    from ktui.run.owner import OwnerGone, gpu_turn_for
 
     def emit(obj: dict) -> None:
         sys.stdout.write(json.dumps(obj, default=str) + "\n")
@@ -58,6 +59,25 @@ def cmd_profile(args: argparse.Namespace) -> int:
     except ValueError as exc:
         finish(False, str(exc))
         return EXIT_CANNOT_RUN
+    # A local profile takes its turn on the workspace owner's GPU: never beside a timed run.
+    turn = gpu_turn_for(args.path, f"ktui profile {args.path}") if not _remote(args) else nullcontext()
+    try:
+        with turn:
+            return _profiled(args, options, progress, finish, host)
+    except OwnerGone as exc:
+        finish(False, str(exc))
+        return EXIT_CANNOT_RUN
+
+
+def _remote(args: argparse.Namespace) -> bool:
+    return getattr(args, "remote", None) is not None
+
+
+def _profiled(args, options, progress, finish, host) -> int:
+    # deferred for start-up speed
+    from ktui.inspect.external import CannotRun, ToolFailed
+    from ktui.inspect.profile import profile, profile_sections
+
     try:
         if args.sections:
             report = profile_sections(args.path, options, progress, reference=args.reference, host=host)

@@ -19,9 +19,8 @@ def cmd_run_ray(args: argparse.Namespace) -> int:
     from ktui.run.ray_pool import RayMissing, RayPool, evaluate
     from ktui.workspace.kernels import ProblemError, discover
 
-    paths = [*getattr(args, "ray_paths", []), *args.paths]
     try:
-        kernels = discover(paths, reference=args.reference)
+        kernels = discover(args.paths, reference=args.reference)
         options = loop_options(args)
     except (ProblemError, argparse.ArgumentTypeError, ValueError) as exc:
         print(f"ktui: {exc}", file=sys.stderr)

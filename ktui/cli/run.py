@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 from ktui.cli.exits import EXIT_CANNOT_RUN, exit_code
@@ -17,6 +18,7 @@ from ktui.cli.options import (
     add_remote_flags,
     add_state_dir,
     loop_options,
+    placement,
     runner_for,
 )
 from ktui.cli.printers import JsonPrinter, LinePrinter
@@ -25,7 +27,7 @@ from ktui.cli.stopping import Stopping
 
 def add_parser(subparsers) -> None:
     run = subparsers.add_parser("run", help="run the loop once on kernel files or folders")
-    run.add_argument("paths", nargs="+", type=Path)
+    run.add_argument("paths", nargs="*", type=Path)  # at least one, with --ray's (``RayAddress``)
     add_reference(run)
     add_state_dir(run)
     run.add_argument("--json", action="store_true", help="print the loop's events as JSON lines")
@@ -46,11 +48,17 @@ def add_parser(subparsers) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     # deferred for start-up speed
+    from ktui.run.owner import OwnerLink, OwnerServer, Ownership
     from ktui.run.pool import DevicePool
+    from ktui.run.queue import RunQueue
     from ktui.run.runner import WorkerStartError
     from ktui.run.session import Session
-    from ktui.workspace.kernels import ProblemError, discover
+    from ktui.workspace.kernels import ProblemError, discover, state_dir
 
+    args.paths = [*getattr(args, "ray_paths", []), *args.paths]  # `--ray kernels/`: the folder is a path
+    if not args.paths:
+        print("ktui run: error: the following arguments are required: paths", file=sys.stderr)
+        return EXIT_CANNOT_RUN
     if args.ray is not None and args.gpus is not None:
         print("ktui: --gpus picks GPUs of this host: with --ray, Ray places the runs (one worker per GPU it has)",
               file=sys.stderr)
@@ -66,7 +74,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"ktui: {exc}", file=sys.stderr)
         return EXIT_CANNOT_RUN
     printer = JsonPrinter() if args.json else LinePrinter(verbose=args.verbose)
-    verdicts = []
+    if not kernels:
+        return _audited(args, kernels, options, exit_code([]))
+    state = state_dir(kernels[0].root)
+    link = OwnerLink.connect(state)
+    if link is not None:  # a watch (or `ktui serve`) owns this workspace's GPUs: its queue runs these
+        return _audited(args, kernels, options, _through_owner(link, state, args, options, printer))
     try:
         runner = runner_for(args, fresh_each_run=args.cold)
     except ValueError as exc:
@@ -74,33 +87,71 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_CANNOT_RUN
     if not reached(runner):
         return EXIT_CANNOT_RUN
-    if isinstance(runner, DevicePool):  # several GPUs: the kernels in parallel, printed as they finish
-        from ktui.run.ray_pool import evaluate  # its recording in finish order; Ray itself is not imported
-
-        try:
-            code = exit_code([run.verdict for run in evaluate(runner, kernels, options, consumers=[printer])])
-        finally:
-            runner.close()
-        return _audited(args, kernels, options, code)
-    sessions: dict[Path, Session] = {}
+    ownership = Ownership.take(state)  # no owner: this command owns the GPUs while it runs
+    # One queue, one thread per GPU: on several GPUs the kernels run in parallel, printed as they finish.
+    runners = list(runner.runners) if isinstance(runner, DevicePool) else [runner]
+    queue = RunQueue(Session(kernels[0].root, runner=runners[0], consumers=[printer]), options, listener=_unheard,
+                     warm_up=False, runners=runners, consumers=[printer])
+    queue.start()
+    server = OwnerServer.start(queue, ownership, placement(args)) if ownership is not None else None
     try:
-        with Stopping(runner) as stopping:
-            for kernel in kernels:
-                if stopping.signum is not None:
-                    break
-                session = sessions.get(kernel.root)
-                if session is None:
-                    session = sessions[kernel.root] = Session(kernel.root, runner=runner, consumers=[printer])
-                verdicts.append(_run_judged_by_current_reference(session, kernel, options, args.reference))
+        with Stopping(queue) as stopping:
+            verdicts = _verdicts(queue, kernels, options, args.reference)
+            if server is not None:
+                server.close()  # no more callers; those accepted get their runs to the end
+                while not queue.idle and stopping.signum is None:
+                    time.sleep(0.05)
     except WorkerStartError as exc:
         print(f"ktui: {exc}", file=sys.stderr)
         return EXIT_CANNOT_RUN
     finally:
-        for session in sessions.values():
-            session.close()
+        if server is not None:
+            server.close()
+        queue.close(STOPPED)
+        if ownership is not None:
+            ownership.release()
     if stopping.signum is not None:  # stopped by a signal: the verdicts so far, no audit
         return stopping.exit_code
     return _audited(args, kernels, options, exit_code(verdicts))
+
+
+STOPPED = "cancelled: ktui run stopped"
+
+
+def _unheard(item) -> None:
+    """The queue's own notices: ``ktui run`` prints the events through the sessions' printer."""
+
+
+def _through_owner(link, state: Path, args: argparse.Namespace, options, printer) -> int:
+    """The verdicts' exit code of the runs the workspace's owner made for us, their events printed as
+    they come; a reference that changed during a run has the kernel run once more, as without an owner."""
+    from ktui.protocol.events import RunFinished, RunStarted  # deferred for start-up speed
+    from ktui.run.owner import OwnerGone, OwnerLink
+
+    verdicts, again, starts = [], [], {}
+    try:
+        for event in link.run(args.paths, options, placement(args), args.reference):
+            printer(event)
+            if isinstance(event, RunStarted):
+                starts[event.run_id] = event
+            elif isinstance(event, RunFinished) and (changed := event.summary.get("reference_changed")):
+                start = starts[event.run_id]  # judged by a reference that changed since: run it again
+                print(f"ktui: {start.kernel}: {Path(start.reference).name} changed during the run (recorded "
+                      f"{changed['recorded']}, now {changed['now']}); its {event.verdict} stands against the recorded "
+                      "version: running it again against the new reference", file=sys.stderr)
+                again.append(Path(start.path))
+            elif isinstance(event, RunFinished):
+                verdicts.append(event.verdict)
+        if again:  # a new call: each request is one connection
+            relink = OwnerLink.connect(state)
+            for event in relink.run(again, options, placement(args), args.reference, again=True) if relink else ():
+                printer(event)
+                if isinstance(event, RunFinished):
+                    verdicts.append(event.verdict)
+    except (OwnerGone, RuntimeError, OSError) as exc:
+        print(f"ktui: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    return exit_code(verdicts)
 
 
 def reached(runner) -> bool:
@@ -135,26 +186,31 @@ def _audited(args: argparse.Namespace, kernels, options, code: int) -> int:
     return code
 
 
-def _run_judged_by_current_reference(session, kernel, options, reference) -> str:
-    """One kernel's verdict. A reference that changed on disk during the run (its recorded version
+def _verdicts(queue, kernels, options, reference) -> list[str]:
+    """Each kernel's verdict. A reference that changed on disk during a run (its recorded version
     judged it) cancels that verdict: the kernel runs once more against the new reference, saying so."""
     from ktui.workspace.kernels import ProblemError, kernel_for
 
-    finished = session.run(kernel, options)
-    changed = finished.summary.get("reference_changed")
-    if not changed:
-        return finished.verdict
-    shown = kernel.reference.name if kernel.reference else "its reference"
-    print(f"ktui: {kernel.id}: {shown} changed during the run (recorded {changed['recorded']}, now {changed['now']}); "
-          f"its {finished.verdict} stands against the recorded version: running it again against the new reference",
-          file=sys.stderr)
-    try:
-        kernel = kernel_for(kernel.path, reference, kernel.root)
-    except ProblemError as exc:
-        print(f"ktui: {exc}", file=sys.stderr)
-        return "error"
-    again = session.run(kernel, options, again=True)
-    if again.summary.get("reference_changed"):
-        print(f"ktui: {kernel.id}: {shown} changed again during the second run: its {again.verdict} stands against "
-              f"the version it recorded ({again.summary['reference_changed']['recorded']})", file=sys.stderr)
-    return again.verdict
+    verdicts = []
+    for kernel, finished in queue.batch(kernels, options):
+        changed = finished.summary.get("reference_changed")
+        if not changed:
+            verdicts.append(finished.verdict)
+            continue
+        shown = kernel.reference.name if kernel.reference else "its reference"
+        print(f"ktui: {kernel.id}: {shown} changed during the run (recorded {changed['recorded']}, now {changed['now']}); "
+              f"its {finished.verdict} stands against the recorded version: running it again against the new reference",
+              file=sys.stderr)
+        try:
+            kernel = kernel_for(kernel.path, reference, kernel.root)
+        except ProblemError as exc:
+            print(f"ktui: {exc}", file=sys.stderr)
+            verdicts.append("error")
+            continue
+        for _, again in queue.batch([kernel], options, again=True):
+            if again.summary.get("reference_changed"):
+                print(f"ktui: {kernel.id}: {shown} changed again during the second run: its {again.verdict} stands "
+                      f"against the version it recorded ({again.summary['reference_changed']['recorded']})",
+                      file=sys.stderr)
+            verdicts.append(again.verdict)
+    return verdicts

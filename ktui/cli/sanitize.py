@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 from ktui.cli.exits import EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK
@@ -27,6 +28,7 @@ def cmd_sanitize(args: argparse.Namespace) -> int:
     # deferred for start-up speed
     from ktui.inspect.external import CannotRun, ToolFailed
     from ktui.inspect.sanitize import sanitize
+    from ktui.run.owner import OwnerGone, gpu_turn_for
 
     def progress(message: str) -> None:
         if not args.json:
@@ -38,10 +40,13 @@ def cmd_sanitize(args: argparse.Namespace) -> int:
         print(json.dumps({"ok": False, "message": str(exc), "report": None}) if args.json else f"ktui: {exc}",
               file=sys.stdout if args.json else sys.stderr)
         return EXIT_CANNOT_RUN
+    # A local sanitizer run takes its turn on the workspace owner's GPU: never beside a timed run.
+    turn = gpu_turn_for(args.path, f"ktui sanitize {args.path}") if args.remote is None else nullcontext()
     try:
-        report = sanitize(args.path, tool=args.tool, timeout_s=args.timeout, progress=progress,
-                          reference=args.reference, host=host)
-    except (CannotRun, ToolFailed) as exc:
+        with turn:
+            report = sanitize(args.path, tool=args.tool, timeout_s=args.timeout, progress=progress,
+                              reference=args.reference, host=host)
+    except (CannotRun, ToolFailed, OwnerGone) as exc:
         if args.json:
             print(json.dumps({"ok": False, "message": str(exc), "report": None}))
         else:

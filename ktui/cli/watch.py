@@ -7,7 +7,15 @@ import sys
 from pathlib import Path
 
 from ktui.cli.exits import EXIT_CANNOT_RUN
-from ktui.cli.options import add_gpus_flag, add_loop_flags, add_remote_flags, add_state_dir, loop_options, runner_for
+from ktui.cli.options import (
+    add_gpus_flag,
+    add_loop_flags,
+    add_remote_flags,
+    add_state_dir,
+    loop_options,
+    placement,
+    runner_for,
+)
 
 
 def add_parser(subparsers) -> None:
@@ -48,7 +56,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
         print("ktui: --debounce-ms must be 0 or more", file=sys.stderr)
         return EXIT_CANNOT_RUN
     settings = WatchSettings(debounce_s=args.debounce_ms / 1000.0, force_polling=args.poll, catch_up=not args.lazy,
-                             audit=not args.no_audit)
+                             audit=not args.no_audit, owner_placement=placement(args))
     try:
         runner = runner_for(args, root=workspace.root)  # one worker per GPU where several are picked or visible
     except ValueError as exc:

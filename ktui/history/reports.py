@@ -85,6 +85,7 @@ def build_report(start: RunStarted, end: RunFinished, events: list[dict[str, Any
         "version": start.version,
         "content_hash": start.content_hash,
         "reference": start.reference,
+        "reference_hash": start.reference_hash,
         "tier": start.tier,
         "device": start.device,
         "arch": start.arch,

@@ -28,6 +28,13 @@ PASSED = "passed"
 COMPILED = "compiled"  # compiled and dumped, never run: a CuTeDSL kernel on the CPU tier (exit 0, not a pass)
 ERROR = "error"  # ktui could not run the kernel at all (no reference, bad path)
 INTERRUPTED = "interrupted"  # left "running" by a ktui process that was killed (see ktui.history.store)
+RUNNING = "running"  # the history's verdict of a run not yet finished
+
+
+def finished_run(verdict: str) -> bool:
+    """Whether a run with ``verdict`` says something of its version: the one definition of a
+    finished run. A run still going, cancelled or interrupted says nothing."""
+    return verdict not in (RUNNING, CANCELLED, INTERRUPTED)
 
 
 

@@ -6,6 +6,7 @@ compiling the text, no user code run) exactly as the worker places any other err
 from __future__ import annotations
 
 import linecache
+import threading
 import traceback
 from pathlib import Path
 
@@ -47,10 +48,16 @@ def syntax_error_info(exc: SyntaxError, tb: str = "") -> ErrorInfo:
                      traceback=tb or "".join(traceback.format_exception_only(type(exc), exc)), location=loc)
 
 
+# Held while the parent parses Python text: CPython 3.11's parser is not safe in two threads at
+# once ("AST constructor recursion depth mismatch"), and the run queue and the owner use threads.
+PARSING = threading.RLock()
+
+
 def syntax_error(source: str, file: str) -> SyntaxError | None:
     """The syntax error of this Python text, if any: compiled, never run."""
     try:
-        compile(source, file, "exec", dont_inherit=True)
+        with PARSING:
+            compile(source, file, "exec", dont_inherit=True)
     except SyntaxError as exc:  # also its subclasses: IndentationError, TabError
         return exc
     return None

@@ -32,9 +32,9 @@ def ktui_argv(verb: str, path: Path, reference: Path | None, *flags: str) -> lis
 class KtuiChild:
     """One running ktui command; ``records`` are its JSON stdout lines, stderr is kept for errors."""
 
-    def __init__(self, argv: list[str], cwd: Path):
+    def __init__(self, argv: list[str], cwd: Path, env: dict[str, str] | None = None):
         self.proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, errors="replace", env=child_env(),
+                                     stderr=subprocess.PIPE, text=True, errors="replace", env=child_env(env or {}),
                                      start_new_session=True)
         self._stderr: list[str] = []
         self._reader = threading.Thread(target=lambda: self._stderr.extend(self.proc.stderr), daemon=True)

@@ -2,28 +2,20 @@
 
 Each device (``ktui.run.devices``) gets a ``LocalRunner`` whose worker sees only that GPU
 (``CUDA_VISIBLE_DEVICES=<index>``), so a job reaches a GPU only when its previous job has ended:
-never two timed runs on one GPU. ``run(jobs)`` hands back each job with its events in the order
-the jobs finish, like ``ktui.run.ray_pool.RayPool`` (whose ``evaluate`` records them through
-the sessions). A worker that dies ends its own run ``crashed``; its runner replaces it for the
-next job and the other GPUs carry on. ``ktui watch`` uses ``runners`` directly, one scheduler
-thread per GPU (``ktui.watch.scheduler``).
+never two timed runs on one GPU. The run queue (``ktui.run.queue``: ``ktui watch``, ``ktui run
+--gpus``, ``ktui serve``) drives ``runners``, one thread per GPU; each pinned runner names its GPU
+in the run's summary (``ran_on``). A worker that dies ends its own run ``crashed``; its runner
+replaces it for the next job and the other GPUs carry on.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import queue
-import socket
 import threading
-from collections import deque
-from typing import Any, Iterator
+from typing import Any
 
-from ktui.protocol.events import ERROR, Event, RunFinished, RunStarted
-from ktui.protocol.job import Job
 from ktui.run.devices import Device
-from ktui.run.runner import LocalRunner, WorkerConfig, WorkerStartError
-
-STOPPED = "cancelled: ktui stopped before this run finished"
+from ktui.run.runner import LocalRunner, WorkerConfig
 
 
 class DevicePool:
@@ -37,77 +29,6 @@ class DevicePool:
         self.runners = [LocalRunner(dataclasses.replace(base, gpu=d.index, gpu_uuid=d.uuid, pin_gpu=True),
                                     fresh_each_run=fresh_each_run) for d in self.devices]
 
-    def run(self, jobs: list[Job]) -> Iterator[tuple[Job, Event]]:
-        """Each event with its job as it comes (the runs of different GPUs interleave, each run's
-        in order, ending with its ``RunFinished``); a GPU whose worker cannot start ends its job
-        ``error`` and takes no more (the others take the rest). Two jobs of one kernel version
-        (one run folder) never run at once: the second waits for the first."""
-        pending = deque(jobs)
-        results: queue.Queue[tuple[Job, Event]] = queue.Queue()
-        lock = threading.Condition()
-        stop = threading.Event()
-        busy: set[str] = set()  # the run folders in flight: two runs of one version share a folder
-
-        def take() -> Job | None:
-            """The next job whose run folder no other GPU is writing (waiting while only such
-            jobs are left), or None when nothing is left or the pool stops."""
-            with lock:
-                while pending and not stop.is_set():
-                    job = next((j for j in pending if j.run_dir not in busy), None)
-                    if job is not None:
-                        pending.remove(job)
-                        busy.add(job.run_dir)
-                        return job
-                    lock.wait(timeout=0.5)
-                return None
-
-        def serve(device: Device, runner: LocalRunner) -> None:
-            while (job := take()) is not None:
-                try:
-                    for event in runner.run(job):
-                        results.put((job, _placed(event, device)))
-                except WorkerStartError as exc:
-                    for event in ended(job, ERROR, f"{device.label()}: {exc}"):
-                        results.put((job, event))
-                    return
-                finally:
-                    with lock:
-                        busy.discard(job.run_dir)
-                        lock.notify_all()
-
-        threads = [threading.Thread(target=serve, args=(d, r), name=f"ktui-gpu-{d.index}", daemon=True)
-                   for d, r in zip(self.devices, self.runners)]
-        for thread in threads:
-            thread.start()
-        handed = 0
-        try:
-            while handed < len(jobs):
-                try:
-                    item = results.get(timeout=0.5)
-                except queue.Empty:
-                    if any(t.is_alive() for t in threads) or not results.empty():
-                        continue
-                    with lock:  # every GPU stopped taking jobs: the rest cannot run
-                        left = list(pending)
-                        pending.clear()
-                    for job in left:
-                        handed += 1
-                        for event in ended(job, ERROR, "no GPU left to run it: no worker would start"):
-                            yield job, event
-                    continue
-                if isinstance(item[1], RunFinished):
-                    handed += 1
-                yield item
-        finally:
-            stop.set()
-            if handed < len(jobs):  # the caller stopped early: nothing it no longer reads runs on
-                with lock:
-                    pending.clear()
-                for runner in self.runners:
-                    runner.cancel(STOPPED)
-            for thread in threads:
-                thread.join(timeout=30)
-
     def describe(self) -> dict[str, Any]:
         """The first GPU's worker as the others see themselves, and every GPU's label."""
         return {**self.runners[0].describe(), "gpus": [d.index for d in self.devices]}
@@ -118,23 +39,3 @@ class DevicePool:
             thread.start()
         for thread in closers:
             thread.join(timeout=30)
-
-
-def _placed(event: Event, device: Device) -> Event:
-    """The run's summary names the GPU that ran it (``ran_on``, as a Ray run's does)."""
-    if isinstance(event, RunFinished):
-        event.summary = {**event.summary, "ran_on": {"node": socket.gethostname(), "gpu": device.index,
-                                                     "gpu_uuid": device.uuid}}
-    return event
-
-
-def ended(job: Job, verdict: str, message: str) -> list[Event]:
-    """A run that no worker finished: started and ended with ``verdict`` and the reason."""
-    started = RunStarted(job.run_id, kernel=job.kernel_id, path=job.kernel_path, version=job.version,
-                         content_hash=job.content_hash, reference=job.reference_path,
-                         reference_hash=job.reference_hash, tier="-", device="-", arch="-",
-                         run_dir=job.run_dir, strict=job.options.strict)
-    first = message.splitlines()[0]
-    return [started, RunFinished(job.run_id, verdict=verdict, message=message,
-                                 summary={"first_failure": {"rung": "", "status": verdict, "message": first}})]
-

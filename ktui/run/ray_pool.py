@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterator
 
 from ktui.protocol.events import CRASHED, ERROR, Event, RunFinished, RunStarted, event_from_json
 from ktui.protocol.job import Job, Options
+from ktui.run.never_ran import never_ran
 from ktui.run.ray_files import MAX_FILE_BYTES, MAX_RUN_BYTES, ScratchRun, WorkspaceCopies, scratch_root, write_shipped
 from ktui.run.ray_ship import Bundle, Shipper
 from ktui.run.runner import LocalRunner, WorkerConfig
@@ -298,16 +299,8 @@ def _closing(job: Job, run: _Streaming, verdict: str, message: str, error: str) 
 
 
 def _ended(job: Job, verdict: str, message: str, error: str) -> list[Event]:
-    """A run that no worker finished: started and ended with ``verdict`` and the reason."""
-    started = RunStarted(job.run_id, kernel=job.kernel_id, path=job.kernel_path, version=job.version,
-                         content_hash=job.content_hash, reference=job.reference_path,
-                         reference_hash=job.reference_hash, tier="-", device="-", arch="-",
-                         run_dir=job.run_dir, strict=job.options.strict)
-    first = message.splitlines()[0]
-    finished = RunFinished(job.run_id, verdict=verdict, message=message,
-                           summary={"first_failure": {"rung": "", "status": verdict, "message": first},
-                                    "ran_on": {"node": None, "gpu": None, "error": error}})
-    return [started, finished]
+    """A run that no actor finished, saying which error lost it."""
+    return never_ran(job, verdict, message, summary={"ran_on": {"node": None, "gpu": None, "error": error}})
 
 
 # HTTP/2's client preface and an empty SETTINGS frame: what a gRPC client (Ray's GCS and Ray

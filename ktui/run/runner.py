@@ -18,6 +18,7 @@ import json
 import os
 import queue
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -311,7 +312,8 @@ class LocalRunner:
         started = time.monotonic()
         worker.send(job)
         try:
-            yield from self._follow(worker, job, started)
+            for event in self._follow(worker, job, started):
+                yield self._placed(event)
         except GeneratorExit:
             # Nobody reads this run any more (``ktui run | head -1``): the worker would climb on
             # for no one, and its late events would reach the next job.
@@ -319,6 +321,13 @@ class LocalRunner:
             raise
         if fresh:
             self._discard_worker()
+
+    def _placed(self, event: Event) -> Event:
+        """A worker pinned to one GPU of several names it in the run's summary (``ran_on``, as a Ray run's does)."""
+        if isinstance(event, RunFinished) and self.config.pin_gpu:
+            event.summary = {**event.summary, "ran_on": {"node": socket.gethostname(), "gpu": self.config.gpu,
+                                                         "gpu_uuid": self.config.gpu_uuid}}
+        return event
 
     def _allow_writes(self, job: Job) -> bool:
         """Let the workers write the job's ``.ktui/runs`` folder; True when the warm one may not yet

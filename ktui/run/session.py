@@ -22,8 +22,6 @@ from ktui.protocol.events import (
     ErrorInfo,
     Event,
     RunFinished,
-    RungFinished,
-    RunStarted,
     first_failure,
 )
 from ktui.protocol.job import Job, Options
@@ -31,6 +29,7 @@ from ktui.protocol.sourcelines import syntax_error, syntax_error_info
 from ktui.protocol.statedir import StateError, run_dir
 from ktui.run.audit import weak_test
 from ktui.run.compare import VersionComparer
+from ktui.run.never_ran import never_ran
 from ktui.run.runner import LocalRunner, Runner
 from ktui.workspace.kernels import (
     Kernel,
@@ -169,13 +168,7 @@ class Session:
 
     def _unrunnable(self, job: Job) -> Iterator[Event]:
         """A kernel with no reference never reaches a worker: ktui cannot judge it."""
-        yield RunStarted(
-            job.run_id, kernel=job.kernel_id, path=job.kernel_path, version=job.version,
-            content_hash=job.content_hash, reference="", reference_hash="", tier="-", device="-", arch="-", run_dir=job.run_dir,
-        )
-        yield RungFinished(job.run_id, rung="pre-checks", status=FAILED, message=job.reference_error)
-        yield RunFinished(job.run_id, verdict=ERROR, message=job.reference_error,
-                          summary={"first_failure": first_failure("pre-checks", FAILED, job.reference_error)})
+        yield from never_ran(job, ERROR, job.reference_error, rung="pre-checks")
 
     @staticmethod
     def _syntax_error(job: Job, runner: Runner) -> ErrorInfo | None:
@@ -197,14 +190,8 @@ class Session:
 
     def _not_python(self, job: Job, error: ErrorInfo) -> Iterator[Event]:
         """A file that does not compile fails the pre-checks as the worker would fail them, at its line."""
-        message = f"{error.type}: {error.message}"
-        yield RunStarted(
-            job.run_id, kernel=job.kernel_id, path=job.kernel_path, version=job.version, content_hash=job.content_hash,
-            reference=job.reference_path, reference_hash=job.reference_hash, tier="-", device="-", arch="-",
-            run_dir=job.run_dir,
-        )
-        yield RungFinished(job.run_id, rung="pre-checks", status=FAILED, message=message, error=error)
-        yield RunFinished(job.run_id, verdict=FAILED, summary={"first_failure": first_failure("pre-checks", FAILED, message)})
+        yield from never_ran(job, FAILED, f"{error.type}: {error.message}", rung="pre-checks", error=error,
+                             finish_message="")
 
     def close(self) -> None:
         self.runner.close()

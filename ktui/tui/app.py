@@ -26,6 +26,7 @@ from ktui.history.store import Store
 from ktui.protocol.events import Event, Output, RunFinished
 from ktui.protocol.job import Options
 from ktui.protocol.processes import stopped_by
+from ktui.run.notices import Notice
 from ktui.run.runner import Runner
 from ktui.tui.actions import DashboardActions
 from ktui.tui.dashboard import PANES, WIDE, Dashboard
@@ -37,7 +38,6 @@ from ktui.tui.state import DashboardState
 from ktui.tui.versions import version_history
 from ktui.tui.view import PaneView
 from ktui.watch.loop import Saved, WatchLoop, WatchSettings
-from ktui.watch.scheduler import Notice
 from ktui.workspace.folder import Workspace
 from ktui.workspace.kernels import state_dir
 

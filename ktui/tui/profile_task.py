@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ktui.run.child import KtuiChild, ktui_argv
-from ktui.watch.scheduler import Notice
+from ktui.run.notices import Notice
+from ktui.run.owner import TURN_HELD_ENV
 from ktui.workspace.kernels import Kernel
 
 PROFILE_TIMEOUT_S = 900.0
@@ -48,7 +49,8 @@ def profile_task(loop):
         emit = loop.listener
         emit(ProfileProgress(kernel.id, "starting ktui profile"))
         try:
-            child = KtuiChild(profile_command(kernel), kernel.root)
+            # This task is the profile's turn on the GPU: its child does not ask the owner for one.
+            child = KtuiChild(profile_command(kernel), kernel.root, env={TURN_HELD_ENV: "1"})
         except OSError as exc:
             emit(ProfileFinished(kernel.id, False, f"could not start ktui profile: {exc}"))
             return

@@ -22,12 +22,12 @@ from ktui.protocol.events import (
     RunStarted,
 )
 from ktui.protocol.job import rung_family
+from ktui.run.notices import JobProblem, Notice, QueueChanged, RunnerReady
 from ktui.tui.profile_task import ProfileFinished, ProfileProgress
 from ktui.tui.versions import latest_finished, version_history, worst_fraction
 from ktui.watch.audits import AuditFinished
 from ktui.watch.echoes import RerunsStopped
 from ktui.watch.loop import Saved, WatchStateChanged, WorkspaceNote
-from ktui.watch.scheduler import JobProblem, Notice, QueueChanged, RunnerReady
 from ktui.workspace.kernels import Kernel, content_hash, reference_hash
 
 NEVER_RUN = "new"

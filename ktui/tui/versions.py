@@ -1,7 +1,7 @@
 """The history as the dashboard reads it: per version, its newest finished run's figures.
 
 The panes draw ``VersionPoint``s; ``DashboardState`` fills a kernel's view from its newest
-finished run. Both come from here, so what "finished" means is written once for the dashboard.
+finished run (``finished_run``: the one definition of a finished run). Both come from here.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ktui.history.store import Store
-from ktui.protocol.events import CANCELLED, INTERRUPTED, PASSED
+from ktui.protocol.events import PASSED, finished_run
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ def version_history(store: Store, kernel_id: str, limit: int = 500) -> list[Vers
     """Per version, its newest finished run (cancelled and interrupted runs say nothing about a version)."""
     chosen: dict[int, Any] = {}
     for run in store.runs(kernel_id, limit=limit):  # newest first
-        if run.version not in chosen and finished(run):
+        if run.version not in chosen and finished_run(run.verdict):
             chosen[run.version] = run
     dumps = store.rung_results([run.run_id for run in chosen.values()], "dumps")
     points: dict[int, VersionPoint] = {}
@@ -113,11 +113,6 @@ def compared_versions(points: list[VersionPoint]) -> tuple[VersionPoint, Version
 def latest_finished(store: Store, kernel_id: str):
     """The kernel's newest run that says something about its version, or None."""
     for run in store.runs(kernel_id, limit=20):
-        if finished(run):
+        if finished_run(run.verdict):
             return run
     return None
-
-
-def finished(run) -> bool:
-    """A run that judged its version: not still running, not cancelled or interrupted."""
-    return run.verdict not in ("running", CANCELLED, INTERRUPTED)

@@ -33,8 +33,9 @@ from typing import Callable, ClassVar
 from ktui.protocol.events import RunFinished
 from ktui.protocol.job import Options
 from ktui.run.audit import STRONG, WEAK, AuditOptions, Auditor, AuditTarget, cached, kernel_target
+from ktui.run.notices import Notice
+from ktui.run.queue import Listener, RunQueue
 from ktui.run.runner import WorkerStartError
-from ktui.watch.scheduler import Listener, Notice, Scheduler
 from ktui.workspace.kernels import Kernel, ProblemError, state_dir
 
 
@@ -55,7 +56,7 @@ class AuditFinished(Notice):
 class BackgroundAudits:
     """Which reference versions are audited, told, or could not be audited; the audit job itself."""
 
-    def __init__(self, scheduler: Scheduler, listener: Listener, resolve: Callable[[Path], Kernel | None],
+    def __init__(self, scheduler: RunQueue, listener: Listener, resolve: Callable[[Path], Kernel | None],
                  options: Options):
         self.scheduler = scheduler
         self.listener = listener

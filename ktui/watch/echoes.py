@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from ktui.watch.scheduler import Notice
+from ktui.run.notices import Notice
 
 LIMIT = 3  # re-runs caused by a kernel's own saves, in a row, before it is stopped
 

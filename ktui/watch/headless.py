@@ -17,8 +17,8 @@ from typing import IO
 
 from ktui.protocol.events import Event, Output
 from ktui.protocol.processes import stopped_by
+from ktui.run.notices import Notice
 from ktui.watch.loop import WatchLoop
-from ktui.watch.scheduler import Notice
 
 
 class JsonLines:

@@ -15,18 +15,21 @@ from typing import Callable, ClassVar
 
 from watchdog.observers import Observer
 
+from ktui.history.current import is_current
 from ktui.history.store import Store
 from ktui.protocol.job import Options
 from ktui.protocol.statedir import runs_folder
+from ktui.run.notices import Notice
+from ktui.run.owner import OwnerServer, Ownership
 from ktui.run.pool import DevicePool
+from ktui.run.queue import Listener, RunQueue, Task
 from ktui.run.runner import LocalRunner, Runner, WorkerConfig
 from ktui.run.session import Session
 from ktui.watch.audits import BackgroundAudits
 from ktui.watch.echoes import Echoes
-from ktui.watch.scheduler import Listener, Notice, Scheduler, Task
 from ktui.watch.watcher import DEFAULT_DEBOUNCE_S, Save, Watcher, WatcherState
 from ktui.workspace.folder import KernelIndex, Workspace
-from ktui.workspace.kernels import Kernel, content_hash, reference_hash
+from ktui.workspace.kernels import Kernel
 
 ECHO_GRACE_S = 1.0  # after a run ends, how long a save may still be that run's own, beyond the debounce
 
@@ -68,6 +71,9 @@ class WatchSettings:
     force_polling: bool = False
     catch_up: bool = True  # run kernels whose stored result is not for what is on disk
     audit: bool = True  # audit each reference version once, in the background (cached in .ktui/audits/)
+    # Where its runs happen, in words (``cli.options.placement``): set, the watch owns the
+    # workspace's GPUs while it runs (``ktui.run.owner``) and runs other commands' jobs too.
+    owner_placement: str | None = None
 
 
 class WatchLoop:
@@ -89,11 +95,13 @@ class WatchLoop:
         runner = runner or LocalRunner(WorkerConfig(arch=options.arch, force_cpu=options.force_cpu, writable=runs))
         runners: list[Runner] = list(runner.runners) if isinstance(runner, DevicePool) else [runner]  # one per GPU
         self.session = Session(workspace.root, runner=runners[0])
-        self.scheduler = Scheduler(
+        self.scheduler = RunQueue(
             self.session, options, listener, resolve=workspace.kernel,
             tasks={name: make(self) for name, make in (tasks or {}).items()}, runners=runners,
         )
         self.audits = BackgroundAudits(self.scheduler, listener, workspace.kernel, options) if self.settings.audit else None
+        self.ownership: Ownership | None = None  # held while it owns the workspace's GPUs
+        self.owner: OwnerServer | None = None
         self.index = KernelIndex(workspace)  # touched only from the watcher's thread after start
         self.echoes = Echoes(workspace.root)  # kernels that keep saving their own files
         self.watcher = Watcher(
@@ -112,6 +120,10 @@ class WatchLoop:
             self.listener(WorkspaceNote(problem))
         kernels = self.index.kernels()  # read before the watcher's thread owns the index
         self.scheduler.start()
+        if self.settings.owner_placement is not None:
+            self.ownership = Ownership.take(self.session.state)
+            if self.ownership is not None:
+                self.owner = OwnerServer.start(self.scheduler, self.ownership, self.settings.owner_placement)
         self.watcher.start()
         if self.settings.catch_up:
             for kernel in kernels:
@@ -121,7 +133,11 @@ class WatchLoop:
 
     def close(self, reason: str = "cancelled: the watch stopped") -> None:
         self.watcher.stop()
+        if self.owner is not None:
+            self.owner.close()
         self.scheduler.close(reason)
+        if self.ownership is not None:
+            self.ownership.release()
 
     # -- from the UI / a script ----------------------------------------------------------------
     def set_options(self, options: Options) -> None:
@@ -175,16 +191,3 @@ class WatchLoop:
         if self.audits is not None:
             for kernel in kernels:
                 self.audits.request(kernel)
-
-
-def is_current(store: Store, kernel: Kernel) -> bool:
-    """Whether the stored result of ``kernel`` is a finished run of exactly what is on disk."""
-    run = store.latest_run(kernel.id)
-    if run is None or run.verdict in ("running", "cancelled", "interrupted"):
-        return False
-    try:
-        if run.content_hash != content_hash(kernel.path.read_bytes()):
-            return False
-        return run.reference_hash == reference_hash(kernel)
-    except OSError:
-        return False

@@ -16,6 +16,7 @@ from ktui.protocol.events import RunFinished, RungStarted, RunStarted
 from ktui.protocol.job import Options
 from ktui.run.devices import Device
 from ktui.run.pool import DevicePool
+from ktui.run.queue import RunQueue
 from ktui.run.runner import WorkerConfig
 from ktui.run.session import Session
 from ktui.workspace.kernels import kernel_at
@@ -43,29 +44,33 @@ def _jobs(ws: Path, names: list[str], options: Options):
         session.close()
 
 
-def _runs(stream) -> list[list]:
-    """The streamed ``(job, event)`` pairs as each run's events, in the order the runs finish."""
-    open_runs: dict[str, list] = {}
-    finished = []
-    for job, event in stream:
-        open_runs.setdefault(job.run_id, []).append(event)
-        if isinstance(event, RunFinished):
-            finished.append(open_runs.pop(job.run_id))
-    assert not open_runs, "a run's events stopped before its run_finished"
-    return finished
-
-
 def _summary(events) -> tuple[str, str, str, float, float]:
     start = next(e for e in events if isinstance(e, RunStarted))
     end = next(e for e in events if isinstance(e, RunFinished))
     return start.kernel, start.gpu, end.verdict, start.time, end.time
 
 
+def _batch(ws: Path, pool: DevicePool, names: list[str], options: Options) -> list[tuple[str, str, str, float, float]]:
+    """The kernels run through the run queue on the pool's GPUs, one thread each, as ``ktui run
+    --gpus`` runs them: per run, in the order they finish, its kernel, GPU, verdict, start and end."""
+    starts: dict[str, RunStarted] = {}
+    queue = RunQueue(Session(ws, runner=pool.runners[0]), options, lambda item: None, warm_up=False,
+                     runners=pool.runners)
+    queue.start()
+    try:
+        heard = lambda event: starts.setdefault(event.run_id, event) if isinstance(event, RunStarted) else None  # noqa: E731
+        kernels = [kernel_at(ws / "kernels" / f"{name}.py") for name in names]
+        return [(k.id, starts[end.run_id].gpu, end.verdict, starts[end.run_id].time, end.time)
+                for k, end in queue.batch(kernels, options, heard=heard)]
+    finally:
+        queue.runners = queue.runners[:1]  # the pool closes its own runners
+        queue.close()
+
+
 def test_a_kernel_hanging_on_one_gpu_does_not_hold_up_the_other_and_results_come_in_finish_order(ws, pool):
     options = Options(seed=1, benchmark=False, timeouts={"compile": 45})
-    jobs = _jobs(ws, ["hang", "add_triton"], options)  # the hang is handed out first
-    (first, first_gpu, first_verdict, *_), (second, second_gpu, second_verdict, *_) = (
-        _summary(events) for events in _runs(pool.run(jobs)))
+    (first, first_gpu, first_verdict, *_), (second, second_gpu, second_verdict, *_) = _batch(
+        ws, pool, ["hang", "add_triton"], options)  # the hang is handed out first
     # add_triton ran beside the hang, on the other GPU, and came back first
     assert (first, first_verdict) == ("add_triton", "passed")
     assert (second, second_verdict) == ("hang", "timed_out")
@@ -125,17 +130,15 @@ def test_two_runs_of_one_kernel_version_never_overlap_they_share_a_run_folder(ws
     options = Options(seed=4, benchmark=False)
     jobs = _jobs(ws, ["add_triton", "add_triton"], options)
     assert jobs[0].run_dir == jobs[1].run_dir
-    first, second = (_summary(events) for events in _runs(pool.run(jobs)))
+    first, second = _batch(ws, pool, ["add_triton", "add_triton"], options)
     assert first[2] == second[2] == "passed"
     assert second[3] >= first[4]  # the second started once the first had finished
 
 
 def test_every_run_is_recorded_with_the_gpu_index_and_uuid_that_ran_it(ws, pool):
     from ktui.history.store import Store
-    from ktui.run.ray_pool import evaluate
 
-    kernels = [kernel_at(ws / "kernels" / "add_triton.py"), kernel_at(ws / "kernels" / "crash_segfault.py")]
-    evaluate(pool, kernels, Options(seed=3, benchmark=False))
+    _batch(ws, pool, ["add_triton", "crash_segfault"], Options(seed=3, benchmark=False))
     store = Store.of(ws / ".ktui")
     try:
         recorded = {(r.kernel, r.gpu, r.gpu_uuid) for r in store.runs()}

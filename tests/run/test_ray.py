@@ -122,6 +122,21 @@ def test_without_ray_the_flag_says_how_to_install_it(tmp_path):
     assert "pip install -e '.[ray]'" in proc.stderr
 
 
+@pytest.mark.parametrize("argv", [["run", "--ray", "kernels/"], ["run", "--ray", "kernels/add_triton.py"]])
+def test_ray_with_no_address_before_a_path_takes_it_as_the_kernels_to_run(tmp_path, argv):
+    ws = make_workspace(tmp_path / "ws", ["add_triton"])
+    hide_ray = f"import sys; sys.modules['ray'] = None; from ktui.cli.main import main; sys.exit(main({argv!r}))"
+    proc = subprocess.run([sys.executable, "-c", hide_ray], cwd=ws, capture_output=True, text=True, timeout=60,
+                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    assert "required: paths" not in proc.stderr
+    assert "pip install -e '.[ray]'" in proc.stderr  # it got as far as starting Ray
+
+
+def test_ktui_run_with_no_paths_at_all_says_they_are_required(tmp_path):
+    proc = ktui("run", "--ray", cwd=make_workspace(tmp_path / "ws"))
+    assert proc.returncode == 2 and "required: paths" in proc.stderr
+
+
 def test_an_address_with_nothing_listening_is_refused_at_once(tmp_path):
     ws = make_workspace(tmp_path / "ws", ["add_triton"])
     proc = ktui("run", "--no-audit", "--ray", "127.0.0.1:1", "kernels/add_triton.py", cwd=ws, timeout=60)

@@ -4,9 +4,9 @@ saving its own files is no longer re-run — until it runs again."""
 from pathlib import Path
 
 from ktui.protocol.events import RunStarted
+from ktui.run.notices import RunnerReady
 from ktui.tui.state import DashboardState, KernelView
 from ktui.watch.echoes import RerunsStopped
-from ktui.watch.scheduler import RunnerReady
 
 WHY = "not confined: KTUI_NO_CONFINE is set"
 

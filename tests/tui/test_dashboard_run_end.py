@@ -16,12 +16,12 @@ from test_dashboard import idle, plain, row, until
 
 from ktui.protocol.job import Options
 from ktui.run.devices import Device
+from ktui.run.notices import QueueChanged
 from ktui.run.pool import DevicePool
 from ktui.run.runner import WorkerConfig
 from ktui.tui.app import KtuiApp
 from ktui.tui.state import DashboardState, KernelView
 from ktui.watch.loop import WatchSettings
-from ktui.watch.scheduler import QueueChanged
 from ktui.workspace.folder import Workspace
 
 

@@ -19,9 +19,9 @@ from conftest import FIXTURES, REPO
 
 from ktui.protocol.events import RunFinished, RunStarted
 from ktui.protocol.job import Options
+from ktui.run.notices import QueueChanged
 from ktui.watch.audits import AuditFinished
 from ktui.watch.loop import WatchLoop, WatchSettings
-from ktui.watch.scheduler import QueueChanged
 from ktui.workspace.folder import Workspace
 
 AUDIT = FIXTURES / "audit"

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from ktui.history.best import best_version
 from ktui.history.sassdiff.model import NoBase
+from ktui.protocol.events import finished_run
 
 if TYPE_CHECKING:
     from ktui.history.store import Store
@@ -45,7 +46,7 @@ def resolve_base(store: Store, kernel: str, new_version: int, base: str) -> int:
     last_verdict: dict[int, str] = {}
     for run in runs:
         # A cancelled or interrupted re-run says nothing of the version.
-        if run.verdict not in ("cancelled", "interrupted", "running"):
+        if finished_run(run.verdict):
             last_verdict.setdefault(run.version, run.verdict)
     if base == "previous":
         earlier = [v for v in versions if v < new_version]
@@ -59,7 +60,7 @@ def resolve_base(store: Store, kernel: str, new_version: int, base: str) -> int:
                      cli="choose one with --base VERSION", dashboard="d cycles to best or pinned; b pins a version")
     newest = {}  # the newest finished run of each version: what "best" counts
     for run in runs:
-        if run.verdict not in ("cancelled", "interrupted", "running"):
+        if finished_run(run.verdict):
             newest.setdefault(run.version, run)
     points = [_Point(v, r.verdict, r.summary.get("speedup") if isinstance(r.summary, dict) else None)
               for v, r in newest.items()]

@@ -25,10 +25,10 @@ from ktui.protocol.events import (
     Event,
     RunFinished,
     RungFinished,
-    RunStarted,
     event_from_json,
 )
 from ktui.protocol.job import Job
+from ktui.run.never_ran import never_ran
 from ktui.run.remote.address import RemoteAddress
 from ktui.run.remote.link import Link, LinkDown
 from ktui.run.remote.sync import Syncer
@@ -232,11 +232,7 @@ class RemoteRunner(LocalRunner):
     def _not_started(self, job: Job, exc: Exception) -> Iterator[Event]:
         verdict = INTERRUPTED if isinstance(exc, LinkDown) else ERROR
         message = str(exc)
-        yield RunStarted(job.run_id, kernel=job.kernel_id, path=job.kernel_path, version=job.version,
-                         content_hash=job.content_hash, reference=job.reference_path, reference_hash=job.reference_hash,
-                         tier="-", device=self.host, arch="-", run_dir=job.run_dir, strict=job.options.strict)
-        yield RunFinished(job.run_id, verdict=verdict, message=message,
-                          summary={"host": self.host, "first_failure": {"rung": "", "status": verdict, "message": message}})
+        yield from never_ran(job, verdict, message, device=self.host, summary={"host": self.host})
 
     def close(self) -> None:
         try:

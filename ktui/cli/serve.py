@@ -1,0 +1,75 @@
+"""``ktui serve``: own a workspace's GPUs with a warm worker and no UI, so that every ``ktui run``
+and ``ktui mcp`` of the workspace submits to it (``ktui.run.owner``) instead of starting its own."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from ktui.cli.exits import EXIT_CANNOT_RUN
+from ktui.cli.options import add_gpus_flag, add_state_dir, add_target_flags, placement, runner_for
+
+HELP = "own a workspace's GPUs: other ktui commands of it run on this warm worker, one run per GPU at a time"
+
+
+def add_parser(subparsers) -> None:
+    serve = subparsers.add_parser("serve", help=HELP)
+    serve.add_argument("dir", nargs="?", type=Path, default=Path("."), help="the workspace (default: .)")
+    add_target_flags(serve)
+    add_gpus_flag(serve)
+    add_state_dir(serve)
+    serve.set_defaults(handler=cmd_serve)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    # deferred for start-up speed
+    from ktui.protocol.events import RunFinished
+    from ktui.protocol.job import Options
+    from ktui.run.owner import OwnerServer, Ownership, owner_pid
+    from ktui.run.pool import DevicePool
+    from ktui.run.queue import RunQueue
+    from ktui.run.session import Session
+    from ktui.workspace.folder import Workspace
+    from ktui.workspace.kernels import ProblemError, state_dir
+
+    try:
+        root = Workspace.at(args.dir).root
+    except ProblemError as exc:
+        print(f"ktui: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    state = state_dir(root)
+    ownership = Ownership.take(state)
+    if ownership is None:
+        print(f"ktui: the workspace is already owned by pid {owner_pid(state)}", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    try:
+        runner = runner_for(args, root=root)
+    except ValueError as exc:
+        ownership.release()
+        print(f"ktui: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    runners = list(runner.runners) if isinstance(runner, DevicePool) else [runner]
+
+    def told(item) -> None:
+        if isinstance(item, RunFinished):
+            print(f"{item.run_id[:8]}: {item.verdict}", flush=True)
+
+    queue = RunQueue(Session(root, runner=runners[0]), Options(arch=args.arch, force_cpu=args.cpu), told,
+                     runners=runners)  # warm from the start: the first caller gets a ready worker
+    queue.start()
+    server = OwnerServer(queue, ownership, placement(args))
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda signum, frame: stop.set())
+    print(f"ktui serve: owning {root} ({placement(args)}) on {server.path}", flush=True)
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        server.close()
+        queue.close("cancelled: ktui serve stopped")
+        ownership.release()
+    return 0

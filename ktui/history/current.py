@@ -1,0 +1,32 @@
+"""Whether a stored result is the current one: the one definition of "current result", shared by
+the watch's catch-up and the MCP server's ``latest``. Current means a finished run of exactly the
+kernel's content on disk, judged by exactly its reference on disk (a reference edit makes every
+result of its kernels stale, as a kernel edit does)."""
+
+from __future__ import annotations
+
+from ktui.history.store import Store
+from ktui.protocol.events import finished_run
+from ktui.workspace.kernels import Kernel, content_hash, reference_hash
+
+
+def on_disk(kernel: Kernel, content: str, reference: str | None) -> bool:
+    """Whether ``content`` (a content hash) and ``reference`` (a reference hash; None: not known, as
+    in reports written before they carried it) are the kernel's and its reference's on disk."""
+    try:
+        if content != content_hash(kernel.path.read_bytes()):
+            return False
+        return reference is None or reference == reference_hash(kernel)
+    except OSError:
+        return False
+
+
+def is_current(store: Store, kernel: Kernel) -> bool:
+    """Whether the stored result of ``kernel`` is a finished run of exactly what is on disk."""
+    run = store.latest_run(kernel.id)
+    return run is not None and finished_run(run.verdict) and on_disk(kernel, run.content_hash, run.reference_hash)
+
+
+def report_is_current(report: dict, kernel: Kernel) -> bool:
+    """Whether a report (``.ktui/latest/<kernel>.json``) is for what is on disk now."""
+    return on_disk(kernel, str(report.get("content_hash")), report.get("reference_hash"))

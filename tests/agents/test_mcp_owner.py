@@ -1,0 +1,74 @@
+"""The MCP server's runs: one warm worker across calls, or the workspace owner's (CPU tier)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import uuid
+
+import anyio
+from conftest import REPO, make_workspace
+from test_mcp import call, connect, tagged_processes
+
+from ktui.protocol.processes import descendants
+
+
+def _two_runs(ws, tag: str) -> list[list[int]]:
+    """The verdicts of two run calls, and the server's processes after each."""
+    seen: list[list[int]] = []
+
+    async def main():
+        async with connect(ws, tag=tag) as session:
+            for seed in (1, 2):
+                result = await call(session, "run", paths=["kernels/add_triton.py"], seed=seed, no_bench=True)
+                assert result["all_passed"] is True
+                seen.append(sorted(tagged_processes(tag)))
+
+    anyio.run(main)
+    return seen
+
+
+def test_the_mcp_server_keeps_its_warm_worker_from_one_run_call_to_the_next(tmp_path):
+    ws = make_workspace(tmp_path / "ws", ["add_triton"])
+    first, second = _two_runs(ws, uuid.uuid4().hex)
+    assert len(first) == 2 and first == second, "the same server and worker processes for both calls"
+
+
+def test_the_mcp_server_runs_on_the_owners_worker_while_another_process_owns_the_workspace(tmp_path):
+    ws = make_workspace(tmp_path / "ws", ["add_triton"])
+    serve = subprocess.Popen([sys.executable, "-m", "ktui", "serve", "--cpu"], cwd=ws,
+                             env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE, text=True)
+    try:
+        assert "owning" in serve.stdout.readline()
+        workers = descendants(serve.pid)
+        first, second = _two_runs(ws, uuid.uuid4().hex)
+        assert len(first) == 1 and first == second, "the MCP server started no worker of its own"
+        assert descendants(serve.pid) == workers
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        serve.wait(60)
+
+
+def test_the_mcp_server_started_with_gpus_runs_on_those_gpus_in_parallel(tmp_path):
+    import json
+
+    from ktui.history.store import Store
+    from ktui.workspace.kernels import state_dir
+
+    ws = make_workspace(tmp_path / "ws", ["add_triton", "softmax_triton"])
+    command = [sys.executable, "-m", "ktui", "mcp", str(ws), "--cpu", "--gpus", "0,1"]
+
+    async def main():
+        async with connect(ws, command=command) as session:
+            result = await call(session, "run", paths=["kernels/"], seed=1, no_bench=True)
+            assert result["all_passed"] is True, json.dumps(result)[:2000]
+
+    anyio.run(main)
+    store = Store.of(state_dir(ws))
+    try:
+        gpus = {run.kernel: run.gpu for run in store.runs()}
+    finally:
+        store.close()
+    assert sorted(gpus.values()) == ["0", "1"], gpus
