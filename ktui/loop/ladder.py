@@ -22,7 +22,6 @@ from typing import Any, Callable
 
 from ktui.loop import integrity
 from ktui.loop.context import RunContext
-from ktui.loop.dsl.triton_kernels import as_jit_function, is_triton_kernel
 from ktui.loop.errors import RungFailure, RungSkipped, error_info
 from ktui.loop.outcome import InputGenerationError, Outcome, shape_label
 from ktui.loop.rungs import bench, compile, correctness, dependence, dumps, fresh, precheck, run
@@ -43,7 +42,11 @@ from ktui.protocol.events import (
     first_failure,
 )
 
-CUTE_NEEDS_GPU = "CuTeDSL kernels need a GPU to run (CPU tier: compiled ahead of time only)"
+
+def needs_gpu(ctx: RunContext) -> str:
+    """Why nothing runs on the CPU tier: the module's DSLs that cannot run there."""
+    titles = " and ".join(dsl.title for dsl in ctx.dsls if not dsl.runs_on_cpu)
+    return f"{titles} kernels need a GPU to run (CPU tier: compiled ahead of time only)"
 
 
 class Ladder:
@@ -68,7 +71,7 @@ class Ladder:
             info = error_info(exc.__cause__ or exc, ctx.user_files)
             status, figures, message, error = FAILED, {}, str(exc), info
         except Exception as exc:
-            info = error_info(exc, ctx.user_files, _jit_functions(ctx))
+            info = error_info(exc, ctx.user_files, (ctx.compilable, ctx.kernel))
             status, figures, message, error = FAILED, {}, f"{info.type}: {info.message}", info
         except SystemExit as exc:
             status, figures, message, error = FAILED, {}, f"user code called sys.exit({exc.code})", None
@@ -132,7 +135,7 @@ class Ladder:
             self._skip_all(["run", *tests, *probes], _because(built))
             return _because(built)
         if compile_only(ctx):
-            self._skip_all(["run", *tests, *probes], CUTE_NEEDS_GPU)
+            self._skip_all(["run", *tests, *probes], needs_gpu(ctx))
             return NO_GPU_TIMING
         smoke = self.step("run", run.run)
         if not smoke.ok:
@@ -188,7 +191,7 @@ def _because(result: RungFinished) -> str:
 
 
 def verdict(results: list[RungFinished], only_compiled: bool = False) -> str:
-    """The run's word. ``only_compiled`` (a CuTeDSL kernel on the CPU tier): nothing ran, so a clean
+    """The run's word. ``only_compiled`` (a CuTeDSL or TileLang kernel on the CPU tier): nothing ran, so a clean
     ladder is ``compiled``, never ``passed``."""
     statuses = {r.status for r in results}
     if SUSPICIOUS in statuses:
@@ -199,15 +202,8 @@ def verdict(results: list[RungFinished], only_compiled: bool = False) -> str:
 
 
 def compile_only(ctx: RunContext) -> bool:
-    """Whether this run could only compile: CuTeDSL needs a GPU to run (see ``_checks``)."""
-    return ctx.has_cute and not ctx.tier.is_gpu
-
-
-def _jit_functions(ctx: RunContext) -> list:
-    """The module's Triton functions as JITFunctions, to place a compilation error in the file."""
-
-    modules = {id(m): m for m in (ctx.compilable, ctx.kernel) if m is not None}.values()
-    return [as_jit_function(obj) for m in modules for obj in vars(m).values() if is_triton_kernel(obj)]
+    """Whether this run could only compile: a DSL of the module cannot run on the CPU tier (see ``_checks``)."""
+    return not ctx.tier.is_gpu and any(not dsl.runs_on_cpu for dsl in ctx.dsls)
 
 
 def summarize(results: list[RungFinished], roofline_done: float = DEFAULT_DONE,
