@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from ktui.loop.dsl.base import Dsl
 from ktui.loop.dsl.cutedsl import CUTEDSL
+from ktui.loop.dsl.tilelang_kernels import TILELANG
 from ktui.loop.dsl.triton_kernels import TRITON
 
-DSLS: tuple[Dsl, ...] = (TRITON, CUTEDSL)
+DSLS: tuple[Dsl, ...] = (TRITON, CUTEDSL, TILELANG)
 
