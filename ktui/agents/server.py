@@ -34,7 +34,7 @@ from ktui.run.runner import WorkerConfig
 from ktui.workspace.kernels import Kernel, ProblemError, content_hash, discover, state_dir
 from ktui.workspace.versions import current_version
 
-INSTRUCTIONS = """ktui verifies GPU kernels (Triton, CuTeDSL) against a trusted reference.
+INSTRUCTIONS = """ktui verifies GPU kernels (Triton, CuTeDSL, TileLang) against a trusted reference.
 The loop: write or edit kernels/<op>_<variant>.py, call `run`, read `first_failure` (file:line and
 excerpt), fix, repeat. When it passes, `diff` (SASS against the previous version), `hotspots` (which
 of your lines the instructions and, once profiled, the stalls come from) and `profile` (Nsight
@@ -206,7 +206,7 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
 
         folder = workspace.root / "context"
         if not folder.is_dir():
-            raise BadCall(f"{folder} does not exist: fill it with `ktui context add triton` (or cutedsl, cutlass, ptx)")
+            raise BadCall(f"{folder} does not exist: fill it with `ktui context add triton` (or cutedsl, tilelang, cutlass, ptx)")
         hits, _ = search(folder, query, limit=limit)
         return {"query": query, "hits": [{**h.to_json(), "file": f"context/{h.path}"} for h in hits]}
 
