@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import finished, ktui, make_workspace, parse_events, rungs
+from conftest import by_kernel, finished, ktui, make_workspace, parse_events, rungs
 
 pytest.importorskip("tilelang", reason="tilelang not installed (pip install 'ktui[tilelang]')")
 
@@ -71,3 +71,19 @@ def test_a_module_with_no_kernel_of_any_of_the_three_dsls_is_refused(tmp_path):
     assert pre["status"] == "failed"
     assert ("no_kernel.py contains no Triton (@triton.jit), CuTeDSL (@cute.jit/@cute.kernel) or TileLang "
             "(@tilelang.jit) kernel") in pre["message"]
+
+
+def test_the_shipped_tilelang_kernels_compile_without_spills_and_the_gemm_uses_wgmma_and_tma(tmp_path):
+    shipped = ["softmax_tilelang", "rmsnorm_tilelang", "gemm_bf16_tilelang"]
+    root = make_workspace(tmp_path / "ws", kernels=shipped)
+    proc = ktui("run", "--no-audit", "--cpu", "--no-bench", "--json", "kernels/", cwd=root)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    kernels = by_kernel(parse_events(proc.stdout))
+    assert sorted(kernels) == sorted(shipped)
+    for name in shipped:
+        r = rungs(kernels[name])
+        (usage,) = r["dumps"]["figures"]["functions"].values()
+        assert usage["spill_instructions"] == 0 and usage["local"] == 0, (name, usage)
+        assert finished(kernels[name])["verdict"] == "compiled"
+    gemm_sass = (Path(rungs(kernels["gemm_bf16_tilelang"])["dumps"]["figures"]["dir"]) / "gemm.sass").read_text()
+    assert "HGMMA" in gemm_sass and "UTMALDG" in gemm_sass
