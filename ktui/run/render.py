@@ -12,18 +12,10 @@ from typing import Any
 
 from ktui.protocol.events import compile_only_text
 from ktui.protocol.job import rung_family
+from ktui.protocol.rungs import RUNGS
 
 # The figures worth a glance, per rung family, in display order.
-KEY_FIGURES: dict[str, tuple[str, ...]] = {
-    "pre-checks": (),
-    "compile": ("compile_s",),
-    "dumps": (),
-    "run": ("wall_s",),
-    "correctness": ("max_abs", "max_rel", "rmse", "psnr", "cossim", "mismatched", "nonfinite", "no_signal"),
-    "check": (),
-    "benchmark": ("kernel_us", "ref_us", "speedup", "speedup_ci", "graph_us", "gbps", "tflops", "roofline",
-                  "bound", "at_roofline", "impossible", "throttled", "stop", "label"),
-}
+KEY_FIGURES: dict[str, tuple[str, ...]] = {rung.name: rung.figures for rung in RUNGS}  # the rung table's
 
 
 def fmt(key: str, value: Any) -> str:
