@@ -134,12 +134,14 @@ def run(args: argparse.Namespace, result: dict) -> None:
 
 
 def _count_launches(ctx, call) -> int:
-    from ktui.loop.dsl.triton_kernels import LaunchRecorder
+    """The kernel launches of one call, counted by each DSL's adapter (Triton's and TileLang's are
+    launches of one GPU function each)."""
+    from ktui.loop.integrity import LaunchCounter
 
-    recorder = LaunchRecorder(ctx.triton_kernels)
-    with recorder.recording():
+    counter = LaunchCounter({dsl: ctx.kernels[dsl.name] for dsl in ctx.dsls})
+    with counter.counting():
         call()
-    return recorder.count()
+    return counter.count
 
 
 def _profiled_call(ctx, inputs, warmup: int, result: dict) -> None:

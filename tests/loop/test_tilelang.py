@@ -24,6 +24,7 @@ def test_a_tilelang_kernel_compiles_for_sm90a_on_the_cpu_tier_with_tir_cuda_ptx_
     events = run_json(root, "add_tilelang")
     r = rungs(events)
     assert r["pre-checks"]["figures"]["tilelang_kernels"] == ["add_tiles", "add_tail"]
+    assert r["pre-checks"]["figures"]["compile_only"] == "TileLang"  # the header's "CPU tier: TileLang compiled …"
     assert r["compile"]["status"] == "ok" and r["compile"]["figures"]["arch"] == "sm_90a", r["compile"]
     run_dir = Path(r["dumps"]["figures"]["dir"])
     for suffix in ("tir", "cu", "ptx", "cubin", "sass"):

@@ -92,6 +92,8 @@ def run(ctx: RunContext) -> Outcome:
             "format": job.format,
             **ctx.problem.figures,
             **{dsl.figure: list(ctx.kernels[dsl.name]) for dsl in DSLS},
+            # the DSLs this tier only compiles: the header says so before compile starts
+            "compile_only": "/".join(d.title for d in ctx.dsls if not (d.runs_on_cpu or ctx.tier.is_gpu)) or None,
             "tests": len(ctx.tests),
             "benchmarks": len(ctx.benchmarks),
         },
