@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from conftest import by_kernel, finished, ktui, make_workspace, parse_events, rungs
 
+from ktui.agents.dumps import read_dump
+
 pytest.importorskip("tilelang", reason="tilelang not installed (pip install 'ktui[tilelang]')")
 
 
@@ -31,6 +33,9 @@ def test_a_tilelang_kernel_compiles_for_sm90a_on_the_cpu_tier_with_tir_cuda_ptx_
         assert (run_dir / f"add_tiles.{suffix}").stat().st_size > 0, suffix
     assert ".target sm_90a" in (run_dir / "add_tiles.ptx").read_text()
     assert "LDG.E.128" in (run_dir / "add_tiles.sass").read_text()  # the whole tiles move 128 bits at a time
+    cuda = read_dump(run_dir, "cuda", "add_tiles", 0, 100_000)["text"]  # what an agent reads through MCP
+    assert 'extern "C" __global__' in cuda and "float4" in cuda  # float32, four at a time
+    assert "@T.prim_func" in read_dump(run_dir, "tir", "add_tiles", 0, 100_000)["text"]
     resources = json.loads((run_dir / "resources.json").read_text())
     (usage,) = resources.values()
     assert usage["dsl"] == "tilelang" and usage["registers"] > 0 and usage["spill_instructions"] == 0
