@@ -2,7 +2,8 @@
 
 Each source lands in its own folder, ``context/<source>/``, with a ``SOURCE`` note (origin,
 version, date). Offline sources copy what is installed: ``triton`` (the Triton Python package's
-sources) and ``cutedsl`` (the ``cutlass`` package of nvidia-cutlass-dsl). Network sources:
+sources), ``cutedsl`` (the ``cutlass`` package of nvidia-cutlass-dsl) and ``tilelang`` (the
+TileLang package's own sources, without its copy of TVM). Network sources:
 ``cutlass`` (a shallow, sparse clone of NVIDIA/cutlass limited to the CuTe/CuTeDSL parts),
 ``triton-tutorials``, and ``ptx`` (the PTX ISA page turned into plain text, one file per
 section). Every network step has a timeout, and the URLs can be pointed elsewhere (``--url`` or
@@ -95,13 +96,14 @@ def add_source(name: str, context_dir: Path, url: str | None = None, timeout: fl
     adders: dict[str, Callable[..., Added]] = {
         "triton": _add_triton,
         "cutedsl": _add_cutedsl,
+        "tilelang": _add_tilelang,
         "cutlass": _add_cutlass,
         "triton-tutorials": _add_triton_tutorials,
         "ptx": _add_ptx,
     }
     if name not in adders:
         raise ContextError(f"unknown source {name!r}: choose from {', '.join(adders)} "
-                           "(triton and cutedsl work offline; the others need the network)")
+                           "(triton, cutedsl and tilelang work offline; the others need the network)")
     context_dir = context_dir.resolve()
     target = context_dir / name
     if target.exists() and not (target / NOTE).is_file():
@@ -162,6 +164,32 @@ def _add_cutedsl(dest: Path, url: str | None, timeout: float | None) -> Added:
     notes.append("the wheel ships no examples or docs: `ktui context add cutlass` fetches them")
     return Added("cutedsl", dest, files, size, version,
                  f"installed package nvidia-cutlass-dsl {version}: the cutlass package ({package})", notes)
+
+
+def _add_tilelang(dest: Path, url: str | None, timeout: float | None) -> Added:
+    """The installed package's Python sources (its language, JIT and examples of use in docstrings);
+    found, not imported, like Triton."""
+    import importlib.metadata
+    import importlib.util
+
+    spec = importlib.util.find_spec("tilelang")
+    if spec is None or spec.origin is None:
+        raise ContextError("TileLang is not installed (pip install 'ktui[tilelang]')")
+    package = Path(spec.origin).parent
+    try:
+        version = importlib.metadata.version("tilelang")
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown"
+    files = size = 0
+    for part in sorted(package.iterdir()):  # its own sources: TVM's (3rdparty/, 60 MB) are not TileLang's API
+        if part.is_dir() and part.name != "3rdparty":
+            n, b = copy_text_tree(part, dest / "tilelang" / part.name, PACKAGE_SUFFIXES)
+            files, size = files + n, size + b
+        elif part.is_file() and part.suffix in PACKAGE_SUFFIXES:
+            (dest / "tilelang").mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(part, dest / "tilelang" / part.name)
+            files, size = files + 1, size + part.stat().st_size
+    return Added("tilelang", dest, files, size, version, f"installed Python package tilelang {version} ({package})")
 
 
 def _add_cutlass(dest: Path, url: str | None, timeout: float | None) -> Added:

@@ -15,6 +15,7 @@ from ktui.agents.workspace import BadCall
 # kind → how its files are named in a run folder ("*" is the GPU function's name).
 KINDS: dict[str, str] = {
     "ptx": "*.ptx", "sass": "*.sass", "ttir": "*.ttir", "ttgir": "*.ttgir", "llir": "*.llir", "mlir": "*.mlir",
+    "tir": "*.tir", "cuda": "*.cu",
     "source": "source.py", "resources": "resources.json", "report": "report.json", "hotspots": "hotspots.txt",
 }
 MAX_PAGE_CHARS = 100_000
@@ -29,7 +30,7 @@ def read_dump(run_dir: Path, kind: str, function: str | None, offset: int, max_c
     files = sorted(run_dir.glob(pattern)) if run_dir.is_dir() else []
     if not files:
         raise BadCall(f"no {kind} in {run_dir}: the run stopped before the dumps rung, or this kernel's "
-                      f"DSL does not produce {kind} (Triton: ttir ttgir llir ptx sass; CuTeDSL: mlir ptx sass)")
+                      f"DSL does not produce {kind} (Triton: ttir ttgir llir ptx sass; CuTeDSL: mlir ptx sass; TileLang: tir cuda ptx sass)")
     functions = [p.name[: -len(pattern) + 1] if pattern.startswith("*") else p.stem for p in files]
     if function is None:
         chosen = files[0]

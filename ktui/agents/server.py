@@ -39,7 +39,7 @@ from ktui.run.runner import WorkerConfig
 from ktui.workspace.kernels import Kernel, ProblemError, discover, state_dir
 from ktui.workspace.versions import current_version
 
-INSTRUCTIONS = """ktui verifies GPU kernels (Triton, CuTeDSL) against a trusted reference.
+INSTRUCTIONS = """ktui verifies GPU kernels (Triton, CuTeDSL, TileLang) against a trusted reference.
 The loop: write or edit kernels/<op>_<variant>.py, call `run`, read `first_failure` (file:line and
 excerpt), fix, repeat. When it passes, `diff` (SASS against the previous version), `hotspots` (which
 of your lines the instructions and, once profiled, the stalls come from) and `profile` (Nsight

@@ -14,7 +14,7 @@ from ktui.cli.exits import EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK
 def add_parser(subparsers) -> None:
     ctx = subparsers.add_parser("context", help="material for agents in context/: add sources, search them")
     ctx_sub = ctx.add_subparsers(dest="context_command", required=True)
-    add = ctx_sub.add_parser("add", help="add a source: triton, cutedsl (offline); cutlass, triton-tutorials, ptx (network)")
+    add = ctx_sub.add_parser("add", help="add a source: triton, cutedsl, tilelang (offline); cutlass, triton-tutorials, ptx (network)")
     add.add_argument("source")
     add.add_argument("--url", default=None, help="fetch from here instead (a git URL, or the PTX page's URL / file)")
     add.add_argument("--timeout", type=float, default=None, help="seconds before a network fetch gives up")
@@ -55,7 +55,7 @@ def cmd_context(args: argparse.Namespace) -> int:
     from ktui.agentdocs.index import search  # deferred for start-up speed
 
     if not folder.is_dir():
-        print(f"ktui: {folder} does not exist: fill it with `ktui context add triton` (or cutedsl, cutlass, "
+        print(f"ktui: {folder} does not exist: fill it with `ktui context add triton` (or cutedsl, tilelang, cutlass, "
               "triton-tutorials, ptx)", file=sys.stderr)
         return EXIT_CANNOT_RUN
     hits, _ = search(folder, " ".join(args.query), limit=args.limit)

@@ -11,7 +11,7 @@ from ktui.cli.exits import EXIT_CANNOT_RUN, EXIT_OK
 def add_parser(subparsers) -> None:
     remote = subparsers.add_parser("remote", help="remote GPU hosts reached over ssh")
     verbs = remote.add_subparsers(dest="remote_command", required=True)
-    check = verbs.add_parser("check", help="Python, torch, Triton, CuTeDSL, ktui, the GPU, ncu and compute-sanitizer on HOST")
+    check = verbs.add_parser("check", help="Python, torch, Triton, CuTeDSL, TileLang, ktui, the GPU, ncu and compute-sanitizer on HOST")
     check.add_argument("host", metavar="[USER@]HOST[:PORT]")
     check.add_argument("--ssh-config", default=None, metavar="FILE",
                        help="an ssh config file used instead of ~/.ssh/config (default: $KTUI_SSH_CONFIG)")

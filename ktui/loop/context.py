@@ -16,7 +16,8 @@ import torch
 
 from ktui.loop import integrity, provenance
 from ktui.loop.device import Tier, clone_tree, poisoned_allocations, storage_key, synchronize, tensorless, to_device
-from ktui.loop.dsl.triton_kernels import interpreter_environment
+from ktui.loop.dsl.base import Dsl
+from ktui.loop.dsl.registry import DSLS
 from ktui.loop.errors import RungFailure
 from ktui.loop.formats.base import Problem
 from ktui.loop.outcome import CompiledFunction, InputGenerationError
@@ -46,8 +47,7 @@ class RunContext:
     reference: ModuleType | None = None
     reference_modules: dict[str, ModuleType] = field(default_factory=dict)  # it and its snapshot's modules: guarded
     problem: Problem | None = None  # the format adapter every call below goes through
-    triton_kernels: dict[str, Any] = field(default_factory=dict)
-    cute_functions: list[tuple[str, Any]] = field(default_factory=list)
+    kernels: dict[str, dict[str, Any]] = field(default_factory=dict)  # DSL name → the module's own kernels
     compiled: list[CompiledFunction] = field(default_factory=list)
     user_files: set[str] = field(default_factory=set)
     seeds: random.Random = field(default_factory=random.Random)
@@ -79,7 +79,10 @@ class RunContext:
         if self.tier.is_gpu:
             return self.problem.custom_kernel(*inputs)
 
-        with interpreter_environment(), self.problem.scope():
+        with contextlib.ExitStack() as scopes:
+            for dsl in DSLS:
+                scopes.enter_context(dsl.call_scope(is_gpu=False))
+            scopes.enter_context(self.problem.scope())
             return self.problem.custom_kernel(*inputs)
 
     def candidate(self, *inputs: Any, count_launches: bool = True, execute: bool = True,
@@ -92,7 +95,8 @@ class RunContext:
 
         self.pending_provenance = None
         sealed = integrity.Sealed(kept or {})
-        counter = integrity.LaunchCounter(self.triton_kernels, self.has_cute and self.tier.is_gpu, execute=execute)
+        counted = {dsl: self.kernels[dsl.name] for dsl in self.dsls if dsl.runs_on_cpu or self.tier.is_gpu}
+        counter = integrity.LaunchCounter(counted, execute=execute)
         ledger = provenance.StorageLedger()
         with self.reference_kept("custom_kernel"), integrity.reference_tripwire(self.reference), counter.counting():
             try:
@@ -110,7 +114,7 @@ class RunContext:
                 "judge its answer: a kernel may write only its own outputs", status="suspicious")
         if count_launches and counter.count == 0:
             raise RungFailure(
-                "custom_kernel returned without launching any of its own Triton/CuTeDSL kernels: "
+                f"custom_kernel returned without launching any of its own {self.dsl_titles} kernels: "
                 "the answer came from somewhere else (torch ops, a cache, the reference)",
                 status="suspicious",
             )
@@ -215,8 +219,22 @@ class RunContext:
             return self.problem.check(inputs, output)
 
     @property
-    def has_cute(self) -> bool:
-        return bool(self.cute_functions)
+    def dsls(self) -> list[Dsl]:
+        """The DSLs the kernel's module has kernels of, in the registry's order."""
+        return [dsl for dsl in DSLS if self.kernels.get(dsl.name)]
+
+    @property
+    def dsl_titles(self) -> str:
+        """"Triton/CuTeDSL" in messages: the DSLs of this module, or every DSL when it has none yet."""
+        return "/".join(dsl.title for dsl in (self.dsls or DSLS))
+
+    @property
+    def triton_kernels(self) -> dict[str, Any]:
+        return self.kernels.get("triton", {})
+
+    @property
+    def cute_functions(self) -> list[tuple[str, Any]]:
+        return list(self.kernels.get("cutedsl", {}).items())
 
 
 def _names(items: list[str], limit: int = 4) -> str:

@@ -1,9 +1,9 @@
 """Turning exceptions into ``ErrorInfo`` that points at the user's file and line.
 
 A developer wants "softmax_triton.py:42: unsupported operand", not forty lines of MLIR or of
-ktui's own frames. Syntax errors carry their own location; Triton compilation errors carry an AST
-node relative to the kernel's source, which we shift to file lines; anything else is located at
-the deepest traceback frame that lies in one of the user's files.
+ktui's own frames. Syntax errors carry their own location; a DSL's compile error is placed by its
+adapter (``dsl/base.py``: ``Dsl.place``); anything else is located at the deepest traceback frame
+that lies in one of the user's files.
 """
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ from __future__ import annotations
 import re
 import traceback
 from pathlib import Path
+from types import ModuleType
 from typing import Iterable
 
-from ktui.loop.dsl import cutedsl
+from ktui.loop.dsl.registry import DSLS
 from ktui.protocol.events import ErrorInfo, SourceLocation
 from ktui.protocol.sourcelines import location, syntax_error_info
 
@@ -36,90 +37,29 @@ class RungSkipped(Exception):
     """The rung cannot run in this tier or after an earlier failure; the message says why."""
 
 
-def error_info(exc: BaseException, user_files: Iterable[str] = (), jit_functions: Iterable = ()) -> ErrorInfo:
+def error_info(exc: BaseException, user_files: Iterable[str] = (), modules: Iterable[ModuleType] = ()) -> ErrorInfo:
     """Describe ``exc`` for the user: type, one-paragraph message, traceback, user location.
 
-    ``jit_functions`` are the module's Triton ``JITFunction`` objects, used to place a
-    compilation error (whose AST node is relative to one kernel's source) in the file.
-    """
+    ``modules`` are the kernel's modules, where a DSL finds the kernel a compile error is about
+    (Triton's error carries an AST node relative to one kernel's source)."""
     user = {str(Path(f).resolve()) for f in user_files}
     tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     if isinstance(exc, SyntaxError) and exc.filename and exc.lineno:
         return syntax_error_info(exc, tb)
-    if (cute := _cute_compile_error(exc, user)) is not None:
-        loc = location(cute["file"], cute["line"], cute.get("col"))
-        message = _ANSI.sub("", cute["message"])
-    else:
-        message = _short_message(exc)
-        loc = _triton_location(exc, list(jit_functions)) or _deepest_user_frame(exc, user)
-    return ErrorInfo(type=type(exc).__name__, message=message, traceback=tb, location=loc)
+    modules = [m for m in modules if m is not None]
+    placed = next((p for dsl in DSLS if (p := dsl.place(exc, user, modules)) is not None), None)
+    text = placed.message if placed is not None else (str(exc) or type(exc).__name__)
+    loc = placed.location if placed is not None else None
+    return ErrorInfo(type=type(exc).__name__, message=_short(text), traceback=tb,
+                     location=loc or _deepest_user_frame(exc, user))
 
 
-def _cute_compile_error(exc: BaseException, user: set[str]) -> dict | None:
-    """A CuTeDSL compile error placed in the user's file (its errors carry MLIR locations)."""
-
-    if not cutedsl.is_compile_error(exc):
-        return None
-    for file in sorted(user):
-        found = cutedsl.locate_compile_error(exc, file)
-        if found:
-            return found
-    return None
-
-
-def _short_message(exc: BaseException) -> str:
+def _short(text: str) -> str:
     """The error text, minus the long IR dumps compilers like to attach."""
-    from_triton = _triton_compilation_error(exc)
-    if from_triton is not None:
-        inner = from_triton.error_message or ""
-        if not inner and from_triton.__cause__ is not None:
-            inner = f"{type(from_triton.__cause__).__name__}: {from_triton.__cause__}"
-        text = inner or str(from_triton)
-    else:
-        text = str(exc) or type(exc).__name__
     lines = _ANSI.sub("", text).strip().splitlines()
     if len(lines) > 12:
         lines = lines[:12] + [f"… ({len(lines) - 12} more lines in the traceback)"]
     return "\n".join(lines)
-
-
-def _triton_compilation_errors(exc: BaseException) -> list:
-    """Triton ``CompilationError``s in the exception chain, innermost first (no triton import)."""
-    found = []
-    seen = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if type(current).__module__.startswith("triton") and hasattr(current, "node") and hasattr(current, "src"):
-            found.append(current)
-        current = current.__cause__ or current.__context__
-    return found[::-1]
-
-
-def _triton_compilation_error(exc: BaseException):
-    errors = _triton_compilation_errors(exc)
-    return errors[0] if errors else None
-
-
-def _triton_location(exc: BaseException, jit_functions: list) -> SourceLocation | None:
-    for err in _triton_compilation_errors(exc):
-        if not hasattr(err.node, "lineno"):
-            continue
-        for jit in jit_functions:
-            if getattr(jit, "src", None) == err.src:
-                def_line, indent = _def_position(jit)
-                # The node is relative to the kernel's dedented source, starting at its ``def`` line.
-                return location(jit.fn.__code__.co_filename, def_line + err.node.lineno - 1, err.node.col_offset + indent + 1)
-    return None
-
-
-def _def_position(jit) -> tuple[int, int]:
-    """File line of a jit function's ``def`` and its indent (Triton 3.6 has no attribute for it)."""
-    for offset, text in enumerate(jit.raw_src):
-        stripped = text.lstrip()
-        if stripped.startswith("def "):
-            return jit.starting_line_number + offset, len(text) - len(stripped)
-    return jit.starting_line_number, 0
 
 
 def _deepest_user_frame(exc: BaseException, user: set[str]) -> SourceLocation | None:

@@ -7,8 +7,8 @@ being either. Each check here turns one such way into the verdict ``suspicious``
   synchronisation, timers, its own modules, the torch ops the metrics use) are snapshotted
   before any user code runs and verified — and restored — after the kernel module is imported
   and after every call of ``custom_kernel``, before anything is measured or compared.
-- ``LaunchCounter``: counts launches of the module's own Triton kernels and CuTeDSL functions
-  during one call; a call that launched none computed its answer some other way.
+- ``LaunchCounter``: counts launches of the module's own kernels, whatever their DSL, during
+  one call; a call that launched none computed its answer some other way.
 - ``ReferenceTripwire``: the reference module's functions raise an alarm if the candidate calls
   them; ``reference_imports`` finds a kernel file that imports its reference.
 - ``replay_probe`` (the ``integrity`` rung): new data written into the *same* buffers must
@@ -33,12 +33,12 @@ from typing import Any, Iterator
 import torch
 
 from ktui.loop.device import clone_tree, synchronize, tensors_in
-from ktui.loop.dsl.triton_kernels import LaunchRecorder
+from ktui.loop.dsl.base import Dsl
 from ktui.loop.errors import RungFailure
 from ktui.loop.judgement import judge
 from ktui.loop.metrics import CHUNK_ELEMENTS, flat_chunks
 from ktui.loop.outcome import Outcome
-from ktui.loop.provenance import Received, inside_launch
+from ktui.loop.provenance import Received
 
 
 def _guarded_targets() -> list[tuple[Any, str, str]]:
@@ -122,70 +122,26 @@ class NamespaceGuard:
 
 
 class LaunchCounter:
-    """Counts launches of a module's Triton kernels and CuTeDSL functions during a block, and
-    keeps what they were handed (for the provenance check). With ``execute=False`` the launches
-    are recorded but do nothing (the dependence rung's no-op kernels)."""
+    """Counts launches of a module's kernels, per DSL, during a block, and keeps what they were
+    handed (for the provenance check). With ``execute=False`` the launches are recorded but do
+    nothing (the dependence rung's no-op kernels)."""
 
-    def __init__(self, triton_kernels: dict[str, Any], has_cute: bool, execute: bool = True):
-        self.triton_kernels = triton_kernels
-        self.has_cute = has_cute
+    def __init__(self, kernels: dict[Dsl, dict[str, Any]], execute: bool = True):
+        self.kernels = kernels
         self.execute = execute
         self.count = 0
         self.received = Received()
 
     @contextlib.contextmanager
     def counting(self) -> Iterator[LaunchCounter]:
-
-        recorder = LaunchRecorder(self.triton_kernels)
-        cute = _count_cute_launches(self.received, self.execute) if self.has_cute else contextlib.nullcontext([0])
+        counts: list[list[int]] = []
         try:
-            with recorder.recording(execute=self.execute), cute as cute_count:
+            with contextlib.ExitStack() as stack:
+                for dsl, kernels in self.kernels.items():
+                    counts.append(stack.enter_context(dsl.counting(kernels, self.received, self.execute)))
                 yield self
         finally:
-            self.count = recorder.count() + cute_count[0]
-            for launch in recorder.launches:
-                self.received.add(launch.args)
-                self.received.add(launch.kwargs)
-
-
-@contextlib.contextmanager
-def _count_cute_launches(received: Received, execute: bool = True) -> Iterator[list[int]]:
-    """Every CuTeDSL host-function execution goes through ``JitExecutor.run_compiled_program``;
-    the torch tensors it is handed are converted first (``from_dlpack`` builds a runtime
-    ``_Tensor``) or passed to ``JitExecutor.__call__`` as they are: both are recorded."""
-    from cutlass.base_dsl.jit_executor import JitExecutor
-    from cutlass.cute.runtime import _Tensor
-
-    counter = [0]
-    original_run = JitExecutor.__dict__["run_compiled_program"]
-    original_call = JitExecutor.__dict__["__call__"]
-    original_convert = _Tensor.__dict__["__init__"]
-
-    def converted(self, tensor, *args, **kwargs):
-        received.add(tensor)
-        return original_convert(self, tensor, *args, **kwargs)
-
-    def counted(self, *args, **kwargs):
-        counter[0] += 1
-        if not execute:
-            return None
-        with inside_launch():
-            return original_run(self, *args, **kwargs)
-
-    def called(self, *args, **kwargs):
-        received.add(args)
-        received.add(kwargs)
-        return original_call(self, *args, **kwargs)
-
-    JitExecutor.run_compiled_program = counted
-    JitExecutor.__call__ = called
-    _Tensor.__init__ = converted
-    try:
-        yield counter
-    finally:
-        JitExecutor.run_compiled_program = original_run
-        JitExecutor.__call__ = original_call
-        _Tensor.__init__ = original_convert
+            self.count = sum(c[0] for c in counts)
 
 
 class ReferenceCalled(Exception):

@@ -11,7 +11,8 @@ figures; the ladder goes on where that still makes sense: a failed compile skips
 needs a kernel, a failed shape does not hide the others, and only a kernel that is correct on
 every shape — the declared ones, then the few fresh ones ``fresh-shapes`` derives from them — is
 timed (a fast wrong kernel is worth nothing). To add a rung, write its module
-with a ``run(ctx, …) -> Outcome`` and call it from ``climb`` below.
+with a ``run(ctx, …) -> Outcome``, give it a row in the rung table (``ktui/protocol/rungs.py``),
+register it in ``rungs/registry.py`` and call it from ``climb`` below.
 """
 
 from __future__ import annotations
@@ -20,13 +21,12 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from ktui.loop import integrity
 from ktui.loop.context import RunContext
-from ktui.loop.dsl.triton_kernels import as_jit_function, is_triton_kernel
 from ktui.loop.errors import RungFailure, RungSkipped, error_info
 from ktui.loop.outcome import InputGenerationError, Outcome, shape_label
-from ktui.loop.rungs import bench, compile, correctness, dependence, dumps, fresh, precheck, run
+from ktui.loop.rungs import fresh
 from ktui.loop.rungs.bench import NO_GPU_TIMING
+from ktui.loop.rungs.registry import IMPLEMENTATIONS as DO
 from ktui.measure.masks import unmasked_of, with_hint
 from ktui.measure.roofline import DEFAULT_DONE
 from ktui.measure.stats import Interval, geometric_mean, geometric_mean_interval
@@ -42,8 +42,13 @@ from ktui.protocol.events import (
     clean_figures,
     first_failure,
 )
+from ktui.protocol.rungs import RUNGS
 
-CUTE_NEEDS_GPU = "CuTeDSL kernels need a GPU to run (CPU tier: compiled ahead of time only)"
+
+def needs_gpu(ctx: RunContext) -> str:
+    """Why nothing runs on the CPU tier: the module's DSLs that cannot run there."""
+    titles = " and ".join(dsl.title for dsl in ctx.dsls if not dsl.runs_on_cpu)
+    return f"{titles} kernels need a GPU to run (CPU tier: compiled ahead of time only)"
 
 
 class Ladder:
@@ -68,7 +73,7 @@ class Ladder:
             info = error_info(exc.__cause__ or exc, ctx.user_files)
             status, figures, message, error = FAILED, {}, str(exc), info
         except Exception as exc:
-            info = error_info(exc, ctx.user_files, _jit_functions(ctx))
+            info = error_info(exc, ctx.user_files, (ctx.compilable, ctx.kernel))
             status, figures, message, error = FAILED, {}, f"{info.type}: {info.message}", info
         except SystemExit as exc:
             status, figures, message, error = FAILED, {}, f"user code called sys.exit({exc.code})", None
@@ -100,19 +105,19 @@ class Ladder:
     # -- the order -----------------------------------------------------------------------------
     def climb(self) -> list[RungFinished]:
         ctx = self.ctx
-        pre = self.step("pre-checks", precheck.run)
+        pre = self.step("pre-checks", DO["pre-checks"])
         if not pre.ok:
-            for name in ["compile", "dumps", "run", "correctness", fresh.NAME, "integrity", "dependence", "benchmark"]:
-                self.skip(name, _because(pre))
+            for rung in RUNGS[1:]:
+                self.skip(rung.name, _because(pre))
             return self.results
         tests = unique_names([f"correctness[{shape_label(s)}]" for s in ctx.tests])
         probes = [fresh.NAME, "integrity", "dependence"]
         benches = unique_names([f"benchmark[{shape_label(s)}]" for s in ctx.benchmarks])
 
-        built = self.step("compile", compile.run)
+        built = self.step("compile", DO["compile"])
         # The dumps are written while the checks run (``dumps.start``): off the save → verdict
         # path, and their rung finished before any benchmark is timed.
-        dumping = dumps.start(ctx) if ctx.compiled else None
+        dumping = DO["dumps"](ctx) if ctx.compiled else None
         bench_skip = self._checks(built, tests, probes)
         if dumping is not None:
             self.step("dumps", dumping.finish)
@@ -122,7 +127,7 @@ class Ladder:
             self._skip_all(benches, bench_skip)
         else:
             for name, shape in zip(benches, ctx.benchmarks):
-                self.step(name, bench.run, shape)
+                self.step(name, DO["benchmark"], shape)
         return self.results
 
     def _checks(self, built: RungFinished, tests: list[str], probes: list[str]) -> str:
@@ -132,19 +137,19 @@ class Ladder:
             self._skip_all(["run", *tests, *probes], _because(built))
             return _because(built)
         if compile_only(ctx):
-            self._skip_all(["run", *tests, *probes], CUTE_NEEDS_GPU)
+            self._skip_all(["run", *tests, *probes], needs_gpu(ctx))
             return NO_GPU_TIMING
-        smoke = self.step("run", run.run)
+        smoke = self.step("run", DO["run"])
         if not smoke.ok:
             self._skip_all([*tests, *probes], _because(smoke))
             return _because(smoke)
-        checks = [self.step(name, correctness.run, shape) for name, shape in zip(tests, ctx.tests)]
+        checks = [self.step(name, DO["correctness"], shape) for name, shape in zip(tests, ctx.tests)]
         if all(c.ok for c in checks):
             # Whether the answer is right on shapes it was never shown, then how the answer was made.
-            unseen = self.step(fresh.NAME, fresh.run)
+            unseen = self.step(fresh.NAME, DO[fresh.NAME])
             checks += [unseen] if unseen.status != SKIPPED else []
-            checks.append(self.step("integrity", integrity.run))
-            checks.append(self.step("dependence", dependence.run))
+            checks.append(self.step("integrity", DO["integrity"]))
+            checks.append(self.step("dependence", DO["dependence"]))
         else:
             self._skip_all(probes, "not correct on every test shape")
         if not ctx.job.options.benchmark:
@@ -188,7 +193,7 @@ def _because(result: RungFinished) -> str:
 
 
 def verdict(results: list[RungFinished], only_compiled: bool = False) -> str:
-    """The run's word. ``only_compiled`` (a CuTeDSL kernel on the CPU tier): nothing ran, so a clean
+    """The run's word. ``only_compiled`` (a CuTeDSL or TileLang kernel on the CPU tier): nothing ran, so a clean
     ladder is ``compiled``, never ``passed``."""
     statuses = {r.status for r in results}
     if SUSPICIOUS in statuses:
@@ -199,15 +204,8 @@ def verdict(results: list[RungFinished], only_compiled: bool = False) -> str:
 
 
 def compile_only(ctx: RunContext) -> bool:
-    """Whether this run could only compile: CuTeDSL needs a GPU to run (see ``_checks``)."""
-    return ctx.has_cute and not ctx.tier.is_gpu
-
-
-def _jit_functions(ctx: RunContext) -> list:
-    """The module's Triton functions as JITFunctions, to place a compilation error in the file."""
-
-    modules = {id(m): m for m in (ctx.compilable, ctx.kernel) if m is not None}.values()
-    return [as_jit_function(obj) for m in modules for obj in vars(m).values() if is_triton_kernel(obj)]
+    """Whether this run could only compile: a DSL of the module cannot run on the CPU tier (see ``_checks``)."""
+    return not ctx.tier.is_gpu and any(not dsl.runs_on_cpu for dsl in ctx.dsls)
 
 
 def summarize(results: list[RungFinished], roofline_done: float = DEFAULT_DONE,

@@ -79,8 +79,8 @@ def run(args: argparse.Namespace, result: dict) -> None:
 
     from ktui.loop.context import RunContext
     from ktui.loop.device import detect
-    from ktui.loop.dsl import cutedsl
     from ktui.loop.dsl.proton import proton_support
+    from ktui.loop.dsl.registry import DSLS
     from ktui.loop.errors import RungFailure
     from ktui.loop.modules import job_imports
     from ktui.loop.rungs import precheck
@@ -88,7 +88,8 @@ def run(args: argparse.Namespace, result: dict) -> None:
 
     job = Job.from_json(json.loads(args.job.read_text()))
     tier = detect(job.options.arch, force_cpu=job.options.force_cpu)
-    cutedsl.configure_env(tier.arch)
+    for dsl in DSLS:
+        dsl.configure(tier.arch)  # before user code imports the DSL
     result.update(tier=tier.name, device=tier.device, arch=tier.arch)
     if args.mode == "sections" or args.proton:
         result["proton"] = proton_support()
@@ -105,7 +106,7 @@ def run(args: argparse.Namespace, result: dict) -> None:
             result["error_kind"] = "load"
             result["error"] = exc.message
             return
-        result["kernels"] = sorted(ctx.triton_kernels) + [name for name, _ in ctx.cute_functions]
+        result["kernels"] = [name for dsl in ctx.dsls for name in ctx.kernels[dsl.name]]
         on_tests = args.mode == "sanitize" or args.tests or not ctx.benchmarks
         shapes, kind = (ctx.tests, "tests") if on_tests else (ctx.benchmarks, "benchmarks")
         if not 0 <= args.shape < len(shapes):
@@ -133,12 +134,14 @@ def run(args: argparse.Namespace, result: dict) -> None:
 
 
 def _count_launches(ctx, call) -> int:
-    from ktui.loop.dsl.triton_kernels import LaunchRecorder
+    """The kernel launches of one call, counted by each DSL's adapter (Triton's and TileLang's are
+    launches of one GPU function each)."""
+    from ktui.loop.integrity import LaunchCounter
 
-    recorder = LaunchRecorder(ctx.triton_kernels)
-    with recorder.recording():
+    counter = LaunchCounter({dsl: ctx.kernels[dsl.name] for dsl in ctx.dsls})
+    with counter.counting():
         call()
-    return recorder.count()
+    return counter.count
 
 
 def _profiled_call(ctx, inputs, warmup: int, result: dict) -> None:

@@ -67,11 +67,11 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from ktui.loop.device import detect
-    from ktui.loop.dsl import cutedsl
+    from ktui.loop.dsl.registry import DSLS
 
     tier = detect(args.arch, force_cpu=args.cpu)
-    cutedsl.configure_env(tier.arch)
-    import triton  # noqa: F401
+    for dsl in DSLS:
+        dsl.configure(tier.arch)  # before user code imports the DSL
 
     from ktui.loop import memory  # every rung module, before the snapshot below
     from ktui.loop.integrity import HarnessGuard
@@ -112,7 +112,8 @@ def run_job(job, tier, emit, guard=None, confinement=None) -> bool:
         results = Ladder(ctx).climb()
     figures = memory.summary_figures(ctx, memory.peak_bytes(tier))
     final = verdict(results, compile_only(ctx))
-    checked = {"compile_only": compile_only_text(tier.arch)} if final == COMPILED else {}
+    only = "/".join(dsl.title for dsl in ctx.dsls if not dsl.runs_on_cpu)
+    checked = {"compile_only": compile_only_text(tier.arch, only)} if final == COMPILED else {}
     _end_job_output()
     emit(
         RunFinished(

@@ -25,7 +25,7 @@ CANCELLED = "cancelled"
 
 # Run verdicts.
 PASSED = "passed"
-COMPILED = "compiled"  # compiled and dumped, never run: a CuTeDSL kernel on the CPU tier (exit 0, not a pass)
+COMPILED = "compiled"  # compiled and dumped, never run: a CuTeDSL or TileLang kernel on the CPU tier (exit 0, not a pass)
 ERROR = "error"  # ktui could not run the kernel at all (no reference, bad path)
 INTERRUPTED = "interrupted"  # left "running" by a ktui process that was killed (see ktui.history.store)
 RUNNING = "running"  # the history's verdict of a run not yet finished
@@ -38,9 +38,9 @@ def finished_run(verdict: str) -> bool:
 
 
 
-def compile_only_text(arch: str) -> str:
+def compile_only_text(arch: str, dsls: str = "CuTeDSL") -> str:
     """What a ``compiled`` run checked, in the words every surface uses (the header, the summary)."""
-    return f"CPU tier: CuTeDSL compiled for {arch} only, not run"
+    return f"CPU tier: {dsls} compiled for {arch} only, not run"
 
 
 def first_failure(rung: str, status: str, message: str) -> dict[str, str]:

@@ -6,33 +6,13 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from ktui.protocol.rungs import DEFAULT_TIMEOUTS, rung_family
+
 # The problem formats a Job may carry (``Job.format``): detected from text in the parent
 # (``ktui.workspace.formats``), loaded by their adapters in the worker (``ktui.loop.formats``).
 NATIVE = "native"
 GPUMODE = "gpumode"
 KERNELBENCH = "kernelbench"
-
-# Seconds each rung may take before the worker is killed and the run ends "timed_out": short
-# enough that a hung kernel is stopped while the user still waits for it, long enough for the
-# slow honest cases (importing CuTeDSL takes seconds; compile traces a real launch and compiles
-# every kernel ahead of time). ``--timeout RUNG=SECONDS`` raises any of them.
-DEFAULT_TIMEOUTS: dict[str, float] = {
-    "pre-checks": 60.0,
-    "compile": 120.0,
-    "dumps": 30.0,
-    "run": 30.0,
-    "correctness": 45.0,
-    "fresh-shapes": 60.0,
-    "integrity": 45.0,
-    "dependence": 45.0,
-    "benchmark": 120.0,
-}
-
-
-def rung_family(rung: str) -> str:
-    """``correctness[rows=4]`` → ``correctness``: timeouts and options are set per family."""
-    return rung.split("[", 1)[0]
-
 
 @dataclass(frozen=True)
 class BenchSettings:

@@ -12,18 +12,10 @@ from typing import Any
 
 from ktui.protocol.events import compile_only_text
 from ktui.protocol.job import rung_family
+from ktui.protocol.rungs import RUNGS
 
 # The figures worth a glance, per rung family, in display order.
-KEY_FIGURES: dict[str, tuple[str, ...]] = {
-    "pre-checks": (),
-    "compile": ("compile_s",),
-    "dumps": (),
-    "run": ("wall_s",),
-    "correctness": ("max_abs", "max_rel", "rmse", "psnr", "cossim", "mismatched", "nonfinite", "no_signal"),
-    "check": (),
-    "benchmark": ("kernel_us", "ref_us", "speedup", "speedup_ci", "graph_us", "gbps", "tflops", "roofline",
-                  "bound", "at_roofline", "impossible", "throttled", "stop", "label"),
-}
+KEY_FIGURES: dict[str, tuple[str, ...]] = {rung.name: rung.figures for rung in RUNGS}  # the rung table's
 
 
 def fmt(key: str, value: Any) -> str:
@@ -114,13 +106,16 @@ def rung_line(event: dict[str, Any]) -> str:
 
 
 def where_text(tier: str, device: str, arch: str, precheck_figures: dict[str, Any] | None = None) -> str:
-    """A run's header: where it runs and what that checks. On the CPU tier a kernel with CuTeDSL
-    functions is compiled only (``cpu · CPU tier: CuTeDSL compiled for sm_90a only, not run``),
-    known once its pre-checks have found them."""
+    """A run's header: where it runs and what that checks. On the CPU tier a kernel of a DSL that
+    cannot run there is compiled only (``cpu · CPU tier: CuTeDSL compiled for sm_90a only, not run``),
+    known once its pre-checks have found its kernels (``compile_only``: those DSLs; runs stored
+    before that figure existed name their CuTeDSL functions)."""
     if tier == "-":
         return "not run"
-    if tier == "cpu" and (precheck_figures or {}).get("cute_functions"):
-        return f"{tier} · {compile_only_text(arch)}"
+    figures = precheck_figures or {}
+    only = figures.get("compile_only") or ("CuTeDSL" if figures.get("cute_functions") else "")
+    if tier == "cpu" and only:
+        return f"{tier} · {compile_only_text(arch, only)}"
     return f"{tier} · {device} · {arch}"
 
 

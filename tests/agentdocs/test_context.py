@@ -52,6 +52,16 @@ def test_cutedsl_sources_are_copied_from_the_cutlass_dsl_wheel(tmp_path):
     assert int(read_note(folder)["files"]) == sum(1 for p in folder.rglob("*") if p.is_file() and p.name != "SOURCE")
 
 
+def test_tilelang_sources_are_copied_from_the_installed_package_without_its_copy_of_tvm(tmp_path):
+    pytest.importorskip("tilelang", reason="tilelang not installed (pip install 'ktui[tilelang]')")
+    proc = ktui("context", "add", "tilelang", "--dir", str(tmp_path / "context"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    folder = tmp_path / "context" / "tilelang"
+    assert read_note(folder)["version"] == importlib.metadata.version("tilelang")
+    assert "def gemm" in (folder / "tilelang" / "language" / "gemm_op.py").read_text()
+    assert not (folder / "tilelang" / "3rdparty").exists()
+
+
 def test_search_prints_path_line_and_the_line_itself(triton_context):
     proc = ktui("context", "search", "program_id", "--limit", "5", cwd=triton_context)
     assert proc.returncode == 0, proc.stderr

@@ -5,7 +5,7 @@ import pytest
 from conftest import by_kernel, finished, ktui, make_workspace, parse_events, rungs
 
 HACKS = {
-    "torch_only": ("compile", "launched no Triton or CuTeDSL kernel"),
+    "torch_only": ("compile", "launched no Triton kernel"),
     "calls_reference": ("run", "called the reference's ref_kernel"),
     "imports_reference": ("pre-checks", "imports its own reference"),
     # caught by the replay probe, or earlier when the allocator happens to reuse a pointer

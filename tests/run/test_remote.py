@@ -257,7 +257,7 @@ def test_remote_check_prints_one_line_per_thing_a_run_needs(sshd, tmp_path):
                 "--remote-python", sys.executable, cwd=tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stderr
     lines = {line.split()[1]: line.strip() for line in proc.stdout.splitlines()[1:]}
-    assert list(lines) == ["python", "torch", "triton", "cutedsl", "ktui", "gpu", "ncu", "compute-sanitizer"]
+    assert list(lines) == ["python", "torch", "triton", "cutedsl", "tilelang", "ktui", "gpu", "ncu", "compute-sanitizer"]
     import torch
     import triton
 

@@ -1,3 +1,3 @@
-"""What ktui knows of each kernel language inside the worker: Triton launches and the interpreter,
-CuTeDSL's compiled functions, Proton's scopes.
+"""What ktui knows of each kernel language inside the worker: one adapter per DSL behind
+``base.Dsl`` (Triton with its interpreter, CuTeDSL, TileLang), listed in ``registry``; Proton's scopes.
 """

@@ -15,6 +15,7 @@ below).  cutlass is imported lazily so this module can be imported before
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 import re
@@ -24,10 +25,16 @@ import tempfile
 import threading
 import time
 import traceback
+from types import ModuleType
+from typing import Any, Iterable, Iterator
 
+from ktui.loop.dsl.base import Capture, Dsl, LaunchSkipped, Placed
 from ktui.loop.outcome import CompiledFunction
+from ktui.loop.provenance import inside_launch
+from ktui.protocol.sourcelines import location
 
 __all__ = [
+    "CUTEDSL",
     "CuteCapture",
     "ExecutionSkipped",
     "configure_env",
@@ -43,7 +50,7 @@ _DECOR = re.compile(r"[\U0001F000-\U0001FFFF]+")  # e.g. the ICE banner's emoji
 _MLIR_LOC = re.compile(r'"(?P<file>[^"]+?\.py)":(?P<line>\d+):(?P<col>\d+)')
 
 
-class ExecutionSkipped(Exception):
+class ExecutionSkipped(LaunchSkipped):
     """A compiled CuTeDSL function was called while ``execute=False``.
 
     Compilation succeeded (``record`` holds its artifacts); the launch was
@@ -410,3 +417,99 @@ def locate_compile_error(exc: BaseException, module_file: str) -> dict | None:
             if same(m["file"]):
                 return {"file": target, "line": int(m["line"]), "col": int(m["col"]) + 1, "message": message}
     return None
+
+
+class _RungCapture(Capture):
+    """``CuteCapture`` as the compile rung uses it: compiles kept, launches run only on a GPU."""
+
+    def __init__(self, ctx: Any):
+        self.capture = CuteCapture(execute=ctx.tier.is_gpu)
+
+    def __enter__(self) -> _RungCapture:
+        self.capture.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> bool:
+        return self.capture.__exit__(*exc)
+
+    def compiled(self) -> list[CompiledFunction]:
+        return self.capture.compiled
+
+
+class CuteDsl(Dsl):
+    name = "cutedsl"
+    title = "CuTeDSL"
+    marks = "@cute.jit/@cute.kernel"
+    figure = "cute_functions"
+    noun = "function(s)"
+    package = "cutlass"
+    install = "pip install nvidia-cutlass-dsl"
+    runs_on_cpu = False
+
+    def configure(self, arch: str) -> None:
+        configure_env(arch)
+
+    def find(self, module: ModuleType) -> dict[str, Any]:
+        return dict(find_cute_functions(module))
+
+    def capture(self, ctx: Any) -> Capture:
+        return _RungCapture(ctx)
+
+    def counting(self, kernels: dict[str, Any], received: Any, execute: bool) -> Any:
+        return _count_launches(received, execute)
+
+    def is_compile_error(self, exc: BaseException) -> bool:
+        return is_compile_error(exc)
+
+    def place(self, exc: BaseException, user_files: set[str], modules: Iterable[ModuleType]) -> Placed | None:
+        """Its errors carry MLIR locations, or frames in the user's file: placed only when one does."""
+        if not is_compile_error(exc):
+            return None
+        for file in sorted(user_files):
+            found = locate_compile_error(exc, file)
+            if found:
+                return Placed(_ANSI.sub("", found["message"]), location(found["file"], found["line"], found.get("col")))
+        return None
+
+
+CUTEDSL = CuteDsl()
+
+
+@contextlib.contextmanager
+def _count_launches(received: Any, execute: bool = True) -> Iterator[list[int]]:
+    """Every CuTeDSL host-function execution goes through ``JitExecutor.run_compiled_program``;
+    the torch tensors it is handed are converted first (``from_dlpack`` builds a runtime
+    ``_Tensor``) or passed to ``JitExecutor.__call__`` as they are: both are recorded."""
+    from cutlass.base_dsl.jit_executor import JitExecutor
+    from cutlass.cute.runtime import _Tensor
+
+    counter = [0]
+    original_run = JitExecutor.__dict__["run_compiled_program"]
+    original_call = JitExecutor.__dict__["__call__"]
+    original_convert = _Tensor.__dict__["__init__"]
+
+    def converted(self, tensor, *args, **kwargs):
+        received.add(tensor)
+        return original_convert(self, tensor, *args, **kwargs)
+
+    def counted(self, *args, **kwargs):
+        counter[0] += 1
+        if not execute:
+            return None
+        with inside_launch():
+            return original_run(self, *args, **kwargs)
+
+    def called(self, *args, **kwargs):
+        received.add(args)
+        received.add(kwargs)
+        return original_call(self, *args, **kwargs)
+
+    JitExecutor.run_compiled_program = counted
+    JitExecutor.__call__ = called
+    _Tensor.__init__ = converted
+    try:
+        yield counter
+    finally:
+        JitExecutor.run_compiled_program = original_run
+        JitExecutor.__call__ = original_call
+        _Tensor.__init__ = original_convert

@@ -11,17 +11,24 @@ the target architecture with ``triton.compile`` and an explicit ``GPUTarget``.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import ModuleType
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 import triton
 from triton import knobs
 from triton.runtime.jit import JITFunction, KernelInterface
 
+from ktui.loop.dsl.base import Capture, Dsl, Placed, chain
+from ktui.loop.outcome import CompiledFunction
 from ktui.loop.provenance import inside_launch
+from ktui.measure.masks import FIGURES, unmasked_lines
+from ktui.protocol.events import SourceLocation
+from ktui.protocol.sourcelines import location
 
 try:  # only present when the interpreter is importable (always, in supported versions)
     from triton.runtime.interpreter import InterpretedFunction
@@ -304,3 +311,145 @@ def metadata_of(compiled: Any) -> dict[str, Any]:
         if isinstance(value, int) and value >= 0:
             out[key] = value
     return out
+
+
+class TritonCapture(Capture):
+    """The traced call's launches, recorded; on a GPU the launch compiled the kernel and ran it, on
+    the CPU tier it is only recorded and compiled here afterwards, ahead of time, for the target."""
+
+    def __init__(self, ctx: Any):
+        self.ctx = ctx
+        self.recorder = LaunchRecorder(ctx.kernels.get(TRITON.name, {}))
+        self._recording: Any = None
+
+    def __enter__(self) -> TritonCapture:
+        self._recording = self.recorder.recording(execute=self.ctx.tier.is_gpu)
+        self._recording.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> bool:
+        return bool(self._recording.__exit__(*exc))
+
+    @property
+    def launches(self) -> int:  # type: ignore[override]
+        return self.recorder.count()
+
+    def compiled(self) -> list[CompiledFunction]:
+        ctx = self.ctx
+        out = []
+        for launch in self.recorder.distinct():
+            kernel = ctx.kernels[TRITON.name][launch.kernel]
+            ck = launch.compiled
+            if ck is None:
+                jit = as_jit_function(ctx.compilable.__dict__[launch.kernel])
+                ck = compile_launch(jit, launch, ctx.tier.capability)
+            out.append(CompiledFunction(dsl=TRITON.name, name=ck.metadata.name,
+                                        source_fn=python_function(kernel).__qualname__,
+                                        artifacts=artifacts_of(ck), metadata=metadata_of(ck)))
+        return out
+
+
+class TritonDsl(Dsl):
+    name = "triton"
+    title = "Triton"
+    marks = "@triton.jit"
+    figure = "triton_kernels"
+    noun = "kernel(s)"
+    package = "triton"
+    install = "pip install triton"
+    runs_on_cpu = True  # in Triton's interpreter, on CPU tensors
+
+    def find(self, module: ModuleType) -> dict[str, Any]:
+        return dict(sorted(find_triton_kernels(module).items()))
+
+    def capture(self, ctx: Any) -> TritonCapture:
+        return TritonCapture(ctx)
+
+    @contextlib.contextmanager
+    def counting(self, kernels: dict[str, Any], received: Any, execute: bool) -> Iterator[list[int]]:
+        recorder = LaunchRecorder(kernels)
+        count = [0]
+        try:
+            with recorder.recording(execute=execute):
+                yield count
+        finally:
+            count[0] = recorder.count()
+            for launch in recorder.launches:
+                received.add(launch.args)
+                received.add(launch.kwargs)
+
+    def call_scope(self, is_gpu: bool) -> Any:
+        return contextlib.nullcontext() if is_gpu else interpreter_environment()
+
+    def is_compile_error(self, exc: BaseException) -> bool:
+        return any(type(e).__module__.startswith("triton") and "Compilation" in type(e).__name__
+                   for e in _causes(exc))
+
+    def place(self, exc: BaseException, user_files: set[str], modules: Iterable[ModuleType]) -> Placed | None:
+        errors = _compilation_errors(exc)
+        if not errors:
+            return None
+        inner = errors[0].error_message or ""
+        if not inner and errors[0].__cause__ is not None:
+            inner = f"{type(errors[0].__cause__).__name__}: {errors[0].__cause__}"
+        jits = [as_jit_function(obj) for m in modules for obj in vars(m).values() if is_triton_kernel(obj)]
+        return Placed(inner or str(errors[0]), _location(errors, jits))
+
+    def unmasked(self, kernels: dict[str, Any], snapshot: Path, kernel_path: str) -> dict[str, list[str]]:
+        """Per access (``load``, ``store``), ``"add_kernel at oob_read.py:16"`` for each ``tl.load``
+        or ``tl.store`` without a mask: what a CPU-tier failure points at, since the interpreter
+        checks no bounds."""
+        found: dict[str, list[str]] = {op: [] for op in FIGURES}
+        for kernel in kernels.values():
+            fn = python_function(kernel)
+            try:
+                lines, start = inspect.getsourcelines(fn)
+                file = inspect.getsourcefile(fn) or ""
+            except (OSError, TypeError):
+                continue
+            if Path(file).resolve() == snapshot.resolve():
+                file = kernel_path  # the run's snapshot of the kernel file: name the file itself
+            for op, numbers in unmasked_lines("".join(lines), start).items():
+                found[op] += [f"{fn.__name__} at {Path(file).name}:{line}" for line in numbers]
+        return found
+
+
+TRITON = TritonDsl()
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    """``exc`` and its ``__cause__`` chain (what the compile rung has always looked through)."""
+    out = []
+    current: BaseException | None = exc
+    while current is not None and current not in out:
+        out.append(current)
+        current = current.__cause__
+    return out
+
+
+def _compilation_errors(exc: BaseException) -> list:
+    """Triton ``CompilationError``s in the exception chain, innermost first."""
+    found = [e for e in chain(exc)
+             if type(e).__module__.startswith("triton") and hasattr(e, "node") and hasattr(e, "src")]
+    return found[::-1]
+
+
+def _location(errors: list, jit_functions: list) -> SourceLocation | None:
+    for err in errors:
+        if not hasattr(err.node, "lineno"):
+            continue
+        for jit in jit_functions:
+            if getattr(jit, "src", None) == err.src:
+                def_line, indent = _def_position(jit)
+                # The node is relative to the kernel's dedented source, starting at its ``def`` line.
+                return location(jit.fn.__code__.co_filename, def_line + err.node.lineno - 1, err.node.col_offset + indent + 1)
+    return None
+
+
+def _def_position(jit: Any) -> tuple[int, int]:
+    """File line of a jit function's ``def`` and its indent (Triton 3.6 has no attribute for it)."""
+    for offset, text in enumerate(jit.raw_src):
+        stripped = text.lstrip()
+        if stripped.startswith("def "):
+            return jit.starting_line_number + offset, len(text) - len(stripped)
+    return jit.starting_line_number, 0

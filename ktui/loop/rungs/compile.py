@@ -2,55 +2,47 @@
 
 One traced call of ``custom_kernel`` decides the specialisation, so what is compiled (and dumped)
 is what runs where it matters most: the trace uses the first benchmark shape — the one that is
-timed and profiled — or the first test shape when the reference has no benchmarks. Triton
-launches are recorded; CuTeDSL's ``cute.compile`` calls are captured. On a GPU the traced call
-really runs and the kernels it compiled are kept; on the CPU tier the launches are only recorded
-(their arguments are all a specialisation needs) and compiled ahead of time for ``--arch``, and
-CuTeDSL kernels are compiled but not executed.
+timed and profiled — or the first test shape when the reference has no benchmarks. Each DSL of
+the module captures its compiles during that call (``Dsl.capture``). On a GPU the traced call
+really runs and the kernels it compiled are kept; on the CPU tier Triton's launches are only
+recorded (their arguments are all a specialisation needs) and compiled ahead of time for
+``--arch``, and the other DSLs' kernels are compiled but not executed (``LaunchSkipped``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import inspect
 import time
 from pathlib import Path
 
 from ktui.loop.context import RunContext
 from ktui.loop.device import synchronize
-from ktui.loop.dsl import cutedsl
-from ktui.loop.dsl.triton_kernels import (
-    LaunchRecorder,
-    artifacts_of,
-    as_jit_function,
-    compile_launch,
-    metadata_of,
-    python_function,
-)
+from ktui.loop.dsl.base import LaunchSkipped
 from ktui.loop.errors import RungFailure, error_info
 from ktui.loop.outcome import CompiledFunction, Outcome, shape_label
-from ktui.measure.masks import FIGURES, unmasked_lines
+from ktui.measure.masks import FIGURES
 
 
 def run(ctx: RunContext) -> Outcome:
     started = time.perf_counter()
-    recorder = LaunchRecorder(ctx.triton_kernels)
-    capture = cutedsl.CuteCapture(execute=ctx.tier.is_gpu) if ctx.has_cute else contextlib.nullcontext()
+    captures = [dsl.capture(ctx) for dsl in ctx.dsls]
     shape = (ctx.benchmarks or ctx.tests)[0]
     inputs = ctx.generate(shape, ctx.next_seed())
 
     trace_error: BaseException | None = None
-    with recorder.recording(execute=ctx.tier.is_gpu), capture:
+    with contextlib.ExitStack() as active:
+        for capture in captures:
+            active.enter_context(capture)
         try:
             with ctx.reference_kept("custom_kernel"):
                 ctx.custom_kernel(*inputs)
                 synchronize(ctx.tier)
-        except cutedsl.ExecutionSkipped:
-            pass  # CPU tier: the CuTeDSL kernel compiled; running it needs a GPU
+        except LaunchSkipped:
+            pass  # CPU tier: the kernel compiled; running it needs a GPU
         except RungFailure:
             raise  # it patched its reference: the trace is not what failed
         except Exception as exc:
-            if _is_compile_error(exc):
+            if _is_compile_error(ctx, exc):
                 raise
             trace_error = exc
     trace_s = time.perf_counter() - started
@@ -58,39 +50,22 @@ def run(ctx: RunContext) -> Outcome:
     if tampered:
         raise RungFailure(f"custom_kernel patched the harness: {', '.join(tampered[:4])} (restored)", status="suspicious")
 
-    compiled: list[CompiledFunction] = []
-    for launch in recorder.distinct():
-        kernel = ctx.triton_kernels[launch.kernel]
-        ck = launch.compiled
-        if ck is None:
-            jit = as_jit_function(ctx.compilable.__dict__[launch.kernel])
-            ck = compile_launch(jit, launch, ctx.tier.capability)
-        fn = python_function(kernel)
-        compiled.append(
-            CompiledFunction(
-                dsl="triton",
-                name=ck.metadata.name,
-                source_fn=fn.__qualname__,
-                artifacts=artifacts_of(ck),
-                metadata=metadata_of(ck),
-            )
-        )
-    if ctx.has_cute:
-        compiled.extend(capture.compiled)
+    compiled: list[CompiledFunction] = [c for capture in captures for c in capture.compiled()]
     ctx.compiled = compiled
 
     if not compiled:
         if trace_error is not None:
             raise host_failure(trace_error, ctx.user_files)
         raise RungFailure(
-            f"custom_kernel launched no Triton or CuTeDSL kernel on {shape_label(shape)}, so nothing was compiled",
+            f"custom_kernel launched no {' or '.join(d.title for d in ctx.dsls)} kernel on {shape_label(shape)}, "
+            "so nothing was compiled",
             status="suspicious",
         )
     figures = {
         "arch": ctx.tier.arch,
         "traced_shape": shape,
         "functions": [c.name for c in compiled],
-        "launches": recorder.count(),
+        "launches": sum(capture.launches for capture in captures),
         "compile_s": round(time.perf_counter() - started, 3),
         "trace_s": round(trace_s, 3),
     }
@@ -107,21 +82,13 @@ def run(ctx: RunContext) -> Outcome:
 
 
 def unmasked_accesses(ctx: RunContext) -> dict[str, list[str]]:
-    """Per access (``load``, ``store``), ``"add_kernel at oob_read.py:16"`` for each ``tl.load``
-    or ``tl.store`` of the module's Triton functions that has no mask: what a CPU-tier failure
-    points at, since the interpreter checks no bounds."""
-    found: dict[str, list[str]] = {op: [] for op in FIGURES}
-    for kernel in ctx.triton_kernels.values():
-        fn = python_function(kernel)
-        try:
-            lines, start = inspect.getsourcelines(fn)
-            file = inspect.getsourcefile(fn) or ""
-        except (OSError, TypeError):
-            continue
-        if Path(file).resolve() == (Path(ctx.job.run_dir) / "source.py").resolve():
-            file = ctx.job.kernel_path  # the run's snapshot of the kernel file: name the file itself
-        for op, numbers in unmasked_lines("".join(lines), start).items():
-            found[op] += [f"{fn.__name__} at {Path(file).name}:{line}" for line in numbers]
+    """Per access (``load``, ``store``), where the module's kernels read or write without a mask:
+    what a CPU-tier failure points at (the DSLs that say, ``Dsl.unmasked``)."""
+    found: dict[str, list[str]] = {}
+    snapshot = Path(ctx.job.run_dir) / "source.py"
+    for dsl in ctx.dsls:
+        for op, where in dsl.unmasked(ctx.kernels[dsl.name], snapshot, ctx.job.kernel_path).items():
+            found.setdefault(op, []).extend(where)
     return found
 
 
@@ -133,14 +100,6 @@ def host_failure(exc: BaseException, user_files) -> RungFailure:
     return RungFailure(message, error=info)
 
 
-def _is_compile_error(exc: BaseException) -> bool:
-    """Compiler errors (Triton's CompilationError, CuTeDSL's DSL errors) fail this rung."""
-    current: BaseException | None = exc
-    while current is not None:
-        module = type(current).__module__
-        if module.startswith("triton") and "Compilation" in type(current).__name__:
-            return True
-        if cutedsl.is_compile_error(current):
-            return True
-        current = current.__cause__
-    return False
+def _is_compile_error(ctx: RunContext, exc: BaseException) -> bool:
+    """A DSL's compiler refusing the kernel fails this rung (placed at the user's line by ``error_info``)."""
+    return any(dsl.is_compile_error(exc) for dsl in ctx.dsls)

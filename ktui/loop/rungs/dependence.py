@@ -2,9 +2,9 @@
 
 Provenance (``provenance.py``) checks that the output's storage went through the module's kernels
 and that torch did not compute or write it. This rung asks the converse, once per version: on the
-largest test shape and fresh inputs, every launch of the module's Triton kernels and CuTeDSL
-functions is recorded but does nothing (nothing is written), the output buffers are poisoned as
-usual, and the candidate's answer is judged like a correctness check. An honest kernel now
+largest test shape and fresh inputs, every launch of the module's kernels, whatever their DSL
+(``Dsl.counting`` with ``execute=False``), is recorded but does nothing (nothing is written; outputs
+a TileLang kernel would allocate come back poisoned), the output buffers are poisoned as usual, and the candidate's answer is judged like a correctness check. An honest kernel now
 returns poison (or raises); a right answer means it did not come from the kernels.
 """
 

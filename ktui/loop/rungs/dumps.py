@@ -1,7 +1,7 @@
 """Rung ``dumps``: write every intermediate the compiler produced, for humans and agents to read.
 
 Files land in ``.ktui/runs/<kernel>/<version>/``: for Triton ``<fn>.ttir .ttgir .llir .ptx .cubin``,
-for CuTeDSL ``<fn>.mlir .ptx .cubin``, for both ``<fn>.sass`` (disassembled from the CUBIN) and
+for CuTeDSL ``<fn>.mlir .ptx .cubin``, for TileLang ``<fn>.tir .cu .ptx .cubin``, for all ``<fn>.sass`` (disassembled from the CUBIN) and
 ``resources.json`` with registers, spills, shared and local memory per GPU function, and
 ``hotspots.json``/``.txt``: the SASS instructions of each of the kernel's lines, by class
 (``ktui.measure.hotspots``).
@@ -24,7 +24,7 @@ from ktui.loop.outcome import Outcome
 from ktui.measure import hotspots, sass
 from ktui.protocol.events import ArtifactWritten
 
-DUMP_SUFFIXES = {".ttir", ".ttgir", ".llir", ".ptx", ".cubin", ".sass", ".mlir"}
+DUMP_SUFFIXES = {".ttir", ".ttgir", ".llir", ".ptx", ".cubin", ".sass", ".mlir", ".tir", ".cu"}
 REPLACED = {"resources.json", hotspots.JSON_FILE, hotspots.TEXT_FILE}
 
 
@@ -134,8 +134,8 @@ def _unique_stems(compiled: list) -> list[str]:
     """File stems, suffixed when one function was built twice (two specialisations).
 
     Triton's symbol is the kernel's Python name; CuTeDSL's is mangled with every argument
-    type (``kernel_cutlass_add_kernel_tensorptrf32gmemalign16o…``), so its files are named
-    after the user's Python function instead.
+    type (``kernel_cutlass_add_kernel_tensorptrf32gmemalign16o…``) and TileLang's is
+    ``main_kernel`` for every kernel, so their files are named after the user's Python function.
     """
     stems, seen = [], {}
     for c in compiled:

@@ -1,6 +1,6 @@
 """Rung 1, ``pre-checks``: the kernel imports, has its entry point (``custom_kernel``, or
 ``ModelNew`` for KernelBench), its reference is usable in its format, and it contains at least one
-Triton or CuTeDSL kernel.
+kernel of a DSL the worker knows (``dsl/registry.py``).
 
 On the CPU tier the kernel is imported twice: once with Triton's interpreter on (what runs on
 CPU tensors) and once without (real ``JITFunction``s, which the compile rung builds for the
@@ -15,8 +15,7 @@ from types import ModuleType
 
 from ktui.loop import formats, integrity, memory
 from ktui.loop.context import RunContext
-from ktui.loop.dsl import cutedsl
-from ktui.loop.dsl.triton_kernels import find_triton_kernels
+from ktui.loop.dsl.registry import DSLS
 from ktui.loop.errors import RungFailure
 from ktui.loop.modules import load_module, load_reference
 from ktui.loop.outcome import Outcome
@@ -38,7 +37,10 @@ def run(ctx: RunContext) -> Outcome:
     ctx.reference = load_reference(job, f"ktui_user_ref_{tag}")
     ctx.reference_modules = reference_modules(ctx)
     watch = integrity.NamespaceGuard(ctx.reference_modules)
-    ctx.kernel = load_module(f"ktui_user_{tag}", job.kernel_path, job.source, interpret=not ctx.tier.is_gpu)
+    try:
+        ctx.kernel = load_module(f"ktui_user_{tag}", job.kernel_path, job.source, interpret=not ctx.tier.is_gpu)
+    except ModuleNotFoundError as exc:
+        raise missing_dsl(exc, Path(job.kernel_path).name) from exc
     tampered = ctx.guard.verify() if ctx.guard is not None else []
     if tampered:
         raise RungFailure(
@@ -66,11 +68,11 @@ def run(ctx: RunContext) -> Outcome:
     if bad:
         raise RungFailure(f"reference {Path(job.reference_path).name}: shapes must be dicts, got {bad[0]!r}")
 
-    ctx.triton_kernels = find_triton_kernels(ctx.kernel)
-    ctx.cute_functions = cutedsl.find_cute_functions(ctx.kernel)
-    if not ctx.triton_kernels and not ctx.cute_functions:
+    ctx.kernels = {dsl.name: dsl.find(ctx.kernel) for dsl in DSLS}
+    if not ctx.dsls:
+        known = [f"{dsl.title} ({dsl.marks})" for dsl in DSLS]
         raise RungFailure(
-            f"{Path(job.kernel_path).name} contains no Triton (@triton.jit) or CuTeDSL (@cute.jit/@cute.kernel) "
+            f"{Path(job.kernel_path).name} contains no {', '.join(known[:-1])} or {known[-1]} "
             "kernel: ktui verifies GPU kernels, not library calls"
         )
     ctx.compilable = ctx.kernel
@@ -89,13 +91,23 @@ def run(ctx: RunContext) -> Outcome:
         figures={
             "format": job.format,
             **ctx.problem.figures,
-            "triton_kernels": sorted(ctx.triton_kernels),
-            "cute_functions": [name for name, _ in ctx.cute_functions],
+            **{dsl.figure: list(ctx.kernels[dsl.name]) for dsl in DSLS},
+            # the DSLs this tier only compiles: the header says so before compile starts
+            "compile_only": "/".join(d.title for d in ctx.dsls if not (d.runs_on_cpu or ctx.tier.is_gpu)) or None,
             "tests": len(ctx.tests),
             "benchmarks": len(ctx.benchmarks),
         },
         message=f"{_summary(ctx)}; memory: {fitted.message}",
     )
+
+
+def missing_dsl(exc: ModuleNotFoundError, file: str) -> Exception:
+    """A kernel written in a DSL this machine lacks: say what to install, not a traceback."""
+    root = (exc.name or "").partition(".")[0]
+    dsl = next((d for d in DSLS if d.package == root), None)
+    if dsl is None:
+        return exc
+    return RungFailure(f"{file} is a {dsl.title} kernel, and {dsl.title} is not installed here: {dsl.install}")
 
 
 def reference_modules(ctx: RunContext) -> dict[str, ModuleType]:
@@ -108,12 +120,9 @@ def reference_modules(ctx: RunContext) -> dict[str, ModuleType]:
 
 
 def _summary(ctx: RunContext) -> str:
-    parts = []
-    if ctx.triton_kernels:
-        parts.append(f"{len(ctx.triton_kernels)} Triton kernel(s)")
-    if ctx.cute_functions:
-        parts.append(f"{len(ctx.cute_functions)} CuTeDSL function(s)")
+    parts = [f"{len(ctx.kernels[dsl.name])} {dsl.title} {dsl.noun}" for dsl in ctx.dsls]
     summary = ", ".join(parts) + f"; {len(ctx.tests)} test shape(s), {len(ctx.benchmarks)} benchmark shape(s)"
     if ctx.job.format != formats.NATIVE:
         summary = f"{ctx.job.format}: {summary}"
     return "; ".join([summary, *ctx.problem.notes])
+

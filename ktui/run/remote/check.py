@@ -29,6 +29,7 @@ if shutil.which("nvidia-smi"):
         pass
 print(json.dumps({"python": platform.python_version(), "executable": sys.executable,
     "torch": version("torch"), "triton": version("triton"), "cutedsl": version("nvidia-cutlass-dsl"),
+    "tilelang": version("tilelang"),
     "ktui": version("ktui"), "gpus": gpus, "ncu": shutil.which("ncu"),
     "compute-sanitizer": shutil.which("compute-sanitizer")}))
 """
@@ -57,9 +58,10 @@ def probe(link: Link, python: str) -> dict:
 def check_lines(found: dict, host: str, python: str) -> list[CheckLine]:
     install = f"ssh {host} {python} -m pip install"
     lines = [CheckLine("python", True, f"{found['python']} ({found['executable']})")]
-    for name, package in (("torch", "torch"), ("triton", "triton"), ("cutedsl", "nvidia-cutlass-dsl")):
+    for name, package in (("torch", "torch"), ("triton", "triton"), ("cutedsl", "nvidia-cutlass-dsl"),
+                          ("tilelang", "'ktui[tilelang]'")):
         version = found.get(name)
-        needed = name != "cutedsl"
+        needed = name not in ("cutedsl", "tilelang")
         lines.append(CheckLine(name, version is not None or not needed,
                                version or f"not installed (fix: {install} {package})"))
     remote_ktui = found.get("ktui")

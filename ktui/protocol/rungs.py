@@ -1,0 +1,48 @@
+"""The rungs of the ladder as data: what every process may know of a rung without the worker.
+
+Each row names a rung (or the family of per-shape rungs ``correctness[…]``, ``benchmark[…]``), its
+default time limit (``--timeout RUNG=SECONDS`` raises it), what it needs before it can run (the
+ladder skips it, saying so, when that is missing) and the figures its line shows. The worker
+registers one implementation per row (``ktui.loop.rungs.registry``); the renderer and the
+dashboard, which may not import the worker, read the rows. A rung is one module plus its row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Rung:
+    name: str
+    timeout_s: float
+    needs: str  # what must hold before it runs, as its skip message says it
+    figures: tuple[str, ...]  # the figures the CLI's line shows, in order (``RungFinished.figures`` keys)
+    per_shape: bool = False  # one rung per shape of the reference: ``name[shape]``
+
+
+# Time limits: short enough that a hung kernel is stopped while the user still waits for it, long
+# enough for the slow honest cases (importing CuTeDSL takes seconds; compile traces a real launch
+# and compiles every kernel ahead of time, TileLang's through nvcc).
+RUNGS: tuple[Rung, ...] = (
+    Rung("pre-checks", 60.0, "the kernel file and its reference", ()),
+    Rung("compile", 120.0, "pre-checks passed", ("compile_s",)),
+    Rung("dumps", 30.0, "something compiled", ()),
+    Rung("run", 30.0, "compile passed, on a tier that runs the kernel's DSL", ("wall_s",)),
+    Rung("correctness", 45.0, "the run passed",
+         ("max_abs", "max_rel", "rmse", "psnr", "cossim", "mismatched", "nonfinite", "no_signal"), per_shape=True),
+    Rung("fresh-shapes", 60.0, "correct on every test shape", ()),
+    Rung("integrity", 45.0, "correct on every test shape", ()),
+    Rung("dependence", 45.0, "correct on every test shape", ()),
+    Rung("benchmark", 120.0, "a GPU, and correct on every shape",
+         ("kernel_us", "ref_us", "speedup", "speedup_ci", "graph_us", "gbps", "tflops", "roofline", "bound",
+          "at_roofline", "impossible", "throttled", "stop", "label"), per_shape=True),
+)
+
+BY_NAME: dict[str, Rung] = {rung.name: rung for rung in RUNGS}
+DEFAULT_TIMEOUTS: dict[str, float] = {rung.name: rung.timeout_s for rung in RUNGS}
+
+
+def rung_family(rung: str) -> str:
+    """``correctness[rows=4]`` → ``correctness``: timeouts and options are set per family."""
+    return rung.split("[", 1)[0]
