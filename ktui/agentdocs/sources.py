@@ -58,7 +58,7 @@ class Added:
     notes: list[str] = field(default_factory=list)
 
 
-OFFLINE = {"triton": "triton", "cutedsl": "cutlass"}  # source → the installed package it copies
+OFFLINE = {"triton": "triton", "cutedsl": "cutlass", "tilelang": "tilelang"}  # source → the installed package it copies
 NETWORK_ADVICE = ("`ktui context add cutlass` (CUTLASS's docs, CuTeDSL examples, CuTe headers), `ktui context add "
                   "ptx` (the PTX ISA, one file per section) or `ktui context add triton-tutorials`, with the network")
 

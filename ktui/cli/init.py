@@ -15,7 +15,7 @@ def add_parser(subparsers) -> None:
     init.add_argument("dir", nargs="?", type=Path, default=Path("."))
     init.add_argument("--force", action="store_true", help="overwrite files that already exist")
     init.add_argument("--no-context", action="store_true",
-                      help="leave context/ empty (by default it gets the installed Triton's and CuTeDSL's own "
+                      help="leave context/ empty (by default it gets the installed Triton's, CuTeDSL's and TileLang's own "
                            "sources and docs, offline)")
     init.set_defaults(handler=cmd_init)
 

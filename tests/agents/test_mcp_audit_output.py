@@ -142,7 +142,7 @@ def test_context_search_finds_what_init_put_in_context_and_says_what_to_add_when
     async def main():
         async with connect(ws) as session:
             found = await call(session, "context_search", query="make_layout", limit=5)
-            assert found["hits"] and found["sources"] == ["cutedsl", "triton"] and "hint" not in found
+            assert found["hits"] and found["sources"] == ["cutedsl", "tilelang", "triton"] and "hint" not in found
             assert all(h["file"].startswith("context/cutedsl/") for h in found["hits"][:1]), found["hits"][0]
             assert (await call(session, "context_search", query="tl.program_id"))["hits"]
             nothing = await call(session, "context_search", query="zqxjv")

@@ -14,7 +14,7 @@ def test_init_makes_a_workspace_whose_example_passes_the_loop(tmp_path):
     proc = ktui("init", "ws", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     ws = tmp_path / "ws"
-    assert {p.name for p in (ws / "context").iterdir() if p.is_dir()} == {"triton", "cutedsl"}  # offline, installed
+    assert {p.name for p in (ws / "context").iterdir() if p.is_dir()} == {"triton", "cutedsl", "tilelang"}  # offline, installed
     assert "ktui context add cutlass" in proc.stdout and "ktui context add ptx" in proc.stdout
     for rel in ("AGENTS.md", "CLAUDE.md", "references/add.py", "kernels/add_triton.py", "context/README.md"):
         assert (ws / rel).is_file(), rel
