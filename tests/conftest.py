@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import _posixsubprocess
 import json
 import os
 import shutil
@@ -67,3 +68,65 @@ def workspace(tmp_path: Path):
         return make_workspace(tmp_path / "ws", kernels, fixtures)
 
     return build
+
+
+# -- tiers: what a test starts ------------------------------------------------------------------
+# Every test has exactly one tier, as a marker (module-level ``pytestmark`` or on the test):
+#   unit    starts no process (checked: a unit test that starts one fails, see refuse_processes)
+#   worker  starts a ktui worker or another subprocess (the CLI, a compiler, a profiler's target)
+#   e2e     starts sshd, Ray, tmux or the live dashboard in a terminal
+# The inner loop is ``python3 -m pytest -m unit``; ``gpu`` is orthogonal (deselected by default).
+TIERS = ("unit", "worker", "e2e")
+
+
+def tier_problems(items) -> list[str]:
+    """Tests without exactly one tier marker, each with the tiers it has. A GPU test is never
+    ``unit``: the GPU is reached through a worker, never from the test's own process."""
+    problems = []
+    for item in items:
+        names = {mark.name for mark in item.iter_markers()}
+        tiers = sorted(names & set(TIERS))
+        if len(tiers) != 1:
+            problems.append(f"{item.nodeid}: {', '.join(tiers) or 'no tier'}")
+        elif tiers == ["unit"] and "gpu" in names:
+            problems.append(f"{item.nodeid}: unit and gpu")
+    return problems
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects any: every collected test is checked
+def pytest_collection_modifyitems(config, items):
+    problems = tier_problems(items)
+    if problems:
+        raise pytest.UsageError(
+            "every test needs exactly one tier marker (unit, worker or e2e; tests/conftest.py says which):\n  "
+            + "\n  ".join(problems)
+        )
+    # GPU tests run only when asked for (-m gpu, -m 'gpu and worker'): -m unit or -m worker alone
+    # leaves them out, as the default run does.
+    if "gpu" not in (config.option.markexpr or ""):
+        gpu = [item for item in items if item.get_closest_marker("gpu") is not None]
+        if gpu:
+            config.hook.pytest_deselected(items=gpu)
+            items[:] = [item for item in items if item.get_closest_marker("gpu") is None]
+
+
+class ProcessStarted(AssertionError):
+    """A test marked ``unit`` started a process: it belongs to the ``worker`` or ``e2e`` tier."""
+
+
+@pytest.fixture(autouse=True)
+def refuse_processes(request, monkeypatch):
+    """The ``unit`` tier's promise, kept: starting a process there fails the test."""
+    if request.node.get_closest_marker("unit") is None:
+        yield
+        return
+
+    def refused(*args, **kwargs):
+        raise ProcessStarted(f"{request.node.nodeid} is marked unit but started a process; mark it worker or e2e")
+
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", refused)
+    monkeypatch.setattr(_posixsubprocess, "fork_exec", refused)  # multiprocessing's spawn, too
+    monkeypatch.setattr(os, "fork", refused)
+    monkeypatch.setattr(os, "posix_spawn", refused)
+    monkeypatch.setattr(os, "posix_spawnp", refused)
+    yield

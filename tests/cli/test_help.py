@@ -5,7 +5,11 @@ from __future__ import annotations
 import argparse
 from collections import defaultdict
 
+import pytest
+
 from ktui.cli.main import build_parser
+
+pytestmark = pytest.mark.unit
 
 # Options several commands take with a meaning of their own in each (what --json prints, what
 # --remote runs there, what a command's --timeout limits); every other shared option is worded once.

@@ -24,6 +24,8 @@ from ktui.tui.profile_task import ProfileFinished, profile_task
 from ktui.workspace.folder import Workspace
 from ktui.workspace.kernels import kernel_for
 
+pytestmark = pytest.mark.worker
+
 
 @dataclass(frozen=True)
 class Case:

@@ -9,6 +9,8 @@ import json
 import pytest
 from conftest import finished, ktui, make_workspace, parse_events, rungs
 
+pytestmark = pytest.mark.worker
+
 
 @pytest.mark.parametrize("kernel", ["rmsnorm_triton", "gemm_bf16_triton"])
 def test_a_shipped_kernel_is_correct_on_every_test_shape_of_its_reference(tmp_path, kernel):

@@ -55,6 +55,7 @@ LISTING_B = """\
 """
 
 
+@pytest.mark.unit
 def test_normalising_drops_addresses_encodings_reuse_flags_and_padding():
     lines = normalise(LISTING_A.splitlines(), "k")
     assert lines == [
@@ -68,12 +69,14 @@ def test_normalising_drops_addresses_encodings_reuse_flags_and_padding():
     ]
 
 
+@pytest.mark.unit
 def test_renamed_registers_and_moved_code_are_not_a_difference():
     a, b = normalise(LISTING_A.splitlines(), "k"), normalise(LISTING_B.splitlines(), "k")
     assert a == b
     assert unified_diff(a, b, "a", "b") == []
 
 
+@pytest.mark.unit
 def test_a_real_change_shows_and_register_renumbering_after_it_does_not():
     changed = LISTING_B.replace("LDC R4, c[0x0][0x28] ;", "LDC R4, c[0x0][0x28] ;\n        /*0108*/ MOV R30, RZ ;")
     a, b = normalise(LISTING_A.splitlines(), "k"), normalise(changed.splitlines(), "k")
@@ -83,6 +86,7 @@ def test_a_real_change_shows_and_register_renumbering_after_it_does_not():
     assert body == ["+MOV R1, RZ"]  # …but only the inserted instruction is a change
 
 
+@pytest.mark.unit
 def test_shape_key_drops_register_numbers_only():
     assert shape_key("@!UP1 LDG.E.128 R12, desc[UR4][R2.64+0x4], P0, PT, RZ, URZ") == \
         "@!UP LDG.E.128 R, desc[UR][R.64+0x4], P, PT, RZ, URZ"
@@ -115,6 +119,7 @@ def _raw_counts(root: Path, version: int, fn: str):
     return opcode_counts(split_functions(sass)[fn])
 
 
+@pytest.mark.worker
 def test_opcode_deltas_match_counts_of_the_raw_listings(two_versions):
     root = two_versions
     diff = diff_versions(root / ".ktui", "add_triton", 1, 2)
@@ -131,6 +136,7 @@ def test_opcode_deltas_match_counts_of_the_raw_listings(two_versions):
     assert deltas == [abs(n - b) for _, b, n in f.opcode_deltas]  # largest change first
 
 
+@pytest.mark.worker
 def test_resource_deltas_come_from_each_versions_resources_json(two_versions):
     root = two_versions
     (f,) = diff_versions(root / ".ktui", "add_triton", 1, 2).functions
@@ -144,16 +150,19 @@ def test_resource_deltas_come_from_each_versions_resources_json(two_versions):
     assert f.instructions[0] > f.instructions[1]  # half the block, fewer unrolled loads and stores
 
 
+@pytest.mark.worker
 def test_a_version_against_itself_is_the_same(two_versions):
     (f,) = diff_versions(two_versions / ".ktui", "add_triton", 2, 2).functions
     assert f.status == "same" and f.unified == [] and f.opcode_deltas == []
 
 
+@pytest.mark.worker
 def test_a_version_that_never_compiled_has_no_sass_and_says_so(two_versions):
     with pytest.raises(MissingSass, match=r"add_triton v3 has no SASS"):
         diff_versions(two_versions / ".ktui", "add_triton", 2, 3)
 
 
+@pytest.mark.worker
 def test_previous_skips_failed_versions_and_pinned_follows_the_pin(two_versions):
     store = Store(two_versions / ".ktui" / "history.db")
     assert resolve_base(store, "add_triton", 2, "previous") == 1
@@ -174,6 +183,7 @@ def test_previous_skips_failed_versions_and_pinned_follows_the_pin(two_versions)
         resolve_base(store, "add_triton", 2, "fastest")
 
 
+@pytest.mark.worker
 def test_diff_cli_prints_the_facts_before_the_unified_diff(two_versions):
     proc = ktui("diff", "kernels/add_triton.py", cwd=two_versions)
     assert proc.returncode == 0, proc.stderr
@@ -184,6 +194,7 @@ def test_diff_cli_prints_the_facts_before_the_unified_diff(two_versions):
     assert out.index("+++ v2/add_kernel") < out.index("per line (SASS instructions): v1 → v2")
 
 
+@pytest.mark.worker
 def test_diff_cli_json_is_one_object_for_agents(two_versions):
     proc = ktui("diff", "kernels/add_triton.py", "--json", cwd=two_versions)
     assert proc.returncode == 0, proc.stderr
@@ -197,6 +208,7 @@ def test_diff_cli_json_is_one_object_for_agents(two_versions):
     assert all(r["base_line"] == r["new_line"] for r in lines["rows"])  # only BLOCK changed: no line moved
 
 
+@pytest.mark.worker
 def test_diff_cli_without_a_base_explains_and_exits_1(two_versions):
     proc = ktui("diff", "kernels/add_triton.py", "--version", "1", cwd=two_versions)
     assert proc.returncode == 1 and "first version" in proc.stderr
@@ -206,6 +218,7 @@ def test_diff_cli_without_a_base_explains_and_exits_1(two_versions):
     assert proc.returncode == 2
 
 
+@pytest.mark.worker
 def test_pin_cli_sets_the_baseline_diff_uses(two_versions):
     assert ktui("pin", "kernels/add_triton.py", "1", cwd=two_versions).returncode == 0
     proc = ktui("diff", "kernels/add_triton.py", "--base", "pinned", "--json", cwd=two_versions)
@@ -223,6 +236,7 @@ def _run(store: Store, run_id: str, version: int, verdict: str, speedup: float |
     store.record(RunFinished(run_id, verdict=verdict, summary=summary))
 
 
+@pytest.mark.unit
 def test_best_is_the_fastest_passing_version_other_than_the_new_one(tmp_path):
     store = Store(tmp_path / "history.db")
     _run(store, "a", 1, "passed", 1.5, 1.0)
@@ -234,6 +248,7 @@ def test_best_is_the_fastest_passing_version_other_than_the_new_one(tmp_path):
     assert resolve_base(store, "k", 4, "previous") == 2  # v3's last run failed
 
 
+@pytest.mark.unit
 def test_a_compiled_version_is_a_previous_base_but_never_the_best(tmp_path):
     """CuTeDSL on the CPU tier: every version only compiles, and its SASS is still worth a diff."""
     store = Store(tmp_path / "history.db")
@@ -247,6 +262,7 @@ def test_a_compiled_version_is_a_previous_base_but_never_the_best(tmp_path):
         resolve_base(store, "k", 4, "best")
 
 
+@pytest.mark.unit
 def test_recorded_h200_sass_of_two_versions_gives_the_same_facts_as_its_raw_counts(tmp_path):
     """SASS compiled on the H200 (tests/fixtures/gpu/sass, see its README), laid out as ktui stores it."""
     fixtures = Path(__file__).parents[1] / "fixtures" / "gpu" / "sass"
@@ -267,6 +283,7 @@ def test_recorded_h200_sass_of_two_versions_gives_the_same_facts_as_its_raw_coun
     assert f.resources["registers"][0] > 0 and f.resources["registers"][1] > 0
 
 
+@pytest.mark.worker
 def test_a_cutedsl_kernel_whose_mangled_symbol_changed_is_still_paired(tmp_path):
     """CuTeDSL mangles the tile layout into the symbol: halving ILP renames the GPU function."""
     root = make_workspace(tmp_path / "ws", kernels=["add_cutedsl"])
@@ -280,6 +297,7 @@ def test_a_cutedsl_kernel_whose_mangled_symbol_changed_is_still_paired(tmp_path)
     assert any(op.startswith("LDG.E") and new < base for op, base, new in f.opcode_deltas)
 
 
+@pytest.mark.worker
 def test_a_cancelled_rerun_does_not_hide_a_version_that_passed(two_versions):
     from ktui.protocol.events import RunFinished, RunStarted
 
@@ -299,6 +317,7 @@ def gpu_figures_for(root, versions: dict[int, dict]) -> None:
     store.close()
 
 
+@pytest.mark.worker
 def test_ktui_diff_compares_the_two_versions_per_shape(two_versions, tmp_path):
     root = tmp_path / "ws"
     shutil.copytree(two_versions, root)
@@ -311,6 +330,7 @@ def test_ktui_diff_compares_the_two_versions_per_shape(two_versions, tmp_path):
                                 "base_satisfied": False}
 
 
+@pytest.mark.worker
 def test_ktui_diff_of_versions_never_benchmarked_says_there_are_no_figures(two_versions):
     proc = ktui("diff", "kernels/add_triton.py", cwd=two_versions)
     assert proc.stdout.rstrip().endswith("attainable per shape: no per-shape roofline figures (not benchmarked on a "

@@ -8,6 +8,8 @@ from __future__ import annotations
 import pytest
 from conftest import FIXTURES, by_kernel, finished, ktui, make_workspace, parse_events, rungs
 
+pytestmark = pytest.mark.worker
+
 # Each kernel against other references: derived shapes, the reference's own list, turned off.
 AGAINST = {"double_tuned_own": ("double_tuned", "double_own"), "double_tuned_off": ("double_tuned", "double_off"),
            "double_honest_own": ("double_honest", "double_own")}

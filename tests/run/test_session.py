@@ -44,6 +44,7 @@ def run_events(session: Session, name: str) -> list:
     return list(session.events(session.prepare(kernel, Options(force_cpu=True, benchmark=False))))
 
 
+@pytest.mark.unit
 def test_a_syntax_error_fails_the_pre_checks_at_its_line_and_starts_no_worker(session):
     started, pre, done = run_events(session, "syntax_error")
     assert my_workers() == []
@@ -58,6 +59,7 @@ def test_a_syntax_error_fails_the_pre_checks_at_its_line_and_starts_no_worker(se
     assert session.store.runs("syntax_error")[0].verdict == "failed"  # recorded like any run
 
 
+@pytest.mark.unit
 def test_a_syntax_error_in_the_reference_is_placed_in_the_reference(session):
     reference = session.root / "references" / "add.py"
     reference.write_text(reference.read_text() + "\ndef broken(:\n")
@@ -66,6 +68,7 @@ def test_a_syntax_error_in_the_reference_is_placed_in_the_reference(session):
     assert Path(pre.error.location.file) == reference and pre.error.location.line == len(reference.read_text().splitlines())
 
 
+@pytest.mark.worker
 def test_a_kernel_that_compiles_still_runs_in_the_worker(session):
     events = run_events(session, "add_triton")
     assert events[0].tier == "cpu" and len(my_workers()) == 1

@@ -14,6 +14,8 @@ from watchdog.observers.inotify import InotifyObserver
 
 from ktui.watch.watcher import Save, Watcher, is_watched_file
 
+pytestmark = pytest.mark.unit
+
 QUIET = 0.6  # long enough for the debounce (50 ms here) and inotify delivery on a busy machine
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 from conftest import REPO, finished, ktui, parse_events
 
 from ktui.workspace.scaffold import FILES, template
 
 
+@pytest.mark.worker
 def test_init_makes_a_workspace_whose_example_passes_the_loop(tmp_path):
     proc = ktui("init", "ws", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -24,6 +26,7 @@ def test_init_makes_a_workspace_whose_example_passes_the_loop(tmp_path):
     assert (ws / ".ktui" / "runs" / "add_triton" / "1" / "add_kernel.sass").is_file() and ".ktui/runs/<kernel>/<version>/" in agents
 
 
+@pytest.mark.unit
 def test_agents_md_tells_the_loop_in_a_few_lines():
     agents = template("AGENTS.md")
     for needed in ("references/<op>.py", "kernels/", "custom_kernel", "generate_input", "ref_kernel", "TESTS",
@@ -33,6 +36,7 @@ def test_agents_md_tells_the_loop_in_a_few_lines():
     assert len(agents.splitlines()) < 60
 
 
+@pytest.mark.worker
 def test_init_refuses_to_overwrite_and_writes_nothing_unless_forced(tmp_path):
     assert ktui("init", cwd=tmp_path).returncode == 0
     (tmp_path / "AGENTS.md").write_text("my own notes\n")
@@ -46,6 +50,7 @@ def test_init_refuses_to_overwrite_and_writes_nothing_unless_forced(tmp_path):
     assert (tmp_path / "AGENTS.md").read_text() == template("AGENTS.md")
 
 
+@pytest.mark.worker
 def test_an_existing_gitignore_keeps_its_lines_and_gets_ktui_once(tmp_path):
     (tmp_path / ".gitignore").write_text("*.pyc\nbuild/")
     assert ktui("init", cwd=tmp_path).returncode == 0
@@ -54,6 +59,7 @@ def test_an_existing_gitignore_keeps_its_lines_and_gets_ktui_once(tmp_path):
     assert (tmp_path / ".gitignore").read_text().count(".ktui/") == 1
 
 
+@pytest.mark.unit
 def test_the_worked_example_is_the_shipped_one():
     """The templates are copies (they must install with the package); they may not drift."""
     shipped = {"references/add.py": "references/add.py", "kernels/add_triton.py": "kernels/add_triton.py",
