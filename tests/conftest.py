@@ -41,6 +41,82 @@ def ktui(*args: str, cwd: Path, timeout: float = 600, env: dict | None = None) -
     )
 
 
+class WarmRunner:
+    """One warm worker for the whole session, for tests that need "a run" of the CLI and nothing of
+    its process: started once, it may write every run folder under pytest's temp folder (so a new
+    workspace there does not replace it, as it would a user's worker), and only the session closes
+    it. Tests about crashes, time limits, confinement or isolation keep workers of their own."""
+
+    def __init__(self, under: Path):
+        from ktui.run.runner import LocalRunner, WorkerConfig
+
+        under = under.resolve()
+
+        class Shared(LocalRunner):
+            def _allow_writes(self, job) -> bool:
+                from ktui.protocol.statedir import runs_root
+
+                runs = runs_root(job.run_dir) if job.run_dir else None
+                if runs is not None and Path(runs).resolve().is_relative_to(under):
+                    return False  # writable from its start
+                return super()._allow_writes(job)
+
+            def close(self) -> None:
+                pass  # each `ktui run` closes its runner: this one is the session's
+
+            def shut(self) -> None:
+                LocalRunner.close(self)
+
+        self.runner = Shared(WorkerConfig(writable=(str(under),)))
+
+    def runner_for(self, original):
+        """``local_runner`` as ``ktui run`` calls it: the warm worker for a plain run (this host's
+        default worker, one process for every kernel), else what the CLI would build."""
+
+        def local_runner(args, fresh_each_run=False, root=None):
+            plain = not (fresh_each_run or getattr(args, "gpus", None) or getattr(args, "arch", None)
+                         or getattr(args, "cpu", False))
+            return self.runner if plain else original(args, fresh_each_run, root)
+
+        return local_runner
+
+
+@pytest.fixture(scope="session")
+def warm_ktui(tmp_path_factory):
+    """``ktui(...)`` in this process through the CLI's ``main()``, its runs on the session's warm
+    worker: the same arguments, working folder, environment, streams and exit status as a
+    subprocess, without a Python start-up and a worker start (torch) per call."""
+    import contextlib
+    import io
+    from unittest import mock
+
+    import ktui.cli.options as options
+    from ktui.cli.main import main
+
+    warm = WarmRunner(tmp_path_factory.getbasetemp())
+
+    def run(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+        out, err = io.StringIO(), io.StringIO()
+        saved_env, saved_cwd = dict(os.environ), os.getcwd()
+        try:
+            os.environ.update(env or {})
+            os.chdir(cwd)
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
+                    mock.patch.object(options, "local_runner", warm.runner_for(options.local_runner)):
+                try:
+                    code = main(list(args))
+                except SystemExit as exc:  # argparse's errors
+                    code = exc.code if isinstance(exc.code, int) else 1
+        finally:
+            os.chdir(saved_cwd)
+            os.environ.clear()
+            os.environ.update(saved_env)
+        return subprocess.CompletedProcess(["ktui", *args], code, out.getvalue(), err.getvalue())
+
+    yield run
+    warm.runner.shut()
+
+
 def parse_events(stdout: str) -> list[dict]:
     return [json.loads(line) for line in stdout.splitlines() if line.strip()]
 

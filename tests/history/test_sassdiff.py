@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import ktui, make_workspace
+from conftest import make_workspace
 from test_rooflines import V1, V2, record
 
 from ktui.history import rooflines
@@ -98,17 +98,17 @@ BROKEN = "add_kernel[(triton.cdiv(n, block),)](x, y, out, n, BLOCK=block, num_wa
 
 
 @pytest.fixture(scope="module")
-def two_versions(tmp_path_factory):
+def two_versions(tmp_path_factory, warm_ktui):
     """add_triton v1 (BLOCK 1024), v2 (BLOCK 512), v3 (fails to compile): three real `ktui run`s."""
     root = make_workspace(tmp_path_factory.mktemp("ws"), kernels=["add_triton"])
     kernel = root / "kernels" / "add_triton.py"
     original = kernel.read_text()
-    procs = [ktui("run", "--no-audit", "--seed", "1", "kernels/add_triton.py", cwd=root)]
+    procs = [warm_ktui("run", "--no-audit", "--seed", "1", "kernels/add_triton.py", cwd=root)]
     kernel.write_text(original.replace("block = 1024", "block = 512"))
-    procs.append(ktui("run", "--no-audit", "--seed", "1", "kernels/add_triton.py", cwd=root))
+    procs.append(warm_ktui("run", "--no-audit", "--seed", "1", "kernels/add_triton.py", cwd=root))
     kernel.write_text(original.replace("tl.store(out_ptr + offsets, x + y, mask=mask)",
                                        "tl.store(out_ptr + offsets, x + y + undefined_name, mask=mask)"))
-    procs.append(ktui("run", "--no-audit", "--seed", "1", "kernels/add_triton.py", cwd=root))
+    procs.append(warm_ktui("run", "--no-audit", "--seed", "1", "kernels/add_triton.py", cwd=root))
     assert [p.returncode for p in procs] == [0, 0, 1], [p.stdout for p in procs]
     kernel.write_text(original.replace("block = 1024", "block = 512"))  # the file is v2 again
     return root
@@ -184,8 +184,8 @@ def test_previous_skips_failed_versions_and_pinned_follows_the_pin(two_versions)
 
 
 @pytest.mark.worker
-def test_diff_cli_prints_the_facts_before_the_unified_diff(two_versions):
-    proc = ktui("diff", "kernels/add_triton.py", cwd=two_versions)
+def test_diff_cli_prints_the_facts_before_the_unified_diff(two_versions, warm_ktui):
+    proc = warm_ktui("diff", "kernels/add_triton.py", cwd=two_versions)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert out.startswith("add_triton: SASS v1 → v2")
@@ -195,8 +195,8 @@ def test_diff_cli_prints_the_facts_before_the_unified_diff(two_versions):
 
 
 @pytest.mark.worker
-def test_diff_cli_json_is_one_object_for_agents(two_versions):
-    proc = ktui("diff", "kernels/add_triton.py", "--json", cwd=two_versions)
+def test_diff_cli_json_is_one_object_for_agents(two_versions, warm_ktui):
+    proc = warm_ktui("diff", "kernels/add_triton.py", "--json", cwd=two_versions)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert (data["base_version"], data["new_version"], data["base"], data["identical"]) == (1, 2, "previous", False)
@@ -209,22 +209,22 @@ def test_diff_cli_json_is_one_object_for_agents(two_versions):
 
 
 @pytest.mark.worker
-def test_diff_cli_without_a_base_explains_and_exits_1(two_versions):
-    proc = ktui("diff", "kernels/add_triton.py", "--version", "1", cwd=two_versions)
+def test_diff_cli_without_a_base_explains_and_exits_1(two_versions, warm_ktui):
+    proc = warm_ktui("diff", "kernels/add_triton.py", "--version", "1", cwd=two_versions)
     assert proc.returncode == 1 and "first version" in proc.stderr
-    proc = ktui("diff", "kernels/add_triton.py", "--base", "pinned", "--json", cwd=two_versions)
+    proc = warm_ktui("diff", "kernels/add_triton.py", "--base", "pinned", "--json", cwd=two_versions)
     assert proc.returncode == 1 and "no baseline is pinned" in json.loads(proc.stdout)["error"]
-    proc = ktui("diff", "kernels/nope.py", cwd=two_versions)
+    proc = warm_ktui("diff", "kernels/nope.py", cwd=two_versions)
     assert proc.returncode == 2
 
 
 @pytest.mark.worker
-def test_pin_cli_sets_the_baseline_diff_uses(two_versions):
-    assert ktui("pin", "kernels/add_triton.py", "1", cwd=two_versions).returncode == 0
-    proc = ktui("diff", "kernels/add_triton.py", "--base", "pinned", "--json", cwd=two_versions)
+def test_pin_cli_sets_the_baseline_diff_uses(two_versions, warm_ktui):
+    assert warm_ktui("pin", "kernels/add_triton.py", "1", cwd=two_versions).returncode == 0
+    proc = warm_ktui("diff", "kernels/add_triton.py", "--base", "pinned", "--json", cwd=two_versions)
     assert json.loads(proc.stdout)["base_version"] == 1
-    assert ktui("pin", "kernels/add_triton.py", "--clear", cwd=two_versions).returncode == 0
-    assert ktui("pin", "kernels/add_triton.py", "12", cwd=two_versions).returncode == 1
+    assert warm_ktui("pin", "kernels/add_triton.py", "--clear", cwd=two_versions).returncode == 0
+    assert warm_ktui("pin", "kernels/add_triton.py", "12", cwd=two_versions).returncode == 1
 
 
 def _run(store: Store, run_id: str, version: int, verdict: str, speedup: float | None, t: float) -> None:
@@ -284,13 +284,13 @@ def test_recorded_h200_sass_of_two_versions_gives_the_same_facts_as_its_raw_coun
 
 
 @pytest.mark.worker
-def test_a_cutedsl_kernel_whose_mangled_symbol_changed_is_still_paired(tmp_path):
+def test_a_cutedsl_kernel_whose_mangled_symbol_changed_is_still_paired(tmp_path, warm_ktui):
     """CuTeDSL mangles the tile layout into the symbol: halving ILP renames the GPU function."""
     root = make_workspace(tmp_path / "ws", kernels=["add_cutedsl"])
     kernel = root / "kernels" / "add_cutedsl.py"
-    assert ktui("run", "--no-audit", "--seed", "1", "kernels/add_cutedsl.py", cwd=root).returncode == 0
+    assert warm_ktui("run", "--no-audit", "--seed", "1", "kernels/add_cutedsl.py", cwd=root).returncode == 0
     kernel.write_text(re.sub(r"^ILP = 4\b", "ILP = 2", kernel.read_text(), flags=re.M))
-    assert ktui("run", "--no-audit", "--seed", "1", "kernels/add_cutedsl.py", cwd=root).returncode == 0
+    assert warm_ktui("run", "--no-audit", "--seed", "1", "kernels/add_cutedsl.py", cwd=root).returncode == 0
     (f,) = diff_versions(root / ".ktui", "add_cutedsl", 1, 2).functions
     assert f.status == "changed" and f.base_name and f.base_name != f.name
     assert f.instructions[1] < f.instructions[0]  # half the independent accesses per thread
@@ -318,22 +318,22 @@ def gpu_figures_for(root, versions: dict[int, dict]) -> None:
 
 
 @pytest.mark.worker
-def test_ktui_diff_compares_the_two_versions_per_shape(two_versions, tmp_path):
+def test_ktui_diff_compares_the_two_versions_per_shape(two_versions, tmp_path, warm_ktui):
     root = tmp_path / "ws"
     shutil.copytree(two_versions, root)
     gpu_figures_for(root, {1: V1, 2: V2})
-    proc = ktui("diff", "kernels/add_triton.py", cwd=root)
+    proc = warm_ktui("diff", "kernels/add_triton.py", cwd=root)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.rstrip().endswith("\n".join(rooflines.lines(1, V1, 2, V2)))
-    data = json.loads(ktui("diff", "kernels/add_triton.py", "--json", cwd=root).stdout)
+    data = json.loads(warm_ktui("diff", "kernels/add_triton.py", "--json", cwd=root).stdout)
     assert data["roofline"] == {"shapes": rooflines.compare(V1, V2), "satisfied": False, "short": ["size=4194304"],
                                 "base_satisfied": False}
 
 
 @pytest.mark.worker
-def test_ktui_diff_of_versions_never_benchmarked_says_there_are_no_figures(two_versions):
-    proc = ktui("diff", "kernels/add_triton.py", cwd=two_versions)
+def test_ktui_diff_of_versions_never_benchmarked_says_there_are_no_figures(two_versions, warm_ktui):
+    proc = warm_ktui("diff", "kernels/add_triton.py", cwd=two_versions)
     assert proc.stdout.rstrip().endswith("attainable per shape: no per-shape roofline figures (not benchmarked on a "
                                          "GPU, or recorded before them) in v1 or v2")
-    data = json.loads(ktui("diff", "kernels/add_triton.py", "--json", cwd=two_versions).stdout)
+    data = json.loads(warm_ktui("diff", "kernels/add_triton.py", "--json", cwd=two_versions).stdout)
     assert data["roofline"] == {"shapes": [], "satisfied": None, "short": None, "base_satisfied": None}

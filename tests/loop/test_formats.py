@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, by_kernel, finished, ktui, make_workspace, parse_events, rungs
+from conftest import FIXTURES, by_kernel, finished, make_workspace, parse_events, rungs
 
 from ktui.workspace import formats as detect
 from ktui.workspace.kernels import ProblemError, discover, kernel_at
@@ -34,9 +34,9 @@ def formats_workspace(root: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def formats_run(tmp_path_factory):
+def formats_run(tmp_path_factory, warm_ktui):
     root = formats_workspace(tmp_path_factory.mktemp("formats"))
-    proc = ktui("run", "--no-audit", "--json", "--seed", "5", "kernels/", "gpumode/scaleadd/", cwd=root)
+    proc = warm_ktui("run", "--no-audit", "--json", "--seed", "5", "kernels/", "gpumode/scaleadd/", cwd=root)
     return root, proc, by_kernel(parse_events(proc.stdout))
 
 
@@ -141,12 +141,12 @@ def test_the_run_exit_code_reports_the_worst_verdict(formats_run):
 
 
 @pytest.mark.worker
-def test_a_kernelbench_pair_runs_with_reference_outside_any_workspace(tmp_path):
+def test_a_kernelbench_pair_runs_with_reference_outside_any_workspace(tmp_path, warm_ktui):
     pair = tmp_path / "pair"
     pair.mkdir()
     shutil.copy(KB / "scale_shift_relu.py", pair / "problem.py")
     shutil.copy(KB / "scale_shift_relu_triton.py", pair / "candidate.py")
-    proc = ktui("run", "--no-audit", "--json", "candidate.py", "--reference", "problem.py", cwd=pair)
+    proc = warm_ktui("run", "--no-audit", "--json", "candidate.py", "--reference", "problem.py", cwd=pair)
     events = parse_events(proc.stdout)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert finished(events)["verdict"] == "passed"
@@ -220,9 +220,9 @@ def test_a_reference_file_tells_kernelbench_from_native(tmp_path):
 
 @pytest.mark.worker
 @pytest.mark.gpu
-def test_on_a_gpu_both_formats_run_every_rung_including_the_benchmark(tmp_path):
+def test_on_a_gpu_both_formats_run_every_rung_including_the_benchmark(tmp_path, warm_ktui):
     root = formats_workspace(tmp_path / "ws")
-    proc = ktui("run", "--no-audit", "--json", "kernels/scale_shift_relu_triton.py", "gpumode/scaleadd/submission.py", cwd=root)
+    proc = warm_ktui("run", "--no-audit", "--json", "kernels/scale_shift_relu_triton.py", "gpumode/scaleadd/submission.py", cwd=root)
     kernels = by_kernel(parse_events(proc.stdout))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     for name in ("scale_shift_relu_triton", "scaleadd/submission"):
@@ -235,9 +235,9 @@ def test_on_a_gpu_both_formats_run_every_rung_including_the_benchmark(tmp_path):
 
 # -- output slots in data ------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def rowsum_run(tmp_path_factory):
+def rowsum_run(tmp_path_factory, warm_ktui):
     root = formats_workspace(tmp_path_factory.mktemp("rowsum"))
-    proc = ktui("run", "--no-audit", "--json", "--seed", "3", "gpumode/rowsum/", cwd=root)
+    proc = warm_ktui("run", "--no-audit", "--json", "--seed", "3", "gpumode/rowsum/", cwd=root)
     return by_kernel(parse_events(proc.stdout))
 
 
