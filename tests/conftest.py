@@ -67,16 +67,20 @@ class WarmRunner:
             def shut(self) -> None:
                 LocalRunner.close(self)
 
-        self.runner = Shared(WorkerConfig(writable=(str(under),)))
+        # this host's default worker, and the CPU tier's (--cpu); each starts on its first run
+        self.runners = {cpu: Shared(WorkerConfig(force_cpu=cpu, writable=(str(under),))) for cpu in (False, True)}
+
+    def shut(self) -> None:
+        for runner in self.runners.values():
+            runner.shut()
 
     def runner_for(self, original):
-        """``local_runner`` as ``ktui run`` calls it: the warm worker for a plain run (this host's
-        default worker, one process for every kernel), else what the CLI would build."""
+        """``local_runner`` as ``ktui run`` calls it: a warm worker for a plain run (this host's
+        default or ``--cpu``, one process for every kernel), else what the CLI would build."""
 
         def local_runner(args, fresh_each_run=False, root=None):
-            plain = not (fresh_each_run or getattr(args, "gpus", None) or getattr(args, "arch", None)
-                         or getattr(args, "cpu", False))
-            return self.runner if plain else original(args, fresh_each_run, root)
+            plain = not (fresh_each_run or getattr(args, "gpus", None) or getattr(args, "arch", None))
+            return self.runners[bool(getattr(args, "cpu", False))] if plain else original(args, fresh_each_run, root)
 
         return local_runner
 
@@ -114,7 +118,7 @@ def warm_ktui(tmp_path_factory):
         return subprocess.CompletedProcess(["ktui", *args], code, out.getvalue(), err.getvalue())
 
     yield run
-    warm.runner.shut()
+    warm.shut()
 
 
 def parse_events(stdout: str) -> list[dict]:

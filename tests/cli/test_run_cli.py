@@ -11,16 +11,16 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import REPO, by_kernel, finished, ktui, make_workspace, parse_events, rungs
+from conftest import REPO, by_kernel, finished, make_workspace, parse_events, rungs
 
 from ktui.cli.exits import exit_code
 from ktui.history.store import Store
 
 
 @pytest.fixture(scope="module")
-def softmax_run(tmp_path_factory):
+def softmax_run(tmp_path_factory, warm_ktui):
     root = make_workspace(tmp_path_factory.mktemp("ws"), kernels=["softmax_triton", "add_triton"])
-    proc = ktui("run", "--no-audit", "--json", "--seed", "11", "kernels/softmax_triton.py", "kernels/add_triton.py", cwd=root)
+    proc = warm_ktui("run", "--no-audit", "--json", "--seed", "11", "kernels/softmax_triton.py", "kernels/add_triton.py", cwd=root)
     return root, proc, by_kernel(parse_events(proc.stdout))
 
 
@@ -109,9 +109,9 @@ def test_reports_land_where_an_agent_can_cat_them(softmax_run):
 
 
 @pytest.mark.worker
-def test_plain_lines_name_each_rung_with_its_figures(tmp_path):
+def test_plain_lines_name_each_rung_with_its_figures(tmp_path, warm_ktui):
     root = make_workspace(tmp_path / "ws", kernels=["softmax_triton"])
-    proc = ktui("run", "--no-audit", "kernels/softmax_triton.py", cwd=root)
+    proc = warm_ktui("run", "--no-audit", "kernels/softmax_triton.py", cwd=root)
     assert proc.returncode == 0
     lines = proc.stdout.splitlines()
     line = next(x for x in lines if x.startswith("[correctness[rows=128,cols=1000]]"))
@@ -120,16 +120,16 @@ def test_plain_lines_name_each_rung_with_its_figures(tmp_path):
 
 
 @pytest.mark.worker
-def test_an_edit_makes_a_new_version_and_the_history_lists_both(tmp_path):
+def test_an_edit_makes_a_new_version_and_the_history_lists_both(tmp_path, warm_ktui):
     root = make_workspace(tmp_path / "ws", kernels=["add_triton"])
-    assert ktui("run", "--no-audit", "kernels/add_triton.py", "--seed", "1", cwd=root).returncode == 0
+    assert warm_ktui("run", "--no-audit", "kernels/add_triton.py", "--seed", "1", cwd=root).returncode == 0
     path = root / "kernels" / "add_triton.py"
     path.write_text(path.read_text().replace("block = 1024", "block = 512"))
-    assert ktui("run", "--no-audit", "kernels/add_triton.py", "--seed", "2", cwd=root).returncode == 0
-    hist = ktui("history", "kernels/add_triton.py", "--json", cwd=root)
+    assert warm_ktui("run", "--no-audit", "kernels/add_triton.py", "--seed", "2", cwd=root).returncode == 0
+    hist = warm_ktui("history", "kernels/add_triton.py", "--json", cwd=root)
     versions = [json.loads(x)["version"] for x in hist.stdout.splitlines()]
     assert versions == [2, 1]
-    plain = ktui("history", "kernels/add_triton.py", cwd=root).stdout
+    plain = warm_ktui("history", "kernels/add_triton.py", cwd=root).stdout
     assert "add_triton v2 passed" in plain and "add_triton v1 passed" in plain
 
 
@@ -144,17 +144,17 @@ def test_an_edit_makes_a_new_version_and_the_history_lists_both(tmp_path):
         (["run", "kernels/add_triton.py", "--fresh-shapes", "-1"], 2, "expected a count of shapes (0 or more), got '-1'"),
     ],
 )
-def test_exit_codes_separate_failure_from_could_not_run(tmp_path, args, code, words):
+def test_exit_codes_separate_failure_from_could_not_run(tmp_path, args, code, words, warm_ktui):
     root = make_workspace(tmp_path / "ws", kernels=["add_triton"], fixtures=["missing_reference", "wrong_values"])
-    proc = ktui(*args, cwd=root)
+    proc = warm_ktui(*args, cwd=root)
     assert proc.returncode == code
     assert words in proc.stdout + proc.stderr
 
 
 @pytest.mark.worker
-def test_a_syntax_error_is_printed_at_its_line_by_the_parent_alone(tmp_path):
+def test_a_syntax_error_is_printed_at_its_line_by_the_parent_alone(tmp_path, warm_ktui):
     root = make_workspace(tmp_path / "ws", fixtures=["syntax_error"])
-    proc = ktui("run", "--no-audit", "kernels/syntax_error.py", cwd=root)
+    proc = warm_ktui("run", "--no-audit", "kernels/syntax_error.py", cwd=root)
     assert proc.returncode == 1, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].endswith("· not run")  # no worker started, so none said where it ran

@@ -23,11 +23,11 @@ def test_the_committed_event_schema_is_what_the_generator_writes_now():
 
 
 @pytest.mark.worker
-def test_every_line_of_a_real_cpu_run_fits_the_schema(tmp_path):
+def test_every_line_of_a_real_cpu_run_fits_the_schema(tmp_path, warm_ktui):
     """A passing Triton kernel, one that raises on the host (an error with its source location)
     and one that prints (output events): every kind of event a run prints."""
     root = make_workspace(tmp_path / "ws", kernels=["add_triton"], fixtures=["raises", "prints"])
-    proc = ktui("run", "--no-audit", "--cpu", "--json", "--no-bench", "--seed", "1",
+    proc = warm_ktui("run", "--no-audit", "--cpu", "--json", "--no-bench", "--seed", "1",
                 "kernels/add_triton.py", "kernels/raises.py", "kernels/prints.py", cwd=root)
     lines = parse_events(proc.stdout)
     assert {e["type"] for e in lines} == {"run_started", "rung_started", "rung_finished", "artifact", "output",
