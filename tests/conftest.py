@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import _posixsubprocess
 import json
 import os
 import shutil
@@ -40,6 +41,86 @@ def ktui(*args: str, cwd: Path, timeout: float = 600, env: dict | None = None) -
     )
 
 
+class WarmRunner:
+    """One warm worker for the whole session, for tests that need "a run" of the CLI and nothing of
+    its process: started once, it may write every run folder under pytest's temp folder (so a new
+    workspace there does not replace it, as it would a user's worker), and only the session closes
+    it. Tests about crashes, time limits, confinement or isolation keep workers of their own."""
+
+    def __init__(self, under: Path):
+        from ktui.run.runner import LocalRunner, WorkerConfig
+
+        under = under.resolve()
+
+        class Shared(LocalRunner):
+            def _allow_writes(self, job) -> bool:
+                from ktui.protocol.statedir import runs_root
+
+                runs = runs_root(job.run_dir) if job.run_dir else None
+                if runs is not None and Path(runs).resolve().is_relative_to(under):
+                    return False  # writable from its start
+                return super()._allow_writes(job)
+
+            def close(self) -> None:
+                pass  # each `ktui run` closes its runner: this one is the session's
+
+            def shut(self) -> None:
+                LocalRunner.close(self)
+
+        # this host's default worker, and the CPU tier's (--cpu); each starts on its first run
+        self.runners = {cpu: Shared(WorkerConfig(force_cpu=cpu, writable=(str(under),))) for cpu in (False, True)}
+
+    def shut(self) -> None:
+        for runner in self.runners.values():
+            runner.shut()
+
+    def runner_for(self, original):
+        """``local_runner`` as ``ktui run`` calls it: a warm worker for a plain run (this host's
+        default or ``--cpu``, one process for every kernel), else what the CLI would build."""
+
+        def local_runner(args, fresh_each_run=False, root=None):
+            plain = not (fresh_each_run or getattr(args, "gpus", None) or getattr(args, "arch", None))
+            return self.runners[bool(getattr(args, "cpu", False))] if plain else original(args, fresh_each_run, root)
+
+        return local_runner
+
+
+@pytest.fixture(scope="session")
+def warm_ktui(tmp_path_factory):
+    """``ktui(...)`` in this process through the CLI's ``main()``, its runs on the session's warm
+    worker: the same arguments, working folder, environment, streams and exit status as a
+    subprocess, without a Python start-up and a worker start (torch) per call."""
+    import contextlib
+    import io
+    from unittest import mock
+
+    import ktui.cli.options as options
+    from ktui.cli.main import main
+
+    warm = WarmRunner(tmp_path_factory.getbasetemp())
+
+    def run(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+        out, err = io.StringIO(), io.StringIO()
+        saved_env, saved_cwd = dict(os.environ), os.getcwd()
+        try:
+            os.environ.update(env or {})
+            os.chdir(cwd)
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
+                    mock.patch.object(options, "local_runner", warm.runner_for(options.local_runner)):
+                try:
+                    code = main(list(args))
+                except SystemExit as exc:  # argparse's errors
+                    code = exc.code if isinstance(exc.code, int) else 1
+        finally:
+            os.chdir(saved_cwd)
+            os.environ.clear()
+            os.environ.update(saved_env)
+        return subprocess.CompletedProcess(["ktui", *args], code, out.getvalue(), err.getvalue())
+
+    yield run
+    warm.shut()
+
+
 def parse_events(stdout: str) -> list[dict]:
     return [json.loads(line) for line in stdout.splitlines() if line.strip()]
 
@@ -67,3 +148,65 @@ def workspace(tmp_path: Path):
         return make_workspace(tmp_path / "ws", kernels, fixtures)
 
     return build
+
+
+# -- tiers: what a test starts ------------------------------------------------------------------
+# Every test has exactly one tier, as a marker (module-level ``pytestmark`` or on the test):
+#   unit    starts no process (checked: a unit test that starts one fails, see refuse_processes)
+#   worker  starts a ktui worker or another subprocess (the CLI, a compiler, a profiler's target)
+#   e2e     starts sshd, Ray, tmux or the live dashboard in a terminal
+# The inner loop is ``python3 -m pytest -m unit``; ``gpu`` is orthogonal (deselected by default).
+TIERS = ("unit", "worker", "e2e")
+
+
+def tier_problems(items) -> list[str]:
+    """Tests without exactly one tier marker, each with the tiers it has. A GPU test is never
+    ``unit``: the GPU is reached through a worker, never from the test's own process."""
+    problems = []
+    for item in items:
+        names = {mark.name for mark in item.iter_markers()}
+        tiers = sorted(names & set(TIERS))
+        if len(tiers) != 1:
+            problems.append(f"{item.nodeid}: {', '.join(tiers) or 'no tier'}")
+        elif tiers == ["unit"] and "gpu" in names:
+            problems.append(f"{item.nodeid}: unit and gpu")
+    return problems
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects any: every collected test is checked
+def pytest_collection_modifyitems(config, items):
+    problems = tier_problems(items)
+    if problems:
+        raise pytest.UsageError(
+            "every test needs exactly one tier marker (unit, worker or e2e; tests/conftest.py says which):\n  "
+            + "\n  ".join(problems)
+        )
+    # GPU tests run only when asked for (-m gpu, -m 'gpu and worker'): -m unit or -m worker alone
+    # leaves them out, as the default run does.
+    if "gpu" not in (config.option.markexpr or ""):
+        gpu = [item for item in items if item.get_closest_marker("gpu") is not None]
+        if gpu:
+            config.hook.pytest_deselected(items=gpu)
+            items[:] = [item for item in items if item.get_closest_marker("gpu") is None]
+
+
+class ProcessStarted(AssertionError):
+    """A test marked ``unit`` started a process: it belongs to the ``worker`` or ``e2e`` tier."""
+
+
+@pytest.fixture(autouse=True)
+def refuse_processes(request, monkeypatch):
+    """The ``unit`` tier's promise, kept: starting a process there fails the test."""
+    if request.node.get_closest_marker("unit") is None:
+        yield
+        return
+
+    def refused(*args, **kwargs):
+        raise ProcessStarted(f"{request.node.nodeid} is marked unit but started a process; mark it worker or e2e")
+
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", refused)
+    monkeypatch.setattr(_posixsubprocess, "fork_exec", refused)  # multiprocessing's spawn, too
+    monkeypatch.setattr(os, "fork", refused)
+    monkeypatch.setattr(os, "posix_spawn", refused)
+    monkeypatch.setattr(os, "posix_spawnp", refused)
+    yield

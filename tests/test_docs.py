@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
+pytestmark = pytest.mark.unit
+
 README = REPO / "README.md"
 PAGES = [README, REPO / "CONTRIBUTING.md", *sorted((REPO / "docs").glob("*.md"))]
 README_LIMIT = 15_000  # bytes: a new user reads it in one sitting

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from ktui.cli.exits import EXIT_CANNOT_RUN, EXIT_OK
-from ktui.cli.options import add_target_flags
+from ktui.cli.options import add_step_timeout, add_target_flags
 from ktui.cli.printers import JsonPrinter
 
 EXIT_WEAK = 4  # a reference's test is weak: a trivial kernel would pass it
@@ -37,8 +37,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--json", action="store_true", help="print the audit's events as JSON lines")
     add_target_flags(parser)
     parser.add_argument("--seed", type=int, default=None, help="base seed (default: fresh seeds)")
-    parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
-                        help="limit for each step: drawing one shape's inputs, judging one mutant (default 120)")
+    add_step_timeout(parser, "each step: drawing one shape's inputs, judging one mutant", None, "120")
     parser.add_argument("--shapes", type=int, default=None, metavar="N",
                         help="audit only the first N test shapes (KernelBench: trials)")
     parser.add_argument("--fresh", action="store_true", help="audit again even if a cached verdict exists")

@@ -9,20 +9,21 @@ import sys
 from pathlib import Path
 
 from ktui.cli.exits import EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK
+from ktui.cli.options import add_step_timeout
 
 
 def add_parser(subparsers) -> None:
     ctx = subparsers.add_parser("context", help="material for agents in context/: add sources, search them")
     ctx_sub = ctx.add_subparsers(dest="context_command", required=True)
     add = ctx_sub.add_parser("add", help="add a source: triton, cutedsl, tilelang (offline); cutlass, triton-tutorials, ptx (network)")
-    add.add_argument("source")
+    add.add_argument("source", help="the source to add: triton, cutedsl, tilelang, cutlass, triton-tutorials or ptx")
     add.add_argument("--url", default=None, help="fetch from here instead (a git URL, or the PTX page's URL / file)")
-    add.add_argument("--timeout", type=float, default=None, help="seconds before a network fetch gives up")
+    add_step_timeout(add, "each network step", None, "60 for a page, 300 for a git clone")
     add.add_argument("--dir", type=Path, default=None, help="the context folder (default: <workspace>/context)")
     search = ctx_sub.add_parser("search", help="ranked full-text search: prints path:line and a snippet")
-    search.add_argument("query", nargs="+")
+    search.add_argument("query", nargs="+", help="the words to search for")
     search.add_argument("--json", action="store_true", help="one JSON object per match")
-    search.add_argument("--limit", type=int, default=20)
+    search.add_argument("--limit", type=int, default=20, help="print at most this many matches (default 20)")
     search.add_argument("--dir", type=Path, default=None, help="the context folder (default: <workspace>/context)")
     ctx.set_defaults(handler=cmd_context)
 

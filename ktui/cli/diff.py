@@ -18,12 +18,12 @@ from pathlib import Path
 
 from ktui.cli.exits import EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK
 from ktui.cli.history import run_hint, stored_kernel
-from ktui.cli.options import add_reference, add_remote_flags, add_state_dir
+from ktui.cli.options import add_kernel_path, add_reference, add_remote_flags, add_state_dir
 
 
 def add_parser(subparsers) -> None:
     diff = subparsers.add_parser("diff", help="SASS diff of a kernel's version against an earlier one")
-    diff.add_argument("path", type=Path)
+    add_kernel_path(diff)
     add_reference(diff)
     add_state_dir(diff)
     diff.add_argument("--base", default="previous", metavar="previous|best|pinned|N",
@@ -32,7 +32,7 @@ def add_parser(subparsers) -> None:
     diff.add_argument("--version", type=int, default=None,
                       help="the version to inspect (default: the file's current content, else the newest run)")
     diff.add_argument("--json", action="store_true", help="one JSON object for agents")
-    diff.add_argument("--context", type=int, default=3, help="lines of context in the unified diff")
+    diff.add_argument("--context", type=int, default=3, help="lines of context in the unified diff (default 3)")
     diff.add_argument("--no-unified", action="store_true", help="only the opcode and resource deltas")
     diff.add_argument("--arch", default=None, help="with --remote: the architecture a GPU-less remote compiles for "
                                                     "(default sm_90a)")

@@ -5,19 +5,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from ktui.cli.exits import EXIT_CANNOT_RUN, EXIT_OK
-from ktui.cli.options import add_reference, add_state_dir
+from ktui.cli.options import add_kernel_path, add_reference, add_state_dir
 
 
 def add_parser(subparsers) -> None:
     hist = subparsers.add_parser("history", help="list the stored versions of a kernel")
-    hist.add_argument("path", type=Path)
+    add_kernel_path(hist)
     add_reference(hist)
     add_state_dir(hist)
-    hist.add_argument("--json", action="store_true")
-    hist.add_argument("--limit", type=int, default=50)
+    hist.add_argument("--json", action="store_true", help="one JSON object per version, with its rungs")
+    hist.add_argument("--limit", type=int, default=50, help="list at most this many versions, newest first (default 50)")
     hist.set_defaults(handler=cmd_history)
 
 

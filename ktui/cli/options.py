@@ -8,7 +8,14 @@ import os
 import re
 from pathlib import Path
 
-TIMEOUT_HELP = "per-rung time limit (repeatable)"
+# ``--timeout`` means one thing in every command: a time limit in seconds, past which that piece of
+# work is stopped and reported as timed out. The loop's commands (run, watch, mcp) limit each rung
+# (RUNG=SECONDS); the others limit their one kind of step (SECONDS).
+TIMEOUT_HELP = ("time limit in seconds for one rung, as RUNG=SECONDS, e.g. --timeout correctness=30 "
+                "(repeatable; default: each rung's own limit, 30-120 s)")
+
+# The kernel a command is about, as every command that takes one names it.
+KERNEL_PATH_HELP = "the kernel file, e.g. kernels/add_triton.py"
 
 # ``ktui run`` flag → BenchSettings field.
 BENCH_FLAGS = {
@@ -46,12 +53,25 @@ def add_target_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cpu", action="store_true", help="use the CPU tier even where a GPU exists")
 
 
-def add_timeout_flag(parser: argparse.ArgumentParser, help_text: str = TIMEOUT_HELP) -> None:
+def add_timeout_flag(parser: argparse.ArgumentParser) -> None:
     """``--timeout RUNG=SECONDS``, repeatable (read by ``parse_timeouts``)."""
-    parser.add_argument("--timeout", action="append", metavar="RUNG=SECONDS", help=help_text)
+    parser.add_argument("--timeout", action="append", metavar="RUNG=SECONDS", help=TIMEOUT_HELP)
 
 
-def add_loop_flags(parser: argparse.ArgumentParser, timeout_help: str = TIMEOUT_HELP) -> None:
+def add_step_timeout(parser: argparse.ArgumentParser, step: str, default: float | None, shown: str) -> None:
+    """``--timeout SECONDS`` for a command outside the loop: the same meaning as the loop's, for its
+    one kind of ``step`` (``shown``: the default as said, also where the limit lives in a module
+    that the parser should not import)."""
+    parser.add_argument("--timeout", type=float, default=default, metavar="SECONDS",
+                        help=f"time limit in seconds for {step} (default {shown})")
+
+
+def add_kernel_path(parser: argparse.ArgumentParser) -> None:
+    """The ``path`` of the one kernel a command is about."""
+    parser.add_argument("path", type=Path, help=KERNEL_PATH_HELP)
+
+
+def add_loop_flags(parser: argparse.ArgumentParser) -> None:
     """The flags of a run of the loop (read by ``loop_options``); each command adds its own ``--strict``."""
     add_target_flags(parser)
     parser.add_argument("--no-bench", action="store_true", help="skip the benchmark rungs")
@@ -59,7 +79,7 @@ def add_loop_flags(parser: argparse.ArgumentParser, timeout_help: str = TIMEOUT_
     parser.add_argument("--fresh-shapes", type=_count, default=2, metavar="N",
                         help="check each version on N shapes derived from TESTS that it was never shown (default 2)")
     parser.add_argument("--no-fresh-shapes", action="store_true", help="skip the fresh-shapes rung (--fresh-shapes 0)")
-    add_timeout_flag(parser, timeout_help)
+    add_timeout_flag(parser)
 
 
 def _count(value: str) -> int:
@@ -156,6 +176,7 @@ def worker_config(args: argparse.Namespace):
     return WorkerConfig(arch=getattr(args, "arch", None), force_cpu=getattr(args, "cpu", False))
 
 
+REMOTE_PYTHON_HELP = "the remote's Python, with torch and Triton (default python3)"
 REMOTE_HELP = ("run the worker on HOST through the system's ssh (keys only); the workspace is synced "
                "to DIR (default ~/.ktui-remote) before each run")
 
@@ -166,8 +187,7 @@ def add_remote_flags(parser: argparse.ArgumentParser, help_text: str = REMOTE_HE
     remote.add_argument("--remote", default=None, metavar="[USER@]HOST[:PORT][:/DIR]", help=help_text)
     remote.add_argument("--ssh-config", default=None, metavar="FILE",
                         help="an ssh config file used instead of ~/.ssh/config (default: $KTUI_SSH_CONFIG)")
-    remote.add_argument("--remote-python", default="python3", metavar="PYTHON",
-                        help="the remote's Python, with torch and Triton (default python3)")
+    remote.add_argument("--remote-python", default="python3", metavar="PYTHON", help=REMOTE_PYTHON_HELP)
 
 
 def add_gpus_flag(parser: argparse.ArgumentParser) -> None:

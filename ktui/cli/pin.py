@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from ktui.cli.exits import EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK
 from ktui.cli.history import run_hint, stored_kernel
-from ktui.cli.options import add_reference
+from ktui.cli.options import add_kernel_path, add_reference
 
 
 def add_parser(subparsers) -> None:
     pin = subparsers.add_parser("pin", help="pin a version of a kernel as its diff baseline")
-    pin.add_argument("path", type=Path)
+    add_kernel_path(pin)
     add_reference(pin)
     pin.add_argument("version", type=int, nargs="?", default=None, help="default: the file's current version")
     pin.add_argument("--clear", action="store_true", help="remove the pinned baseline")

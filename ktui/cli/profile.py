@@ -6,23 +6,22 @@ import argparse
 import json
 import sys
 from contextlib import nullcontext
-from pathlib import Path
 
 from ktui.cli.exits import EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK
-from ktui.cli.options import add_reference, add_remote_flags, tool_host_for
+from ktui.cli.options import add_kernel_path, add_reference, add_remote_flags, add_step_timeout, tool_host_for
 
 
 def add_parser(subparsers) -> None:
     prof = subparsers.add_parser("profile", help="profile a kernel on one benchmark shape with Nsight Compute (GPU)")
-    prof.add_argument("path", type=Path)
+    add_kernel_path(prof)
     add_reference(prof)
     prof.add_argument("--json", action="store_true", help="progress and result as JSON lines")
     prof.add_argument("--set", default="basic", help="basic (default: the summary's sections) or an ncu set, e.g. full")
     prof.add_argument("--shape", type=int, default=0, help="index into the reference's BENCHMARKS (default 0)")
     prof.add_argument("--clock-control", choices=("none", "base"), default="none",
                       help="none (default): the clocks the benchmark sees; base: ncu locks base clocks")
-    prof.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS", help="limit for the profile (600)")
-    prof.add_argument("--warmup", type=int, default=2, help="unprofiled calls before the profiled one")
+    add_step_timeout(prof, "the profile", 600.0, "600")
+    prof.add_argument("--warmup", type=int, default=2, help="unprofiled calls before the profiled one (default 2)")
     prof.add_argument("--sections", action="store_true",
                       help="time the Proton scopes (triton.profiler.language) inside a Triton kernel instead")
     add_remote_flags(prof, "run the tool on HOST's GPU through the system's ssh (keys only), with the workspace "

@@ -6,16 +6,17 @@ import argparse
 import sys
 
 from ktui.cli.exits import EXIT_CANNOT_RUN, EXIT_OK
+from ktui.cli.options import REMOTE_PYTHON_HELP
 
 
 def add_parser(subparsers) -> None:
     remote = subparsers.add_parser("remote", help="remote GPU hosts reached over ssh")
     verbs = remote.add_subparsers(dest="remote_command", required=True)
     check = verbs.add_parser("check", help="Python, torch, Triton, CuTeDSL, TileLang, ktui, the GPU, ncu and compute-sanitizer on HOST")
-    check.add_argument("host", metavar="[USER@]HOST[:PORT]")
+    check.add_argument("host", metavar="[USER@]HOST[:PORT]", help="the host to check, as ssh reaches it")
     check.add_argument("--ssh-config", default=None, metavar="FILE",
                        help="an ssh config file used instead of ~/.ssh/config (default: $KTUI_SSH_CONFIG)")
-    check.add_argument("--remote-python", default="python3", metavar="PYTHON", help="the remote's Python (default python3)")
+    check.add_argument("--remote-python", default="python3", metavar="PYTHON", help=REMOTE_PYTHON_HELP)
     check.set_defaults(handler=cmd_check)
 
 

@@ -27,11 +27,12 @@ from ktui.cli.stopping import Stopping
 
 def add_parser(subparsers) -> None:
     run = subparsers.add_parser("run", help="run the loop once on kernel files or folders")
-    run.add_argument("paths", nargs="*", type=Path)  # at least one, with --ray's (``RayAddress``)
+    run.add_argument("paths", nargs="*", type=Path, metavar="PATH",
+                     help="kernel files, or folders of kernels (a workspace, its kernels/, a GPU MODE problem); at least one")
     add_reference(run)
     add_state_dir(run)
     run.add_argument("--json", action="store_true", help="print the loop's events as JSON lines")
-    add_loop_flags(run, timeout_help="per-rung time limit, e.g. --timeout correctness=30 (repeatable)")
+    add_loop_flags(run)
     run.add_argument("--cold", action="store_true", help="a fresh worker process for every kernel")
     run.add_argument("--strict", action="store_true",
                      help="the final word: a fresh process per run, more seeds per shape, every timed output re-checked")

@@ -6,19 +6,19 @@ import argparse
 import json
 import sys
 from contextlib import nullcontext
-from pathlib import Path
 
 from ktui.cli.exits import EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK
-from ktui.cli.options import add_reference, add_remote_flags, tool_host_for
+from ktui.cli.options import add_kernel_path, add_reference, add_remote_flags, add_step_timeout, tool_host_for
 
 
 def add_parser(subparsers) -> None:
     san = subparsers.add_parser("sanitize", help="run a kernel's first test shape under compute-sanitizer (GPU)")
-    san.add_argument("path", type=Path)
+    add_kernel_path(san)
     add_reference(san)
-    san.add_argument("--tool", choices=("memcheck", "racecheck", "initcheck", "synccheck"), default="memcheck")
-    san.add_argument("--json", action="store_true")
-    san.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS")
+    san.add_argument("--tool", choices=("memcheck", "racecheck", "initcheck", "synccheck"), default="memcheck",
+                     help="the compute-sanitizer tool (default memcheck)")
+    san.add_argument("--json", action="store_true", help="progress and result as JSON lines")
+    add_step_timeout(san, "the sanitizer's run", 600.0, "600")
     add_remote_flags(san, "run the tool on HOST's GPU through the system's ssh (keys only), with the workspace "
                           "synced as for `ktui run --remote`; its reports land here, in .ktui/runs/")
     san.set_defaults(handler=cmd_sanitize)

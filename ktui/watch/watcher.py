@@ -9,6 +9,12 @@ the real files it touched, and once a file has been quiet for the debounce inter
 are hashed. A new hash is one ``Save``; the same hash (a touch, a no-op write, a revert within
 the burst) is nothing.
 
+A file is never hashed half-written. With inotify, a write in place settles only once its writer
+has closed the file (``IN_CLOSE_WRITE``, watchdog's ``closed``): ``open(..., "w")`` truncates
+first and writes later, and a busy machine can put more than the quiet period between the two. A
+file renamed into place is whole at once. Polling sees no opens or closes; there the quiet period
+is all there is.
+
 inotify is used where it works; when it is unavailable or out of watches, the watcher falls back
 to polling and says so in its ``state``.
 """
@@ -29,10 +35,18 @@ from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 from watchdog.observers.polling import PollingObserver
 
+try:
+    from watchdog.observers.inotify import InotifyObserver
+except ImportError:  # not Linux: no close events to wait for
+    InotifyObserver = None
+
 from ktui.workspace.kernels import SKIP_PARTS
 
 DEFAULT_DEBOUNCE_S = 0.15
 POLL_INTERVAL_S = 1.0
+# A file written in place whose writer never closes it (inotify dropped the close when its queue
+# overflowed, or a tool keeps it open) is hashed anyway once it has been this long without an event.
+UNCLOSED_LIMIT_S = 5.0
 
 # Event types that say something was written, renamed or removed. ``opened`` and
 # ``closed_no_write`` are left out: hashing a file opens it, and that must not count as a save.
@@ -105,7 +119,9 @@ class _Handler(FileSystemEventHandler):
         # A file renamed into place holds its whole new content now (an agent's temp file and
         # os.replace); one written in place may be written again at once, so it waits.
         done = dest if event.event_type == "moved" else ""
-        self.watcher._touched([Path(os.fsdecode(p)) for p in paths], complete=Path(os.fsdecode(done)) if done else None)
+        self.watcher._touched(
+            [Path(os.fsdecode(p)) for p in paths], complete=Path(os.fsdecode(done)) if done else None, event=event.event_type
+        )
 
 
 class Watcher:
@@ -136,6 +152,8 @@ class Watcher:
         self._hashes: dict[Path, str] = {}
         self._pending: dict[Path, float] = {}
         self._completed: dict[Path, float] = {}  # when each file was last renamed into place
+        self._unclosed: set[Path] = set()  # written in place, its writer has not closed it yet
+        self._sees_closes = False  # the observer reports closes (inotify), so writes wait for them
         self._cond = threading.Condition()
         self._stopping = False
         self._flusher: threading.Thread | None = None
@@ -186,6 +204,10 @@ class Watcher:
             observer.stop()
             raise
         self._observer = observer
+        self._sees_closes = not polling and InotifyObserver is not None and isinstance(observer, InotifyObserver)
+        if not self._sees_closes:
+            with self._cond:
+                self._unclosed.clear()
         folders = tuple(str(f) for f in self._scheduled)
         self._set_state(WatcherState("polling" if polling else "inotify", reason, folders))
 
@@ -222,15 +244,21 @@ class Watcher:
             self.on_state(state)
 
     # -- events → saves ------------------------------------------------------------------------
-    def _touched(self, paths: Iterable[Path], complete: Path | None = None) -> None:
+    def _touched(self, paths: Iterable[Path], complete: Path | None = None, event: str = "") -> None:
         """Files an event named. The debounce adapts: a file renamed into place is complete and is
         hashed at once — unless one was renamed there moments ago too (a burst of saves), then like
-        a write in place it waits for the quiet period, one save per burst."""
+        a write in place it waits for the quiet period, one save per burst. A write in place (or a
+        file created empty, its bytes still to come) waits for its writer's close as well."""
         now = time.monotonic()
         with self._cond:
             added = False
             for path in paths:
                 if self._in_watched_folder(path) and is_watched_file(path):
+                    if self._sees_closes and event:
+                        if event == "modified" or (event == "created" and _is_empty(path)):
+                            self._unclosed.add(path)
+                        else:  # closed after writing, renamed into place, renamed away or removed
+                            self._unclosed.discard(path)
                     at_once = path == complete and now - self._completed.get(path, -1e9) > self.debounce_s
                     self._pending[path] = now - self.debounce_s if at_once else now
                     if path == complete:
@@ -247,7 +275,7 @@ class Watcher:
             with self._cond:
                 while not self._stopping:
                     if self._pending:
-                        due = min(self._pending.values()) + self.debounce_s
+                        due = min(self._due(p, t) for p, t in self._pending.items())
                         wait = due - time.monotonic()
                         if wait <= 0:
                             break
@@ -256,10 +284,11 @@ class Watcher:
                         self._cond.wait()
                 if self._stopping:
                     return
-                cutoff = time.monotonic() - self.debounce_s
-                ready = {p: t for p, t in self._pending.items() if t <= cutoff}
+                now = time.monotonic()
+                ready = {p: t for p, t in self._pending.items() if self._due(p, t) <= now}
                 for p in ready:
                     del self._pending[p]
+                    self._unclosed.discard(p)
             saves = [s for s in (self._settle(p, t) for p, t in sorted(ready.items())) if s is not None]
             if saves:
                 try:
@@ -268,6 +297,11 @@ class Watcher:
                     import traceback
 
                     traceback.print_exc()
+
+    def _due(self, path: Path, seen: float) -> float:
+        """When a file last touched at ``seen`` is hashed: after the quiet period, or, while its
+        writer still holds it open, once the writer has closed it (or after ``UNCLOSED_LIMIT_S``)."""
+        return seen + (UNCLOSED_LIMIT_S if path in self._unclosed else self.debounce_s)
 
     def _settle(self, path: Path, seen: float) -> Save | None:
         """Hash the file as it is now; a Save only if that differs from what was last seen."""
@@ -291,6 +325,13 @@ class Watcher:
             self._hashes[path] = file_hash(path.read_bytes())
         except OSError:
             pass
+
+
+def _is_empty(path: Path) -> bool:
+    try:
+        return path.stat().st_size == 0
+    except OSError:
+        return False
 
 
 def _python_files(folder: Path) -> list[Path]:

@@ -32,6 +32,7 @@ def triton_context(tmp_path_factory):
     return root
 
 
+@pytest.mark.worker
 def test_triton_sources_are_copied_with_a_source_note(triton_context):
     folder = triton_context / "context" / "triton"
     note = read_note(folder)
@@ -43,6 +44,7 @@ def test_triton_sources_are_copied_with_a_source_note(triton_context):
     assert not list(folder.rglob("*.h")) and not list(folder.rglob("__pycache__"))
 
 
+@pytest.mark.worker
 def test_cutedsl_sources_are_copied_from_the_cutlass_dsl_wheel(tmp_path):
     proc = ktui("context", "add", "cutedsl", "--dir", str(tmp_path / "context"), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -52,6 +54,7 @@ def test_cutedsl_sources_are_copied_from_the_cutlass_dsl_wheel(tmp_path):
     assert int(read_note(folder)["files"]) == sum(1 for p in folder.rglob("*") if p.is_file() and p.name != "SOURCE")
 
 
+@pytest.mark.worker
 def test_tilelang_sources_are_copied_from_the_installed_package_without_its_copy_of_tvm(tmp_path):
     pytest.importorskip("tilelang", reason="tilelang not installed (pip install 'ktui[tilelang]')")
     proc = ktui("context", "add", "tilelang", "--dir", str(tmp_path / "context"), cwd=tmp_path)
@@ -62,6 +65,7 @@ def test_tilelang_sources_are_copied_from_the_installed_package_without_its_copy
     assert not (folder / "tilelang" / "3rdparty").exists()
 
 
+@pytest.mark.worker
 def test_search_prints_path_line_and_the_line_itself(triton_context):
     proc = ktui("context", "search", "program_id", "--limit", "5", cwd=triton_context)
     assert proc.returncode == 0, proc.stderr
@@ -72,6 +76,7 @@ def test_search_prints_path_line_and_the_line_itself(triton_context):
     assert "program_id" in text and " ".join(text.split()).startswith(snippet.rstrip("…"))
 
 
+@pytest.mark.worker
 def test_search_json_is_one_object_per_match_for_agents(triton_context):
     proc = ktui("context", "search", "tl.dot", "input_precision", "--json", "--limit", "3", cwd=triton_context)
     records = [json.loads(x) for x in proc.stdout.splitlines()]
@@ -79,11 +84,13 @@ def test_search_json_is_one_object_per_match_for_agents(triton_context):
     assert all(r["source"] == "triton" and Path(r["file"]).is_file() for r in records)
 
 
+@pytest.mark.worker
 def test_a_query_with_no_match_exits_1(triton_context):
     proc = ktui("context", "search", "zzqqxxnotaword", cwd=triton_context)
     assert proc.returncode == 1 and "matches 'zzqqxxnotaword'" in proc.stderr, proc.stderr  # and what to add
 
 
+@pytest.mark.unit
 def test_the_index_follows_edits_additions_and_deletions_without_reindexing_the_rest(tmp_path):
     context = tmp_path / "context"
     (context / "notes").mkdir(parents=True)
@@ -123,6 +130,7 @@ def make_repo(path: Path, files: dict[str, str]) -> str:
     return _git("rev-parse", "HEAD", cwd=path).strip()
 
 
+@pytest.mark.worker
 def test_cutlass_is_a_sparse_clone_of_only_the_cute_parts(tmp_path):
     commit = make_repo(tmp_path / "cutlass", {
         "media/docs/cute/01_layout.md": "# CuTe Layouts\nA layout maps coordinates to indices.\n",
@@ -144,6 +152,7 @@ def test_cutlass_is_a_sparse_clone_of_only_the_cute_parts(tmp_path):
     assert "include/cute/layout.hpp:1" in hits
 
 
+@pytest.mark.worker
 def test_triton_tutorials_come_from_the_url_given(tmp_path):
     make_repo(tmp_path / "triton", {
         "python/tutorials/01-vector-add.py": '"""Vector addition"""\n',
@@ -169,6 +178,7 @@ add.s32   r1, r2, r3;</pre><table><tr><td>.s32</td><td>signed</td></tr></table><
 <footer>Copyright NVIDIA</footer></body></html>"""
 
 
+@pytest.mark.worker
 def test_the_ptx_isa_becomes_plain_text_sections_with_its_version(tmp_path):
     page = tmp_path / "ptx.html"
     page.write_text(PTX_PAGE)
@@ -188,12 +198,14 @@ def test_the_ptx_isa_becomes_plain_text_sections_with_its_version(tmp_path):
     assert "Copyright" not in everything and "navigation" not in everything and "color: red" not in everything
 
 
+@pytest.mark.unit
 def test_the_isa_version_is_read_from_the_title_or_the_page():
     assert ptx_isa_version("PTX ISA 9.0 documentation", "") == "9.0"
     assert ptx_isa_version("", "<p>PTX ISA Version 8.5 adds</p>") == "8.5"
     assert html_sections("<p>no headings</p>") == ([], "")
 
 
+@pytest.mark.worker
 @pytest.mark.parametrize(
     "source, env",
     [("ptx", {"KTUI_PTX_URL": f"{CLOSED}/ptx.html"}), ("cutlass", {"KTUI_CUTLASS_GIT": f"{CLOSED}/cutlass.git"})],
@@ -207,6 +219,7 @@ def test_offline_a_network_source_fails_fast_with_a_clear_message(tmp_path, sour
     assert not (tmp_path / "context" / source).exists()
 
 
+@pytest.mark.worker
 def test_unknown_sources_and_folders_ktui_did_not_make_are_refused(tmp_path):
     proc = ktui("context", "add", "cuda-samples", "--dir", str(tmp_path / "context"), cwd=tmp_path)
     assert proc.returncode == 2 and "unknown source 'cuda-samples'" in proc.stderr
@@ -217,6 +230,7 @@ def test_unknown_sources_and_folders_ktui_did_not_make_are_refused(tmp_path):
     assert (tmp_path / "context" / "triton" / "my-notes.md").read_text() == "mine"
 
 
+@pytest.mark.worker
 def test_search_without_a_context_folder_says_how_to_fill_it(tmp_path):
     proc = ktui("context", "search", "anything", cwd=tmp_path)
     assert proc.returncode == 2 and "ktui context add triton" in proc.stderr
@@ -233,6 +247,7 @@ def recording_git(tmp_path):
     return {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}, log
 
 
+@pytest.mark.worker
 def test_a_url_reaches_git_after_double_dash_never_as_an_option(tmp_path, recording_git):
     env, log = recording_git
     url = "https://example.invalid/cutlass.git"
@@ -242,6 +257,7 @@ def test_a_url_reaches_git_after_double_dash_never_as_an_option(tmp_path, record
     assert args[0] == "clone" and args[args.index(url) - 1] == "--"
 
 
+@pytest.mark.worker
 def test_an_option_shaped_url_is_refused_before_git_runs(tmp_path, recording_git):
     env, log = recording_git
     proc = ktui("context", "add", "cutlass", "--url=--upload-pack=touch pwned", "--dir", str(tmp_path / "context"),

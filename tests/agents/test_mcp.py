@@ -17,6 +17,8 @@ from conftest import REPO, ktui, make_workspace
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
+pytestmark = pytest.mark.worker
+
 TOOLS = {"run", "latest", "history", "diff", "profile", "sanitize", "context_search", "dump", "hotspots", "audit",
          "output"}
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "hotspots"

@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, REPO, finished, ktui, parse_events
 
+pytestmark = pytest.mark.worker
+
 AUDIT = FIXTURES / "audit"
 
 

@@ -9,6 +9,8 @@ import shutil
 import pytest
 from conftest import FIXTURES, REPO, by_kernel, finished, ktui, make_workspace, parse_events, rungs
 
+pytestmark = pytest.mark.worker
+
 PRINTS = '''
 print("the previous kernel was here")
 '''

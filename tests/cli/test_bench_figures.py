@@ -27,6 +27,7 @@ def measurement(kernel_us=50.0, ref_us=100.0, n=200, exposed=0, clocks=None) -> 
                        "torch.cuda._sleep", log)
 
 
+@pytest.mark.unit
 def test_timing_figures_hold_every_statistic_of_kernel_and_reference():
     f = timing_figures(measurement(), BenchSettings())
     for prefix in ("kernel", "ref"):
@@ -41,6 +42,7 @@ def test_timing_figures_hold_every_statistic_of_kernel_and_reference():
     assert f["flush"].startswith("read 100 MiB")
 
 
+@pytest.mark.unit
 def test_clock_figures_say_what_was_seen_and_flag_a_power_cap():
     f = timing_figures(measurement(), BenchSettings())
     assert f["clock_source"] == "nvml" and f["sm_mhz"] == [1965, 1980] and f["mem_mhz"] == [3201, 3201]
@@ -49,12 +51,14 @@ def test_clock_figures_say_what_was_seen_and_flag_a_power_cap():
     assert idle["throttled"] is False  # idle is a state, not a throttle
 
 
+@pytest.mark.unit
 def test_no_clock_source_is_stated_not_hidden():
     f = timing_figures(measurement(clocks=ClockLog("unavailable: pynvml (nvidia-ml-py) is not installed; nvidia-smi not found")),
                        BenchSettings())
     assert f["clock_source"].startswith("unavailable: pynvml") and "sm_mhz" not in f
 
 
+@pytest.mark.unit
 def test_clock_helpers_decode_the_driver_bits_and_nvidia_smi_lines():
     assert reason_names(0x4 | 0x40) == ["sw_power_cap", "hw_thermal_slowdown"]
     assert reason_names(0x1000) == ["unknown_0x1000"]
@@ -63,6 +67,7 @@ def test_clock_helpers_decode_the_driver_bits_and_nvidia_smi_lines():
         parse_smi_line("[N/A]")
 
 
+@pytest.mark.unit
 def test_the_message_reads_as_one_line_with_the_roofline_and_warnings():
     f = timing_figures(measurement(exposed=40), BenchSettings())
     sheet = Ceiling("T", 1000.0, {}, {"bandwidth": "datasheet T"})
@@ -89,6 +94,7 @@ ADD_H200 = [bench("benchmark[size=65536]", 0.919, "launch-bound", 5.45, (5.3, 5.
             bench("benchmark[size=67108864]", 1.004, "memory-bound", 6.29, (6.2, 6.4), us=183.8)]
 
 
+@pytest.mark.unit
 def test_summary_takes_geometric_means_of_speedups_and_times():
     results = [bench("benchmark[a]", 0.95, speedup=2.0, ci=(1.9, 2.1), us=10),
                bench("benchmark[b]", 0.91, speedup=8.0, ci=(7.6, 8.4), us=1000)]
@@ -101,6 +107,7 @@ def test_summary_takes_geometric_means_of_speedups_and_times():
     assert bad["impossible"] == ["benchmark[c]"] and bad["speedup"] == pytest.approx(4.0)  # not averaged in
 
 
+@pytest.mark.unit
 def test_summary_keeps_each_shape_s_fraction_and_bound_never_a_mean():
     s = summarize(ADD_H200)
     assert "roofline" not in s and "at_roofline" not in s  # the geometric mean (87%) mixed bounds
@@ -110,6 +117,7 @@ def test_summary_keeps_each_shape_s_fraction_and_bound_never_a_mean():
     assert s["roofline_worst"] == {"shape": "size=4194304", "roofline": 0.806, "bound": "memory-bound"}
 
 
+@pytest.mark.unit
 def test_satisfied_when_every_shape_reaches_the_threshold_and_the_short_ones_are_named():
     s = summarize(ADD_H200)
     assert s["satisfied"] is False and s["short"] == ["size=4194304"]
@@ -118,6 +126,7 @@ def test_satisfied_when_every_shape_reaches_the_threshold_and_the_short_ones_are
     assert lenient["roofline_done"] == 0.8 and lenient["roofline_done_source"] == "the reference's ROOFLINE_DONE"
 
 
+@pytest.mark.unit
 def test_an_impossible_or_unmeasured_shape_is_never_satisfied():
     impossible = bench("benchmark[size=8]", 1.4, impossible=True, status="suspicious")
     s = summarize([*ADD_H200, impossible], roofline_done=0.8)
@@ -128,11 +137,13 @@ def test_an_impossible_or_unmeasured_shape_is_never_satisfied():
     assert "satisfied" not in summarize([failed])  # no shape has a figure: nothing to decide on
 
 
+@pytest.mark.unit
 def test_a_shape_listed_twice_keeps_its_own_figure():
     s = summarize([bench("benchmark[size=8]", 0.95), bench("benchmark[size=8]#2", 0.5)])
     assert s["roofline_shapes"]["size=8#2"]["roofline"] == 0.5 and s["short"] == ["size=8#2"]
 
 
+@pytest.mark.unit
 def test_the_benchmark_line_and_summary_line_show_speedup_roofline_and_labels():
     line = rung_line({"rung": "benchmark[size=65536]", "status": "ok", "figures": {
         "kernel_us": 3.81, "ref_us": 20.8, "speedup": 5.45, "speedup_ci": [5.3, 5.6], "gbps": 206.5, "roofline": 0.919,
@@ -154,12 +165,14 @@ def test_the_benchmark_line_and_summary_line_show_speedup_roofline_and_labels():
     assert "IMPOSSIBLE: faster than the hardware allows on benchmark[size=65536]" in impossible
 
 
+@pytest.mark.unit
 def test_a_run_recorded_before_per_shape_figures_shows_no_mean():
     old = summary_line("add_triton", 1, "passed", {"speedup": 5.45, "roofline": 0.31, "at_roofline": False},
                        "gpu", "sm_90a", 3.2)
     assert "roofline" not in old and "attainable" not in old and "31%" not in old
 
 
+@pytest.mark.unit
 def test_the_threshold_is_the_flag_else_the_reference_s_setting_else_ninety_percent():
     def ctx(bench=None, **reference):
         module = types.ModuleType("reference")
@@ -174,6 +187,7 @@ def test_the_threshold_is_the_flag_else_the_reference_s_setting_else_ninety_perc
         roofline_done(ctx(ROOFLINE_DONE="high"))
 
 
+@pytest.mark.unit
 def test_run_flags_become_bench_settings_that_reach_the_worker():
     args = build_parser().parse_args(["run", "k.py", "--hot-cache", "--cuda-graph", "--bench-time", "1.5",
                                       "--rse-target", "0.01", "--roofline-done", "0.8", "--flush", "write"])
@@ -186,6 +200,7 @@ def test_run_flags_become_bench_settings_that_reach_the_worker():
     assert bench_settings(build_parser().parse_args(["run", "k.py"])) == {}
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("bench, words", [
     ({"rse_target": 5}, "RSE target must be in"),
     ({"time_s": 0}, "time cap must be positive"),
@@ -199,6 +214,7 @@ def test_bad_bench_settings_are_named_in_the_error(bench, words):
         BenchSettings.from_dict(bench)
 
 
+@pytest.mark.worker
 def test_a_bad_bench_flag_stops_ktui_run_before_any_worker(tmp_path):
     from conftest import ktui, make_workspace
 

@@ -33,6 +33,7 @@ def _runs(state: Path) -> list:
         store.close()
 
 
+@pytest.mark.worker
 def test_a_garbage_history_is_moved_aside_with_a_timestamp_and_a_fresh_one_started(tmp_path):
     ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
     (ws / ".ktui").mkdir()
@@ -48,6 +49,7 @@ def test_a_garbage_history_is_moved_aside_with_a_timestamp_and_a_fresh_one_start
     assert "no runs recorded yet" in proc.stdout
 
 
+@pytest.mark.unit
 def test_a_truncated_history_is_moved_aside_and_a_fresh_one_started(tmp_path):
     path = tmp_path / "history.db"
     store = Store(path)
@@ -64,6 +66,7 @@ def test_a_truncated_history_is_moved_aside_and_a_fresh_one_started(tmp_path):
     assert len(list(tmp_path.glob("history.db.corrupt-*[0-9]"))) == 1  # with its -wal and -shm, if any
 
 
+@pytest.mark.worker
 def test_a_full_disk_stops_the_recording_says_so_once_and_the_verdicts_still_print(tmp_path):
     ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
     state = ws / ".ktui"
@@ -83,6 +86,7 @@ def test_a_full_disk_stops_the_recording_says_so_once_and_the_verdicts_still_pri
     assert runs in ([], [("add_triton", "running")]) or all(verdict != "running" for _, verdict in runs)
 
 
+@pytest.mark.worker
 def test_a_read_only_workspace_is_read_by_history_refused_by_run_naming_state_dir_which_works(tmp_path):
     ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
     first = ktui("run", "--no-audit", "kernels/add_triton.py", "--no-bench", "--seed", "1", cwd=ws)

@@ -1,7 +1,11 @@
 """A run's header and summary line say when user code was not confined, and nothing when it was."""
 
+import pytest
+
 from ktui.cli.printers import LinePrinter
 from ktui.protocol.events import RunFinished, RunStarted
+
+pytestmark = pytest.mark.unit
 
 
 def _start(confined, confinement) -> RunStarted:

@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO, make_workspace
 
+pytestmark = pytest.mark.worker
+
 HEAVY = {"torch", "triton", "cutlass", "tilelang"}
 COMMAND_MODULES = {"ktui.cli.run", "ktui.cli.watch", "ktui.cli.calibrate", "ktui.cli.context", "ktui.cli.history",
                    "ktui.cli.diff", "ktui.cli.profile", "ktui.cli.mcp", "ktui.cli.audit", "ktui.cli.remote"}

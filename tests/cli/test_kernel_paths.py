@@ -26,6 +26,8 @@ from ktui.tui.profile_task import ProfileFinished, profile_task
 from ktui.workspace.folder import Workspace
 from ktui.workspace.kernels import kernel_for
 
+pytestmark = pytest.mark.worker
+
 
 @dataclass(frozen=True)
 class Case:
@@ -59,11 +61,11 @@ FORMATS = ("native", "gpumode", "kernelbench")
 
 
 @pytest.fixture(scope="module")
-def cases(tmp_path_factory) -> dict[str, Case]:
+def cases(tmp_path_factory, warm_ktui) -> dict[str, Case]:
     """The three kernels, each run once by ``ktui run`` on the CPU tier (so there is a history)."""
     found = _cases(tmp_path_factory.mktemp("formats"))
     for case in found.values():
-        proc = ktui("run", "--no-audit", "--no-bench", "--seed", "3", *case.args(), cwd=case.cwd)
+        proc = warm_ktui("run", "--no-audit", "--no-bench", "--seed", "3", *case.args(), cwd=case.cwd)
         assert proc.returncode == 0, proc.stdout + proc.stderr
     return found
 
@@ -126,18 +128,18 @@ def test_profile_sections_say_no_gpu_at_once(cases, fmt):
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_history_lists_the_run_that_ktui_run_recorded(cases, fmt):
+def test_history_lists_the_run_that_ktui_run_recorded(cases, fmt, warm_ktui):
     case = cases[fmt]
-    proc = ktui("history", *case.args("--json"), cwd=case.cwd)
+    proc = warm_ktui("history", *case.args("--json"), cwd=case.cwd)
     assert proc.returncode == 0, proc.stderr
     (run,) = parse_events(proc.stdout)
     assert (run["kernel"], run["version"], run["verdict"]) == (case.kernel_id, 1, "passed")
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_diff_finds_the_sass_that_ktui_run_stored(cases, fmt):
+def test_diff_finds_the_sass_that_ktui_run_stored(cases, fmt, warm_ktui):
     case = cases[fmt]
-    proc = ktui("diff", *case.args("--base", "1", "--json"), cwd=case.cwd)
+    proc = warm_ktui("diff", *case.args("--base", "1", "--json"), cwd=case.cwd)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     diff = json.loads(proc.stdout)
     assert (diff["kernel"], diff["base_version"], diff["new_version"], diff["identical"]) == (case.kernel_id, 1, 1, True)

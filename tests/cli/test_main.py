@@ -7,6 +7,8 @@ import pytest
 
 from ktui.cli.main import COMMANDS, build_parser
 
+pytestmark = pytest.mark.unit
+
 
 def test_the_listing_shows_each_command_as_its_own_module_describes_it():
     bare = build_parser(loaded=())

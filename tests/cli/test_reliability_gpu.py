@@ -15,7 +15,7 @@ from conftest import REPO, ktui, make_workspace
 
 from ktui.history.store import Store
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.worker]
 
 
 @pytest.fixture(autouse=True)

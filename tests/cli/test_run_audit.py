@@ -38,6 +38,7 @@ def first(tmp_path_factory):
     return pair, ktui(*RUN, cwd=pair)
 
 
+@pytest.mark.worker
 def test_the_first_run_against_a_weak_test_ends_with_what_passes_it_after_the_verdict(first):
     pair, proc = first
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]  # a weak test is a notice
@@ -49,6 +50,7 @@ def test_the_first_run_against_a_weak_test_ends_with_what_passes_it_after_the_ve
     assert (record["verdict"], record["fast"]) == ("weak", True)
 
 
+@pytest.mark.worker
 def test_a_second_run_of_the_same_reference_version_audits_nothing_and_reads_the_cache(first):
     pair, _ = first
     proc = ktui(*RUN, cwd=pair)
@@ -58,6 +60,7 @@ def test_a_second_run_of_the_same_reference_version_audits_nothing_and_reads_the
     assert "weak test: a kernel that returns a copy of input 0 passes on every test shape" in lines[-1], lines[-1]
 
 
+@pytest.mark.worker
 def test_no_audit_audits_nothing_and_json_tells_the_audit_as_an_object_of_its_own(tmp_path):
     pair = relu_pair(tmp_path / "pair")
     quiet = ktui(*RUN, "--no-audit", "--json", cwd=pair)
@@ -74,6 +77,7 @@ def test_no_audit_audits_nothing_and_json_tells_the_audit_as_an_object_of_its_ow
     assert audit["reference_hash"] == records[0]["reference_hash"]  # the version the run recorded
 
 
+@pytest.mark.unit
 def test_a_fast_audit_never_stands_in_for_a_full_one_but_its_weak_is_read_as_weak(tmp_path):
     state = tmp_path / ".ktui"
     (state / "audits").mkdir(parents=True)
@@ -83,6 +87,7 @@ def test_a_fast_audit_never_stands_in_for_a_full_one_but_its_weak_is_read_as_wea
     assert cached(state, "abc", fast_ok=True)["verdict"] == "strong"  # `ktui run`: audited already
 
 
+@pytest.mark.unit
 def test_a_reason_is_told_in_a_few_words():
     reason = ("a kernel that returns a copy of input 0 passes on every test shape — input 0 is never negative "
               "(its smallest value is 5.9e-05), so …")
@@ -91,6 +96,7 @@ def test_a_reason_is_told_in_a_few_words():
         "a kernel that computes a float32 answer in bfloat16 passes")
 
 
+@pytest.mark.worker
 @pytest.mark.gpu
 def test_on_the_gpu_the_first_run_also_ends_with_the_weak_test_and_exits_0(tmp_path):
     torch = pytest.importorskip("torch")

@@ -11,19 +11,20 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import REPO, by_kernel, finished, ktui, make_workspace, parse_events, rungs
+from conftest import REPO, by_kernel, finished, make_workspace, parse_events, rungs
 
 from ktui.cli.exits import exit_code
 from ktui.history.store import Store
 
 
 @pytest.fixture(scope="module")
-def softmax_run(tmp_path_factory):
+def softmax_run(tmp_path_factory, warm_ktui):
     root = make_workspace(tmp_path_factory.mktemp("ws"), kernels=["softmax_triton", "add_triton"])
-    proc = ktui("run", "--no-audit", "--json", "--seed", "11", "kernels/softmax_triton.py", "kernels/add_triton.py", cwd=root)
+    proc = warm_ktui("run", "--no-audit", "--json", "--seed", "11", "kernels/softmax_triton.py", "kernels/add_triton.py", cwd=root)
     return root, proc, by_kernel(parse_events(proc.stdout))
 
 
+@pytest.mark.worker
 def test_shipped_triton_kernels_pass_every_rung_that_runs_on_cpu(softmax_run):
     _, proc, kernels = softmax_run
     assert proc.returncode == 0, proc.stderr
@@ -37,6 +38,7 @@ def test_shipped_triton_kernels_pass_every_rung_that_runs_on_cpu(softmax_run):
         assert benches and all(v["status"] == "skipped" and "no GPU" in v["message"] for v in benches)
 
 
+@pytest.mark.worker
 def test_the_json_stream_is_ordered_and_typed(softmax_run):
     events = softmax_run[2]["softmax_triton"]
     assert events[0]["type"] == "run_started" and events[-1]["type"] == "run_finished"
@@ -51,6 +53,7 @@ def test_the_json_stream_is_ordered_and_typed(softmax_run):
             open_rung = None
 
 
+@pytest.mark.worker
 def test_correctness_reports_every_metric_with_the_seed(softmax_run):
     r = rungs(softmax_run[2]["softmax_triton"])
     figures = r["correctness[rows=128,cols=1000]"]["figures"]
@@ -61,6 +64,7 @@ def test_correctness_reports_every_metric_with_the_seed(softmax_run):
     assert bf16["dtype"] == "bfloat16" and bf16["psnr"] > 45
 
 
+@pytest.mark.worker
 def test_dumps_hold_every_triton_stage_and_real_sm90a_sass(softmax_run):
     root, _, kernels = softmax_run
     start = kernels["softmax_triton"][0]
@@ -79,6 +83,7 @@ def test_dumps_hold_every_triton_stage_and_real_sm90a_sass(softmax_run):
     assert {"ttir", "ttgir", "llir", "ptx", "cubin", "sass", "resources", "hotspots"} <= artifacts
 
 
+@pytest.mark.worker
 def test_dumps_attribute_the_sass_to_the_kernels_own_lines(softmax_run):
     root, _, kernels = softmax_run
     run_dir = Path(kernels["softmax_triton"][0]["run_dir"])
@@ -93,6 +98,7 @@ def test_dumps_attribute_the_sass_to_the_kernels_own_lines(softmax_run):
     assert "softmax_kernel:" in (run_dir / "hotspots.txt").read_text()
 
 
+@pytest.mark.worker
 def test_reports_land_where_an_agent_can_cat_them(softmax_run):
     root, _, kernels = softmax_run
     latest = json.loads((root / ".ktui" / "latest" / "softmax_triton.json").read_text())
@@ -102,9 +108,10 @@ def test_reports_land_where_an_agent_can_cat_them(softmax_run):
     assert json.loads(report.read_text())["run_id"] == latest["run_id"]
 
 
-def test_plain_lines_name_each_rung_with_its_figures(tmp_path):
+@pytest.mark.worker
+def test_plain_lines_name_each_rung_with_its_figures(tmp_path, warm_ktui):
     root = make_workspace(tmp_path / "ws", kernels=["softmax_triton"])
-    proc = ktui("run", "--no-audit", "kernels/softmax_triton.py", cwd=root)
+    proc = warm_ktui("run", "--no-audit", "kernels/softmax_triton.py", cwd=root)
     assert proc.returncode == 0
     lines = proc.stdout.splitlines()
     line = next(x for x in lines if x.startswith("[correctness[rows=128,cols=1000]]"))
@@ -112,19 +119,21 @@ def test_plain_lines_name_each_rung_with_its_figures(tmp_path):
     assert re.match(r"softmax_triton v1 passed · 6/6 correct · cpu sm_90a · [\d.]+ s", lines[-1])
 
 
-def test_an_edit_makes_a_new_version_and_the_history_lists_both(tmp_path):
+@pytest.mark.worker
+def test_an_edit_makes_a_new_version_and_the_history_lists_both(tmp_path, warm_ktui):
     root = make_workspace(tmp_path / "ws", kernels=["add_triton"])
-    assert ktui("run", "--no-audit", "kernels/add_triton.py", "--seed", "1", cwd=root).returncode == 0
+    assert warm_ktui("run", "--no-audit", "kernels/add_triton.py", "--seed", "1", cwd=root).returncode == 0
     path = root / "kernels" / "add_triton.py"
     path.write_text(path.read_text().replace("block = 1024", "block = 512"))
-    assert ktui("run", "--no-audit", "kernels/add_triton.py", "--seed", "2", cwd=root).returncode == 0
-    hist = ktui("history", "kernels/add_triton.py", "--json", cwd=root)
+    assert warm_ktui("run", "--no-audit", "kernels/add_triton.py", "--seed", "2", cwd=root).returncode == 0
+    hist = warm_ktui("history", "kernels/add_triton.py", "--json", cwd=root)
     versions = [json.loads(x)["version"] for x in hist.stdout.splitlines()]
     assert versions == [2, 1]
-    plain = ktui("history", "kernels/add_triton.py", cwd=root).stdout
+    plain = warm_ktui("history", "kernels/add_triton.py", cwd=root).stdout
     assert "add_triton v2 passed" in plain and "add_triton v1 passed" in plain
 
 
+@pytest.mark.worker
 @pytest.mark.parametrize(
     "args, code, words",
     [
@@ -135,16 +144,17 @@ def test_an_edit_makes_a_new_version_and_the_history_lists_both(tmp_path):
         (["run", "kernels/add_triton.py", "--fresh-shapes", "-1"], 2, "expected a count of shapes (0 or more), got '-1'"),
     ],
 )
-def test_exit_codes_separate_failure_from_could_not_run(tmp_path, args, code, words):
+def test_exit_codes_separate_failure_from_could_not_run(tmp_path, args, code, words, warm_ktui):
     root = make_workspace(tmp_path / "ws", kernels=["add_triton"], fixtures=["missing_reference", "wrong_values"])
-    proc = ktui(*args, cwd=root)
+    proc = warm_ktui(*args, cwd=root)
     assert proc.returncode == code
     assert words in proc.stdout + proc.stderr
 
 
-def test_a_syntax_error_is_printed_at_its_line_by_the_parent_alone(tmp_path):
+@pytest.mark.worker
+def test_a_syntax_error_is_printed_at_its_line_by_the_parent_alone(tmp_path, warm_ktui):
     root = make_workspace(tmp_path / "ws", fixtures=["syntax_error"])
-    proc = ktui("run", "--no-audit", "kernels/syntax_error.py", cwd=root)
+    proc = warm_ktui("run", "--no-audit", "kernels/syntax_error.py", cwd=root)
     assert proc.returncode == 1, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].endswith("· not run")  # no worker started, so none said where it ran
@@ -153,6 +163,7 @@ def test_a_syntax_error_is_printed_at_its_line_by_the_parent_alone(tmp_path):
     assert lines[-1].startswith("syntax_error v1 failed · pre-checks: SyntaxError")
 
 
+@pytest.mark.unit
 def test_compiled_exits_0_but_does_not_hide_a_failure_beside_it():
     """``compiled`` (CuTeDSL on the CPU tier: nothing ran) is not a pass, yet ``ktui run kernels/`` on
     a CPU machine must succeed; any real failure in the same run still decides the status."""
@@ -184,12 +195,14 @@ def processes_with(marker: str) -> list[int]:
     return found
 
 
+@pytest.mark.worker
 def test_a_piped_history_whose_reader_closed_early_exits_quietly(tmp_path):
     ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
     proc = ktui_into_a_closed_pipe("history", "kernels/add_triton.py", cwd=ws)
     assert proc.stderr == "" and proc.returncode == 1
 
 
+@pytest.mark.worker
 def test_a_piped_run_whose_reader_closed_early_exits_quietly_and_stops_its_worker(tmp_path):
     ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
     marker = f"KTUI_PIPE_TEST={uuid.uuid4().hex}"
@@ -200,6 +213,7 @@ def test_a_piped_run_whose_reader_closed_early_exits_quietly_and_stops_its_worke
     assert processes_with(marker) == []
 
 
+@pytest.mark.worker
 def test_a_run_exits_once_its_verdict_is_out_without_waiting_for_the_worker_to_wind_down(tmp_path):
     root = make_workspace(tmp_path / "ws", kernels=["add_triton"])
     source = (root / "kernels" / "add_triton.py").read_text()
@@ -219,6 +233,7 @@ def test_a_run_exits_once_its_verdict_is_out_without_waiting_for_the_worker_to_w
     assert processes_with(f"KTUI_EXIT_TEST={marker}") == []
 
 
+@pytest.mark.worker
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_run_stopped_by_a_signal_is_recorded_cancelled_and_no_later_kernel_starts(tmp_path, sig):
     ws = make_workspace(tmp_path / "ws", kernels=["add_triton"], fixtures=["hang"])

@@ -6,7 +6,10 @@ GPU): the same scheduling, real worker processes and kernels.
 
 from __future__ import annotations
 
+import pytest
 from conftest import by_kernel, finished, ktui, make_workspace, parse_events
+
+pytestmark = pytest.mark.worker
 
 
 def test_ktui_run_on_two_gpus_prints_the_run_that_finishes_first_first_each_with_its_gpu(tmp_path):

@@ -7,7 +7,10 @@ and what was built is the kernel the module describes (the GPU tier checks its a
 import json
 from pathlib import Path
 
+import pytest
 from conftest import finished, ktui, make_workspace, parse_events, rungs
+
+pytestmark = pytest.mark.worker
 
 
 def test_the_cutedsl_gemm_compiles_for_sm90a_into_wgmma_fed_by_tma(tmp_path):

@@ -9,11 +9,13 @@ import json
 import pytest
 from conftest import finished, ktui, make_workspace, parse_events, rungs
 
+pytestmark = pytest.mark.worker
+
 
 @pytest.mark.parametrize("kernel", ["rmsnorm_triton", "gemm_bf16_triton"])
-def test_a_shipped_kernel_is_correct_on_every_test_shape_of_its_reference(tmp_path, kernel):
+def test_a_shipped_kernel_is_correct_on_every_test_shape_of_its_reference(tmp_path, kernel, warm_ktui):
     root = make_workspace(tmp_path / "ws", kernels=[kernel])
-    proc = ktui("run", "--no-audit", "--cpu", "--no-bench", "--json", f"kernels/{kernel}.py", cwd=root)
+    proc = warm_ktui("run", "--no-audit", "--cpu", "--no-bench", "--json", f"kernels/{kernel}.py", cwd=root)
     events = parse_events(proc.stdout)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     checks = {name: r["status"] for name, r in rungs(events).items() if name.startswith("correctness[")}
@@ -22,9 +24,9 @@ def test_a_shipped_kernel_is_correct_on_every_test_shape_of_its_reference(tmp_pa
 
 
 @pytest.mark.parametrize("kernel", ["softmax_cutedsl", "rmsnorm_cutedsl"])
-def test_a_shipped_cutedsl_kernel_compiles_on_the_cpu_tier_and_leaves_its_checks_to_a_gpu(tmp_path, kernel):
+def test_a_shipped_cutedsl_kernel_compiles_on_the_cpu_tier_and_leaves_its_checks_to_a_gpu(tmp_path, kernel, warm_ktui):
     root = make_workspace(tmp_path / "ws", kernels=[kernel])
-    proc = ktui("run", "--no-audit", "--cpu", "--no-bench", "--json", f"kernels/{kernel}.py", cwd=root)
+    proc = warm_ktui("run", "--no-audit", "--cpu", "--no-bench", "--json", f"kernels/{kernel}.py", cwd=root)
     events = parse_events(proc.stdout)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     r = rungs(events)
@@ -38,9 +40,9 @@ def test_a_shipped_cutedsl_kernel_compiles_on_the_cpu_tier_and_leaves_its_checks
     assert end["summary"]["compile_only"] == "CPU tier: CuTeDSL compiled for sm_90a only, not run"
 
 
-def test_a_mixed_run_reads_kernel_by_kernel_cutedsl_compiled_triton_passed_and_exits_0(tmp_path):
+def test_a_mixed_run_reads_kernel_by_kernel_cutedsl_compiled_triton_passed_and_exits_0(tmp_path, warm_ktui):
     root = make_workspace(tmp_path / "ws", kernels=["add_cutedsl", "add_triton"])
-    proc = ktui("run", "--no-audit", "--cpu", "--no-bench", "kernels/", cwd=root)
+    proc = warm_ktui("run", "--no-audit", "--cpu", "--no-bench", "kernels/", cwd=root)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     lines = proc.stdout.splitlines()
     headers = [line for line in lines if line.startswith("== ")]
@@ -54,7 +56,7 @@ def test_a_mixed_run_reads_kernel_by_kernel_cutedsl_compiled_triton_passed_and_e
     assert summaries[1].startswith("add_triton v1 passed · 5/5 correct"), summaries
     latest = json.loads((root / ".ktui" / "latest" / "add_cutedsl.json").read_text())
     assert latest["verdict"] == "compiled" and "not run" in latest["summary"]["compile_only"]
-    history = ktui("history", "kernels/add_cutedsl.py", cwd=root)
+    history = warm_ktui("history", "kernels/add_cutedsl.py", cwd=root)
     assert " add_cutedsl v1 compiled · " in history.stdout, history.stdout
 
 

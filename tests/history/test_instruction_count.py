@@ -3,11 +3,14 @@ counts are one function's answer, ``ktui.measure.sass.instruction_count``, paddi
 
 from __future__ import annotations
 
+import pytest
 from conftest import ktui, make_workspace, parse_events, rungs
 
 from ktui.history.sassdiff import diff_listings, load_version
 from ktui.measure import sass
 from ktui.workspace.kernels import state_dir
+
+pytestmark = pytest.mark.worker
 
 
 def test_the_compile_pane_and_the_sass_diff_count_the_same_instructions_without_the_padding(tmp_path):

@@ -2,8 +2,12 @@
 
 from pathlib import Path
 
+import pytest
+
 from ktui.history import linediff
 from ktui.measure import hotspots
+
+pytestmark = pytest.mark.unit
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "hotspots"
 NAME = "softmax_triton.py"

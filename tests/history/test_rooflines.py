@@ -5,9 +5,13 @@ The summaries are those ``ktui.loop.ladder.summarize`` writes, with add_triton's
 tests/measure/test_launch_floor.py) for v2, and a slower made-up v1 to compare it with.
 """
 
+import pytest
+
 from ktui.history import rooflines
 from ktui.history.store import Store
 from ktui.protocol.events import RunFinished, RunStarted
+
+pytestmark = pytest.mark.unit
 
 
 def summary(fractions: dict[str, tuple[float, str]], done: float = 0.9) -> dict:

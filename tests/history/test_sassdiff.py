@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import ktui, make_workspace
+from conftest import make_workspace
 from test_rooflines import V1, V2, record
 
 from ktui.history import rooflines
@@ -55,6 +55,7 @@ LISTING_B = """\
 """
 
 
+@pytest.mark.unit
 def test_normalising_drops_addresses_encodings_reuse_flags_and_padding():
     lines = normalise(LISTING_A.splitlines(), "k")
     assert lines == [
@@ -68,12 +69,14 @@ def test_normalising_drops_addresses_encodings_reuse_flags_and_padding():
     ]
 
 
+@pytest.mark.unit
 def test_renamed_registers_and_moved_code_are_not_a_difference():
     a, b = normalise(LISTING_A.splitlines(), "k"), normalise(LISTING_B.splitlines(), "k")
     assert a == b
     assert unified_diff(a, b, "a", "b") == []
 
 
+@pytest.mark.unit
 def test_a_real_change_shows_and_register_renumbering_after_it_does_not():
     changed = LISTING_B.replace("LDC R4, c[0x0][0x28] ;", "LDC R4, c[0x0][0x28] ;\n        /*0108*/ MOV R30, RZ ;")
     a, b = normalise(LISTING_A.splitlines(), "k"), normalise(changed.splitlines(), "k")
@@ -83,6 +86,7 @@ def test_a_real_change_shows_and_register_renumbering_after_it_does_not():
     assert body == ["+MOV R1, RZ"]  # …but only the inserted instruction is a change
 
 
+@pytest.mark.unit
 def test_shape_key_drops_register_numbers_only():
     assert shape_key("@!UP1 LDG.E.128 R12, desc[UR4][R2.64+0x4], P0, PT, RZ, URZ") == \
         "@!UP LDG.E.128 R, desc[UR][R.64+0x4], P, PT, RZ, URZ"
@@ -94,17 +98,17 @@ BROKEN = "add_kernel[(triton.cdiv(n, block),)](x, y, out, n, BLOCK=block, num_wa
 
 
 @pytest.fixture(scope="module")
-def two_versions(tmp_path_factory):
+def two_versions(tmp_path_factory, warm_ktui):
     """add_triton v1 (BLOCK 1024), v2 (BLOCK 512), v3 (fails to compile): three real `ktui run`s."""
     root = make_workspace(tmp_path_factory.mktemp("ws"), kernels=["add_triton"])
     kernel = root / "kernels" / "add_triton.py"
     original = kernel.read_text()
-    procs = [ktui("run", "--no-audit", "--seed", "1", "kernels/add_triton.py", cwd=root)]
+    procs = [warm_ktui("run", "--no-audit", "--seed", "1", "kernels/add_triton.py", cwd=root)]
     kernel.write_text(original.replace("block = 1024", "block = 512"))
-    procs.append(ktui("run", "--no-audit", "--seed", "1", "kernels/add_triton.py", cwd=root))
+    procs.append(warm_ktui("run", "--no-audit", "--seed", "1", "kernels/add_triton.py", cwd=root))
     kernel.write_text(original.replace("tl.store(out_ptr + offsets, x + y, mask=mask)",
                                        "tl.store(out_ptr + offsets, x + y + undefined_name, mask=mask)"))
-    procs.append(ktui("run", "--no-audit", "--seed", "1", "kernels/add_triton.py", cwd=root))
+    procs.append(warm_ktui("run", "--no-audit", "--seed", "1", "kernels/add_triton.py", cwd=root))
     assert [p.returncode for p in procs] == [0, 0, 1], [p.stdout for p in procs]
     kernel.write_text(original.replace("block = 1024", "block = 512"))  # the file is v2 again
     return root
@@ -115,6 +119,7 @@ def _raw_counts(root: Path, version: int, fn: str):
     return opcode_counts(split_functions(sass)[fn])
 
 
+@pytest.mark.worker
 def test_opcode_deltas_match_counts_of_the_raw_listings(two_versions):
     root = two_versions
     diff = diff_versions(root / ".ktui", "add_triton", 1, 2)
@@ -131,6 +136,7 @@ def test_opcode_deltas_match_counts_of_the_raw_listings(two_versions):
     assert deltas == [abs(n - b) for _, b, n in f.opcode_deltas]  # largest change first
 
 
+@pytest.mark.worker
 def test_resource_deltas_come_from_each_versions_resources_json(two_versions):
     root = two_versions
     (f,) = diff_versions(root / ".ktui", "add_triton", 1, 2).functions
@@ -144,16 +150,19 @@ def test_resource_deltas_come_from_each_versions_resources_json(two_versions):
     assert f.instructions[0] > f.instructions[1]  # half the block, fewer unrolled loads and stores
 
 
+@pytest.mark.worker
 def test_a_version_against_itself_is_the_same(two_versions):
     (f,) = diff_versions(two_versions / ".ktui", "add_triton", 2, 2).functions
     assert f.status == "same" and f.unified == [] and f.opcode_deltas == []
 
 
+@pytest.mark.worker
 def test_a_version_that_never_compiled_has_no_sass_and_says_so(two_versions):
     with pytest.raises(MissingSass, match=r"add_triton v3 has no SASS"):
         diff_versions(two_versions / ".ktui", "add_triton", 2, 3)
 
 
+@pytest.mark.worker
 def test_previous_skips_failed_versions_and_pinned_follows_the_pin(two_versions):
     store = Store(two_versions / ".ktui" / "history.db")
     assert resolve_base(store, "add_triton", 2, "previous") == 1
@@ -174,8 +183,9 @@ def test_previous_skips_failed_versions_and_pinned_follows_the_pin(two_versions)
         resolve_base(store, "add_triton", 2, "fastest")
 
 
-def test_diff_cli_prints_the_facts_before_the_unified_diff(two_versions):
-    proc = ktui("diff", "kernels/add_triton.py", cwd=two_versions)
+@pytest.mark.worker
+def test_diff_cli_prints_the_facts_before_the_unified_diff(two_versions, warm_ktui):
+    proc = warm_ktui("diff", "kernels/add_triton.py", cwd=two_versions)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert out.startswith("add_triton: SASS v1 → v2")
@@ -184,8 +194,9 @@ def test_diff_cli_prints_the_facts_before_the_unified_diff(two_versions):
     assert out.index("+++ v2/add_kernel") < out.index("per line (SASS instructions): v1 → v2")
 
 
-def test_diff_cli_json_is_one_object_for_agents(two_versions):
-    proc = ktui("diff", "kernels/add_triton.py", "--json", cwd=two_versions)
+@pytest.mark.worker
+def test_diff_cli_json_is_one_object_for_agents(two_versions, warm_ktui):
+    proc = warm_ktui("diff", "kernels/add_triton.py", "--json", cwd=two_versions)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert (data["base_version"], data["new_version"], data["base"], data["identical"]) == (1, 2, "previous", False)
@@ -197,21 +208,23 @@ def test_diff_cli_json_is_one_object_for_agents(two_versions):
     assert all(r["base_line"] == r["new_line"] for r in lines["rows"])  # only BLOCK changed: no line moved
 
 
-def test_diff_cli_without_a_base_explains_and_exits_1(two_versions):
-    proc = ktui("diff", "kernels/add_triton.py", "--version", "1", cwd=two_versions)
+@pytest.mark.worker
+def test_diff_cli_without_a_base_explains_and_exits_1(two_versions, warm_ktui):
+    proc = warm_ktui("diff", "kernels/add_triton.py", "--version", "1", cwd=two_versions)
     assert proc.returncode == 1 and "first version" in proc.stderr
-    proc = ktui("diff", "kernels/add_triton.py", "--base", "pinned", "--json", cwd=two_versions)
+    proc = warm_ktui("diff", "kernels/add_triton.py", "--base", "pinned", "--json", cwd=two_versions)
     assert proc.returncode == 1 and "no baseline is pinned" in json.loads(proc.stdout)["error"]
-    proc = ktui("diff", "kernels/nope.py", cwd=two_versions)
+    proc = warm_ktui("diff", "kernels/nope.py", cwd=two_versions)
     assert proc.returncode == 2
 
 
-def test_pin_cli_sets_the_baseline_diff_uses(two_versions):
-    assert ktui("pin", "kernels/add_triton.py", "1", cwd=two_versions).returncode == 0
-    proc = ktui("diff", "kernels/add_triton.py", "--base", "pinned", "--json", cwd=two_versions)
+@pytest.mark.worker
+def test_pin_cli_sets_the_baseline_diff_uses(two_versions, warm_ktui):
+    assert warm_ktui("pin", "kernels/add_triton.py", "1", cwd=two_versions).returncode == 0
+    proc = warm_ktui("diff", "kernels/add_triton.py", "--base", "pinned", "--json", cwd=two_versions)
     assert json.loads(proc.stdout)["base_version"] == 1
-    assert ktui("pin", "kernels/add_triton.py", "--clear", cwd=two_versions).returncode == 0
-    assert ktui("pin", "kernels/add_triton.py", "12", cwd=two_versions).returncode == 1
+    assert warm_ktui("pin", "kernels/add_triton.py", "--clear", cwd=two_versions).returncode == 0
+    assert warm_ktui("pin", "kernels/add_triton.py", "12", cwd=two_versions).returncode == 1
 
 
 def _run(store: Store, run_id: str, version: int, verdict: str, speedup: float | None, t: float) -> None:
@@ -223,6 +236,7 @@ def _run(store: Store, run_id: str, version: int, verdict: str, speedup: float |
     store.record(RunFinished(run_id, verdict=verdict, summary=summary))
 
 
+@pytest.mark.unit
 def test_best_is_the_fastest_passing_version_other_than_the_new_one(tmp_path):
     store = Store(tmp_path / "history.db")
     _run(store, "a", 1, "passed", 1.5, 1.0)
@@ -234,6 +248,7 @@ def test_best_is_the_fastest_passing_version_other_than_the_new_one(tmp_path):
     assert resolve_base(store, "k", 4, "previous") == 2  # v3's last run failed
 
 
+@pytest.mark.unit
 def test_a_compiled_version_is_a_previous_base_but_never_the_best(tmp_path):
     """CuTeDSL on the CPU tier: every version only compiles, and its SASS is still worth a diff."""
     store = Store(tmp_path / "history.db")
@@ -247,6 +262,7 @@ def test_a_compiled_version_is_a_previous_base_but_never_the_best(tmp_path):
         resolve_base(store, "k", 4, "best")
 
 
+@pytest.mark.unit
 def test_recorded_h200_sass_of_two_versions_gives_the_same_facts_as_its_raw_counts(tmp_path):
     """SASS compiled on the H200 (tests/fixtures/gpu/sass, see its README), laid out as ktui stores it."""
     fixtures = Path(__file__).parents[1] / "fixtures" / "gpu" / "sass"
@@ -267,19 +283,21 @@ def test_recorded_h200_sass_of_two_versions_gives_the_same_facts_as_its_raw_coun
     assert f.resources["registers"][0] > 0 and f.resources["registers"][1] > 0
 
 
-def test_a_cutedsl_kernel_whose_mangled_symbol_changed_is_still_paired(tmp_path):
+@pytest.mark.worker
+def test_a_cutedsl_kernel_whose_mangled_symbol_changed_is_still_paired(tmp_path, warm_ktui):
     """CuTeDSL mangles the tile layout into the symbol: halving ILP renames the GPU function."""
     root = make_workspace(tmp_path / "ws", kernels=["add_cutedsl"])
     kernel = root / "kernels" / "add_cutedsl.py"
-    assert ktui("run", "--no-audit", "--seed", "1", "kernels/add_cutedsl.py", cwd=root).returncode == 0
+    assert warm_ktui("run", "--no-audit", "--seed", "1", "kernels/add_cutedsl.py", cwd=root).returncode == 0
     kernel.write_text(re.sub(r"^ILP = 4\b", "ILP = 2", kernel.read_text(), flags=re.M))
-    assert ktui("run", "--no-audit", "--seed", "1", "kernels/add_cutedsl.py", cwd=root).returncode == 0
+    assert warm_ktui("run", "--no-audit", "--seed", "1", "kernels/add_cutedsl.py", cwd=root).returncode == 0
     (f,) = diff_versions(root / ".ktui", "add_cutedsl", 1, 2).functions
     assert f.status == "changed" and f.base_name and f.base_name != f.name
     assert f.instructions[1] < f.instructions[0]  # half the independent accesses per thread
     assert any(op.startswith("LDG.E") and new < base for op, base, new in f.opcode_deltas)
 
 
+@pytest.mark.worker
 def test_a_cancelled_rerun_does_not_hide_a_version_that_passed(two_versions):
     from ktui.protocol.events import RunFinished, RunStarted
 
@@ -299,21 +317,23 @@ def gpu_figures_for(root, versions: dict[int, dict]) -> None:
     store.close()
 
 
-def test_ktui_diff_compares_the_two_versions_per_shape(two_versions, tmp_path):
+@pytest.mark.worker
+def test_ktui_diff_compares_the_two_versions_per_shape(two_versions, tmp_path, warm_ktui):
     root = tmp_path / "ws"
     shutil.copytree(two_versions, root)
     gpu_figures_for(root, {1: V1, 2: V2})
-    proc = ktui("diff", "kernels/add_triton.py", cwd=root)
+    proc = warm_ktui("diff", "kernels/add_triton.py", cwd=root)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.rstrip().endswith("\n".join(rooflines.lines(1, V1, 2, V2)))
-    data = json.loads(ktui("diff", "kernels/add_triton.py", "--json", cwd=root).stdout)
+    data = json.loads(warm_ktui("diff", "kernels/add_triton.py", "--json", cwd=root).stdout)
     assert data["roofline"] == {"shapes": rooflines.compare(V1, V2), "satisfied": False, "short": ["size=4194304"],
                                 "base_satisfied": False}
 
 
-def test_ktui_diff_of_versions_never_benchmarked_says_there_are_no_figures(two_versions):
-    proc = ktui("diff", "kernels/add_triton.py", cwd=two_versions)
+@pytest.mark.worker
+def test_ktui_diff_of_versions_never_benchmarked_says_there_are_no_figures(two_versions, warm_ktui):
+    proc = warm_ktui("diff", "kernels/add_triton.py", cwd=two_versions)
     assert proc.stdout.rstrip().endswith("attainable per shape: no per-shape roofline figures (not benchmarked on a "
                                          "GPU, or recorded before them) in v1 or v2")
-    data = json.loads(ktui("diff", "kernels/add_triton.py", "--json", cwd=two_versions).stdout)
+    data = json.loads(warm_ktui("diff", "kernels/add_triton.py", "--json", cwd=two_versions).stdout)
     assert data["roofline"] == {"shapes": [], "satisfied": None, "short": None, "base_satisfied": None}

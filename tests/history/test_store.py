@@ -4,6 +4,8 @@ import multiprocessing
 import os
 import signal
 
+import pytest
+
 from ktui.history.store import Store
 from ktui.protocol.events import RunFinished, RungFinished, RunStarted
 
@@ -13,6 +15,7 @@ def _start(run_id: str, kernel: str = "k", version: int = 1) -> RunStarted:
                       reference_hash="rh", tier="cpu", device="CPU", arch="sm_90a", run_dir="/w/.ktui/runs/k/1")
 
 
+@pytest.mark.unit
 def test_same_content_is_the_same_version_and_new_content_the_next(tmp_path):
     store = Store(tmp_path / "history.db")
     assert store.version_for("k", "aaa", "/k.py") == 1
@@ -21,6 +24,7 @@ def test_same_content_is_the_same_version_and_new_content_the_next(tmp_path):
     assert store.version_for("other", "aaa", "/o.py") == 1
 
 
+@pytest.mark.unit
 def test_a_run_is_recorded_with_its_rungs_in_order(tmp_path):
     store = Store(tmp_path / "history.db")
     store.record(_start("r1"))
@@ -43,6 +47,7 @@ def _writer(path: str, prefix: str, n: int) -> None:
         store.record(RunFinished(run_id, verdict="passed"))
 
 
+@pytest.mark.worker
 def test_two_processes_writing_at_once_lose_nothing_and_never_share_a_version(tmp_path):
     path = str(tmp_path / "history.db")
     Store(path)
@@ -67,6 +72,7 @@ def _killed_writer(path: str) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+@pytest.mark.worker
 def test_a_run_left_running_by_a_killed_process_is_marked_interrupted_at_the_next_open(tmp_path):
     path = str(tmp_path / "history.db")
     proc = multiprocessing.get_context("spawn").Process(target=_killed_writer, args=(path,))
@@ -85,6 +91,7 @@ def _live_writer(path: str, started, stop) -> None:
     stop.wait(60)
 
 
+@pytest.mark.worker
 def test_a_live_run_of_another_process_is_not_marked_interrupted(tmp_path):
     path = str(tmp_path / "history.db")
     ctx = multiprocessing.get_context("spawn")
@@ -101,6 +108,7 @@ def test_a_live_run_of_another_process_is_not_marked_interrupted(tmp_path):
     assert Store(path).latest_run("k").verdict == "interrupted"
 
 
+@pytest.mark.unit
 def test_a_history_from_before_runs_named_their_process_opens_and_keeps_its_running_rows(tmp_path):
     import sqlite3
 
@@ -119,6 +127,7 @@ def test_a_history_from_before_runs_named_their_process_opens_and_keeps_its_runn
     assert {r.run_id for r in store.runs("k")} == {"old", "new"}
 
 
+@pytest.mark.unit
 def test_a_history_from_before_gpus_were_recorded_gains_the_columns_and_keeps_its_runs(tmp_path):
     import dataclasses
     import sqlite3
@@ -141,6 +150,7 @@ def test_a_history_from_before_gpus_were_recorded_gains_the_columns_and_keeps_it
     assert (runs["new"].gpu, runs["new"].gpu_uuid) == ("1", "GPU-5e1f")
 
 
+@pytest.mark.worker
 def test_a_writer_killed_mid_run_leaves_a_readable_history(tmp_path):
     path = str(tmp_path / "history.db")
     store = Store(path)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import ktui, make_workspace, parse_events
 
-pytestmark = [pytest.mark.gpu, pytest.mark.slow]
+pytestmark = [pytest.mark.gpu, pytest.mark.slow, pytest.mark.worker]
 
 KERNELS = ["softmax_triton", "gemm_bf16_triton", "gemm_bf16_cutedsl"]
 

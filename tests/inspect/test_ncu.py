@@ -29,6 +29,8 @@ from ktui.inspect.ncu import (
     write,
 )
 
+pytestmark = pytest.mark.unit
+
 GPU_FIXTURES = Path(__file__).parents[1] / "fixtures" / "gpu"
 
 _ID = '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC"'

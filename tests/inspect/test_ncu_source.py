@@ -30,6 +30,7 @@ def _static():
                                       (FIXTURES / "gemm_bf16_triton.ptx").read_text())
 
 
+@pytest.mark.unit
 def test_the_page_is_read_per_kernel_by_column_name():
     text = (FIXTURES / "ncu_source_synthetic.csv").read_text()
     page = ncu_source.parse_source_page("==PROF== Disconnected\n" + text)
@@ -40,6 +41,7 @@ def test_the_page_is_read_per_kernel_by_column_name():
     assert instrs[0]["opcode"] == "LDC"
 
 
+@pytest.mark.unit
 def test_the_load_lines_are_hot_waiting_on_global_memory(measured):
     (kernel,) = measured["kernels"]
     assert kernel["function"] == "matmul_pointers" and not measured["notes"]
@@ -53,6 +55,7 @@ def test_the_load_lines_are_hot_waiting_on_global_memory(measured):
     assert shares == sorted(shares, reverse=True) and len(shares) == ncu_source.TOP_LINES and sum(shares) <= 1
 
 
+@pytest.mark.unit
 def test_a_profile_of_another_build_is_told_not_attributed():
     page = ncu_source.parse_source_page((FIXTURES / "ncu_source_synthetic.csv").read_text())
     (rows,) = page.values()
@@ -62,11 +65,13 @@ def test_a_profile_of_another_build_is_told_not_attributed():
     assert "another build" in result["notes"][0] and result["kernels"][0]["hot_lines"] == []
 
 
+@pytest.mark.unit
 def test_text_names_file_line_share_and_reading(measured):
     text = ncu_source.render_text(measured)
     assert f"{NAME}:" in text and "waiting on global memory" in text and "tensor cores busy" in text
 
 
+@pytest.mark.worker
 def test_the_run_folders_cubin_gives_the_line_table(tmp_path):
     shutil.copy(FIXTURES / "gemm_bf16_triton.cubin", tmp_path / "matmul_pointers.cubin")
     shutil.copy(FIXTURES / "gemm_bf16_triton.ptx", tmp_path / "matmul_pointers.ptx")
@@ -76,6 +81,7 @@ def test_the_run_folders_cubin_gives_the_line_table(tmp_path):
     assert data["kernels"][0]["hot_lines"][0]["text"].startswith("a = tl.load(") and not data["notes"]
 
 
+@pytest.mark.unit
 def test_a_page_without_instruction_rows_is_an_error():
     with pytest.raises(ncu_source.SourcePageError):
         ncu_source.parse_source_page('"ID","Kernel Name"\n"0","k"\n')

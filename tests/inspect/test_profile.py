@@ -57,6 +57,7 @@ def _env_without_tools(bin_dir: Path | None = None) -> dict:
     return env
 
 
+@pytest.mark.worker
 def test_profile_without_ncu_says_where_it_usually_is(ws):
     if any(p.exists() for p in SYSTEM_NCU):
         pytest.skip("this machine has ncu installed")
@@ -68,6 +69,7 @@ def test_profile_without_ncu_says_where_it_usually_is(ws):
     assert "/usr/local/cuda/bin" in line["message"] and "/opt/nvidia/nsight-compute/<version>/" in line["message"]
 
 
+@pytest.mark.worker
 def test_profile_on_the_cpu_tier_says_no_gpu_before_starting_ncu(ws, tmp_path):
     marker = tmp_path / "ncu-was-started"
     bin_dir = tmp_path / "bin"
@@ -80,6 +82,7 @@ def test_profile_on_the_cpu_tier_says_no_gpu_before_starting_ncu(ws, tmp_path):
     assert not marker.exists()
 
 
+@pytest.mark.worker
 def test_profile_of_a_bad_path_or_a_kernel_without_reference_cannot_run(ws, tmp_path):
     proc = ktui("profile", "kernels/missing.py", "--json", cwd=ws)
     assert proc.returncode == 2 and parse_events(proc.stdout)[-1]["ok"] is False
@@ -97,6 +100,7 @@ def target(ws):
     t.close()
 
 
+@pytest.mark.worker
 def test_locked_counters_map_to_how_to_enable_them(target, tmp_path):
     """Past the GPU check, ncu prints ERR_NVGPUCTRPERM: the message says how to allow profiling."""
     fake = _script(tmp_path / "bin", "ncu", f"cat <<'EOF'\n{PERM_TEXT}EOF\nexit 1\n")
@@ -107,6 +111,7 @@ def test_locked_counters_map_to_how_to_enable_them(target, tmp_path):
     assert "ERR_NVGPUCTRPERM" in (target.run_dir / "ncu.log").read_text()  # ncu's own words are kept
 
 
+@pytest.mark.worker
 def test_a_hung_profile_is_killed_with_its_children_at_the_time_limit(target, tmp_path):
     pid_file = tmp_path / "child.pid"
     fake = _script(tmp_path / "bin", "ncu", f"sleep 300 &\necho $! > {pid_file}\nsleep 300\n")
@@ -128,6 +133,7 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+@pytest.mark.worker
 def test_a_kernel_crashing_under_replay_is_named_as_such(target, tmp_path):
     fake = _script(tmp_path / "bin", "ncu", "echo '==PROF== Connected to process 77'\n"
                    "echo '==ERROR== The application returned an error code (11).'\nexit 11\n")
@@ -135,6 +141,7 @@ def test_a_kernel_crashing_under_replay_is_named_as_such(target, tmp_path):
         run_ncu(target, str(fake), ProfileOptions(timeout_s=30))
 
 
+@pytest.mark.unit
 def test_ncu_is_asked_for_the_nvtx_range_clock_control_and_a_report_in_the_run_folder(target):
     argv = ncu_command("ncu", ProfileOptions(), target.run_dir / "profile", ["python", "-m", "ktui.loop.target"])
     assert argv[argv.index("--nvtx-include") + 1] == "ktui_custom_kernel/"
@@ -145,6 +152,7 @@ def test_ncu_is_asked_for_the_nvtx_range_clock_control_and_a_report_in_the_run_f
     assert full[full.index("--set") + 1] == "full"
 
 
+@pytest.mark.unit
 def test_every_set_collects_the_per_instruction_page_with_the_source(target):
     for options in (ProfileOptions(), ProfileOptions(set="full")):
         argv = ncu_command("ncu", options, target.run_dir / "profile", [])
@@ -152,6 +160,7 @@ def test_every_set_collects_the_per_instruction_page_with_the_source(target):
         assert argv[argv.index("SourceCounters") - 1: argv.index("SourceCounters") + 1] == ["--section", "SourceCounters"]
 
 
+@pytest.mark.worker
 def test_a_source_page_ncu_cannot_export_leaves_a_note_not_a_failure(target, tmp_path):
     fake = _script(tmp_path / "bin", "ncu", "echo '==ERROR== unknown page' >&2\nexit 1\n")
     notes: list[str] = []
@@ -159,6 +168,7 @@ def test_a_source_page_ncu_cannot_export_leaves_a_note_not_a_failure(target, tmp
     assert notes and notes[0].startswith("no hot lines: the source page could not be read")
 
 
+@pytest.mark.unit
 def test_no_kernel_in_the_range_is_explained():
     from ktui.inspect.external import ToolRun
 
@@ -166,6 +176,7 @@ def test_no_kernel_in_the_range_is_explained():
     assert "launched none inside the NVTX range" in explain_ncu_failure(run, {"ok": True}, 60)
 
 
+@pytest.mark.worker
 def test_run_tool_reports_output_and_exit_code(tmp_path):
     run = run_tool([sys.executable, "-c", "import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)"], 30,
                    env=child_env())
@@ -175,6 +186,7 @@ def test_run_tool_reports_output_and_exit_code(tmp_path):
 # -- sanitize ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.worker
 def test_sanitize_without_compute_sanitizer_says_where_it_usually_is(ws):
     if any(p.exists() for p in SYSTEM_SANITIZER):
         pytest.skip("this machine has compute-sanitizer installed")
@@ -183,6 +195,7 @@ def test_sanitize_without_compute_sanitizer_says_where_it_usually_is(ws):
     assert "/usr/local/cuda/bin" in proc.stderr
 
 
+@pytest.mark.worker
 def test_sanitize_on_the_cpu_tier_says_no_gpu(ws, tmp_path):
     bin_dir = tmp_path / "bin"
     _script(bin_dir, "compute-sanitizer", "exit 0\n")
@@ -216,6 +229,7 @@ MEMCHECK = """\
 """
 
 
+@pytest.mark.unit
 def test_sanitizer_errors_are_read_with_kernel_location_and_thread():
     count, errors = parse_output(MEMCHECK, {"add_kernel": "add_kernel"})
     assert count == 66 and len(errors) == 3
@@ -231,6 +245,7 @@ def test_sanitizer_errors_are_read_with_kernel_location_and_thread():
 # -- in-kernel sections ------------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_the_installed_triton_says_plainly_whether_it_has_proton_scopes():
     import triton
 
@@ -246,6 +261,7 @@ def test_the_installed_triton_says_plainly_whether_it_has_proton_scopes():
         assert "enable_semantic" in support["reason"]
 
 
+@pytest.mark.worker
 def test_sections_on_the_cpu_tier_say_no_gpu(ws):
     proc = ktui("profile", "kernels/softmax_sections.py", "--sections", "--json", cwd=ws)
     assert proc.returncode == 1
@@ -254,12 +270,14 @@ def test_sections_on_the_cpu_tier_say_no_gpu(ws):
     assert last["message"].startswith(("no GPU:", "in-kernel sections are not supported"))
 
 
+@pytest.mark.worker
 def test_a_kernel_with_proton_scopes_runs_in_the_cpu_interpreter(ws):
     proc = ktui("run", "--no-audit", "--no-bench", "--seed", "2", "kernels/softmax_sections.py", cwd=ws)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "softmax_sections v1 passed" in proc.stdout
 
 
+@pytest.mark.unit
 def test_proton_tree_becomes_sections_with_shares_of_the_outermost_scopes():
     # the hatchet layout Proton writes: frames with metrics and children, the kernel's frame on top
     tree = [{"frame": {"name": "ROOT", "type": "function"}, "metrics": {}, "children": [
@@ -286,17 +304,20 @@ def _recorded(name: str) -> str:
     return path.read_text()
 
 
+@pytest.mark.unit
 def test_recorded_memcheck_report_names_the_out_of_bounds_kernel():
     count, errors = parse_output(_recorded("sanitize_oob.log"), {"add_kernel": "add_kernel"})
     assert count >= 1 and errors
     assert errors[0].kernel == "add_kernel" and "read" in errors[0].message.lower()
 
 
+@pytest.mark.unit
 def test_recorded_proton_tree_has_the_fixture_scopes():
     _, sections = sections_from_tree(json.loads(_recorded("sections_softmax.hatchet")))
     assert {s.path[0] for s in sections} >= {"load", "reduce", "store"}
 
 
+@pytest.mark.worker
 def test_cancelling_the_dashboards_profile_kills_what_ktui_profile_started_in_other_sessions(tmp_path, monkeypatch):
     """The pre-flight's target runs in a session of its own (as ncu does): a cancel must reach it too."""
     import threading

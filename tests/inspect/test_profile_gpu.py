@@ -10,7 +10,7 @@ from conftest import ktui, make_workspace, parse_events
 from ktui.history.store import Store
 from ktui.inspect import ncu
 
-pytestmark = [pytest.mark.gpu, pytest.mark.slow]
+pytestmark = [pytest.mark.gpu, pytest.mark.slow, pytest.mark.worker]
 
 
 @pytest.fixture(scope="module")

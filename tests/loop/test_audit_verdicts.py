@@ -9,11 +9,15 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
+import pytest
+
 from ktui.loop.audit.runner import Audit, Settings, audit, load
 from ktui.loop.context import RunContext
 from ktui.loop.device import detect
 from ktui.loop.modules import job_imports
 from ktui.protocol.job import Job, Options
+
+pytestmark = pytest.mark.unit
 
 HEADER = '''
 import torch

@@ -13,6 +13,7 @@ from conftest import by_kernel, finished, ktui, make_workspace, parse_events, ru
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+    pytest.mark.worker,
 ]
 
 KERNELS = ["add_triton", "softmax_triton", "add_cutedsl"]

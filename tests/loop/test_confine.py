@@ -74,6 +74,7 @@ def _probe(tmp_path, env: dict | None = None) -> dict:
     return report
 
 
+@pytest.mark.unit
 def test_write_rights_are_the_write_type_rights_of_the_kernels_abi():
     assert write_rights(1) & (REFER | TRUNCATE) == 0
     assert write_rights(2) & REFER and not write_rights(2) & TRUNCATE
@@ -83,6 +84,7 @@ def test_write_rights_are_the_write_type_rights_of_the_kernels_abi():
     assert newest & (READ_FILE | READ_DIR | EXECUTE | IOCTL_DEV) == 0
 
 
+@pytest.mark.worker
 @needs_landlock
 def test_a_confined_process_writes_only_where_it_was_allowed_and_reads_everything(tmp_path):
     report = _probe(tmp_path)
@@ -96,6 +98,7 @@ def test_a_confined_process_writes_only_where_it_was_allowed_and_reads_everythin
     assert not report["child_wrote"]  # what it starts (a shell) is confined too
 
 
+@pytest.mark.worker
 def test_no_confine_leaves_the_process_free_and_says_why(tmp_path):
     report = _probe(tmp_path, {NO_CONFINE_ENV: "1"})
     assert report["status"] == {"confined": False, "confinement": f"not confined: {NO_CONFINE_ENV} is set"}
@@ -124,6 +127,7 @@ def _history(root) -> dict[str, tuple[str, list[str]]]:
         db.close()
 
 
+@pytest.mark.worker
 @needs_landlock
 def test_a_kernel_cannot_rewrite_the_history_and_its_real_verdict_is_recorded(confined_run):
     root, _, events, proc = confined_run
@@ -138,6 +142,7 @@ def test_a_kernel_cannot_rewrite_the_history_and_its_real_verdict_is_recorded(co
     assert finished(hack)["summary"]["confined"] is True
 
 
+@pytest.mark.worker
 @needs_landlock
 def test_a_kernel_cannot_write_its_reference(confined_run):
     root, reference, events, _ = confined_run
@@ -146,6 +151,7 @@ def test_a_kernel_cannot_write_its_reference(confined_run):
     assert (root / "references" / "add.py").read_bytes() == reference
 
 
+@pytest.mark.worker
 def test_an_unconfined_run_says_so_in_its_header_and_summary(tmp_path):
     root = make_workspace(tmp_path / "ws", kernels=["add_triton"])
     proc = ktui("run", "--no-audit", "--no-bench", "kernels/add_triton.py", cwd=root, env={NO_CONFINE_ENV: "1"})
@@ -155,6 +161,7 @@ def test_an_unconfined_run_says_so_in_its_header_and_summary(tmp_path):
     assert summary.startswith("add_triton v1 passed") and f"not confined: {NO_CONFINE_ENV} is set" in summary
 
 
+@pytest.mark.worker
 def test_a_fresh_worker_for_each_run_may_still_write_its_run_folder(tmp_path):
     root = make_workspace(tmp_path / "ws", kernels=["add_triton"])
     proc = ktui("run", "--no-audit", "--json", "--cold", "--no-bench", "kernels/add_triton.py", cwd=root)

@@ -12,7 +12,7 @@ from conftest import REPO, by_kernel, finished, ktui, make_workspace, parse_even
 
 from ktui.protocol.processes import NO_CONFINE_ENV
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.worker]
 
 SHIPPED = sorted(p.stem for p in (REPO / "kernels").glob("*.py"))
 DENIED = ("Permission denied", "PermissionError", "Read-only file system", "readonly database")

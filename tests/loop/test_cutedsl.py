@@ -41,11 +41,13 @@ def compile_on_cpu(path, *inputs):
     return module, cap.records, skipped.value
 
 
+@pytest.mark.worker
 def test_module_import_does_not_import_cutlass():
     code = "import sys, ktui.loop.dsl.cutedsl; assert 'cutlass' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
 
 
+@pytest.mark.unit
 def test_find_cute_functions_lists_only_own_functions():
     module = load(ADD_KERNEL)
     names = [name for name, _ in kc.find_cute_functions(module)]
@@ -54,6 +56,7 @@ def test_find_cute_functions_lists_only_own_functions():
     assert not kc.is_cute_function(module.cute.compile)
 
 
+@pytest.mark.unit
 def test_add_compiles_for_sm90a_without_gpu():
     x, y = torch.randn(1000), torch.randn(1000)
     _module, records, skipped = compile_on_cpu(ADD_KERNEL, x, y)
@@ -80,6 +83,7 @@ def test_add_compiles_for_sm90a_without_gpu():
     assert not kc.is_compile_error(skipped)
 
 
+@pytest.mark.unit
 def test_compiled_property_gives_ktui_compiled_functions():
     module = load(ADD_KERNEL)
     with kc.CuteCapture(execute=False) as cap, pytest.raises(kc.ExecutionSkipped):
@@ -90,6 +94,7 @@ def test_compiled_property_gives_ktui_compiled_functions():
     assert fn.metadata["file"] == str(ADD_KERNEL)
 
 
+@pytest.mark.unit
 def test_compiled_code_is_cached_not_results():
     module = load(ADD_KERNEL)
     with kc.CuteCapture(execute=False) as cap:
@@ -102,6 +107,7 @@ def test_compiled_code_is_cached_not_results():
     assert [".v4" in r["artifacts"]["ptx"] for r in cap.records] == [True, False]
 
 
+@pytest.mark.unit
 def test_compile_error_points_into_user_file():
     module = load(BROKEN_KERNEL)
     x = torch.randn(1000)
@@ -122,6 +128,7 @@ def test_compile_error_points_into_user_file():
     assert kc.locate_compile_error(info.value, str(ADD_KERNEL)) is None
 
 
+@pytest.mark.worker
 def test_sass_and_resource_usage_from_cubin(tmp_path):
     knobs = pytest.importorskip("triton").knobs
     cuobjdump = knobs.nvidia.cuobjdump.path
@@ -137,6 +144,7 @@ def test_sass_and_resource_usage_from_cubin(tmp_path):
     assert records[0]["name"] in res and "REG:" in res
 
 
+@pytest.mark.unit
 @pytest.mark.skipif(torch.cuda.is_available(), reason="would launch on CPU pointers")
 def test_execute_true_lets_the_launch_through():
     module = load(ADD_KERNEL)
@@ -148,6 +156,7 @@ def test_execute_true_lets_the_launch_through():
     assert len(cap.records) == 1 and cap.records[0]["artifacts"]["cubin"]
 
 
+@pytest.mark.unit
 def test_capture_restores_patches_and_options():
     import cutlass.cute as cute
     from cutlass.base_dsl.compiler import DumpDir, KeepPTX

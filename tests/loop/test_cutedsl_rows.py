@@ -18,6 +18,8 @@ sys.path.insert(0, str(ROOT))
 
 from ktui.loop.dsl import cutedsl as kc  # noqa: E402  (imports no cutlass)
 
+pytestmark = pytest.mark.unit
+
 kc.configure_env("sm_90a")  # before cutlass is imported: CuTeDSL reads it once
 pytest.importorskip("cutlass", reason="nvidia-cutlass-dsl not installed")
 torch = pytest.importorskip("torch")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.worker]
 torch = pytest.importorskip("torch")
 pytest.importorskip("cutlass", reason="nvidia-cutlass-dsl not installed")
 

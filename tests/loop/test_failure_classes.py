@@ -9,6 +9,8 @@ from __future__ import annotations
 import pytest
 from conftest import by_kernel, finished, ktui, make_workspace, parse_events, rungs
 
+pytestmark = pytest.mark.worker
+
 BROKEN = [
     "syntax_error",
     "no_custom_kernel",

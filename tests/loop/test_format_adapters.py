@@ -12,6 +12,8 @@ from ktui.loop.errors import RungFailure
 from ktui.loop.formats.gpumode import check_result
 from ktui.loop.formats.kernelbench import copy_weights
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.mark.parametrize(
     "returned, verdict",

@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, by_kernel, finished, ktui, make_workspace, parse_events, rungs
+from conftest import FIXTURES, by_kernel, finished, make_workspace, parse_events, rungs
 
 from ktui.workspace import formats as detect
 from ktui.workspace.kernels import ProblemError, discover, kernel_at
@@ -34,13 +34,14 @@ def formats_workspace(root: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def formats_run(tmp_path_factory):
+def formats_run(tmp_path_factory, warm_ktui):
     root = formats_workspace(tmp_path_factory.mktemp("formats"))
-    proc = ktui("run", "--no-audit", "--json", "--seed", "5", "kernels/", "gpumode/scaleadd/", cwd=root)
+    proc = warm_ktui("run", "--no-audit", "--json", "--seed", "5", "kernels/", "gpumode/scaleadd/", cwd=root)
     return root, proc, by_kernel(parse_events(proc.stdout))
 
 
 # -- GPU MODE ------------------------------------------------------------------------------------
+@pytest.mark.worker
 def test_a_gpumode_folder_runs_every_submission_and_solution_against_its_reference(formats_run):
     root, _, kernels = formats_run
     ids = {k for k in kernels if k.startswith("scaleadd/")}
@@ -51,6 +52,7 @@ def test_a_gpumode_folder_runs_every_submission_and_solution_against_its_referen
     assert start["run_dir"].startswith(str(root / "gpumode" / "scaleadd" / ".ktui" / "runs" / "scaleadd"))
 
 
+@pytest.mark.worker
 def test_a_right_gpumode_submission_passes_ktui_metrics_and_the_problems_own_check(formats_run):
     for kernel in ("scaleadd/submission", "scaleadd/solutions/blocked/fast"):
         events = formats_run[2][kernel]
@@ -67,6 +69,7 @@ def test_a_right_gpumode_submission_passes_ktui_metrics_and_the_problems_own_che
         assert "output slot(s) in data: data[2] (left unwritten by generate_input)" in r["pre-checks"]["message"]
 
 
+@pytest.mark.worker
 def test_a_wrong_gpumode_submission_fails_both_ktui_and_check_implementation(formats_run):
     events = formats_run[2]["scaleadd/submission_wrong"]
     r = rungs(events)
@@ -77,18 +80,21 @@ def test_a_wrong_gpumode_submission_fails_both_ktui_and_check_implementation(for
     assert check["figures"]["check"]["passed"] is False
 
 
+@pytest.mark.worker
 def test_the_output_buffer_inside_data_is_poisoned_so_unwritten_elements_fail(formats_run):
     r = rungs(formats_run[2]["scaleadd/submission_partial"])
     assert r["run"]["status"] == "failed"
     assert "NaN/Inf" in r["run"]["message"]
 
 
+@pytest.mark.worker
 def test_writing_the_output_buffer_is_allowed_but_changing_an_input_is_suspicious(formats_run):
     events = formats_run[2]["scaleadd/submission_mutates"]
     assert finished(events)["verdict"] == "suspicious"
     assert rungs(events)["correctness[size=1000]"]["figures"]["mutated_inputs"] == [0]
 
 
+@pytest.mark.worker
 def test_task_yml_files_make_a_shared_module_from_elsewhere_importable(formats_run):
     root = formats_run[0]
     # reference.py does ``from utils import make_match_reference``; utils.py lives one folder up
@@ -100,6 +106,7 @@ def test_task_yml_files_make_a_shared_module_from_elsewhere_importable(formats_r
 
 
 # -- KernelBench ---------------------------------------------------------------------------------
+@pytest.mark.worker
 def test_a_kernelbench_candidate_is_judged_on_the_models_weights(formats_run):
     for name, weights in (("scale_shift_relu_triton", "copied"), ("scale_shift_relu_renamed", "seeded")):
         events = formats_run[2][name]
@@ -113,12 +120,14 @@ def test_a_kernelbench_candidate_is_judged_on_the_models_weights(formats_run):
         assert len(seeds) == 5
 
 
+@pytest.mark.worker
 def test_a_wrong_kernelbench_candidate_fails(formats_run):
     events = formats_run[2]["scale_shift_relu_nobias"]
     assert finished(events)["verdict"] == "failed"
     assert all(v["status"] == "failed" for k, v in rungs(events).items() if k.startswith("correctness["))
 
 
+@pytest.mark.worker
 def test_a_kernelbench_candidate_without_modelnew_is_told_what_is_missing(formats_run):
     events = formats_run[2]["scale_shift_relu_nomodel"]
     pre = rungs(events)["pre-checks"]
@@ -126,16 +135,18 @@ def test_a_kernelbench_candidate_without_modelnew_is_told_what_is_missing(format
     assert pre["message"] == "scale_shift_relu_nomodel.py defines no class ModelNew(nn.Module)"
 
 
+@pytest.mark.worker
 def test_the_run_exit_code_reports_the_worst_verdict(formats_run):
     assert formats_run[1].returncode == 3  # suspicious beats failed: submission_mutates changed its input
 
 
-def test_a_kernelbench_pair_runs_with_reference_outside_any_workspace(tmp_path):
+@pytest.mark.worker
+def test_a_kernelbench_pair_runs_with_reference_outside_any_workspace(tmp_path, warm_ktui):
     pair = tmp_path / "pair"
     pair.mkdir()
     shutil.copy(KB / "scale_shift_relu.py", pair / "problem.py")
     shutil.copy(KB / "scale_shift_relu_triton.py", pair / "candidate.py")
-    proc = ktui("run", "--no-audit", "--json", "candidate.py", "--reference", "problem.py", cwd=pair)
+    proc = warm_ktui("run", "--no-audit", "--json", "candidate.py", "--reference", "problem.py", cwd=pair)
     events = parse_events(proc.stdout)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert finished(events)["verdict"] == "passed"
@@ -144,6 +155,7 @@ def test_a_kernelbench_pair_runs_with_reference_outside_any_workspace(tmp_path):
 
 
 # -- discovery, in-process (no user code runs) ---------------------------------------------------
+@pytest.mark.unit
 def test_discovery_finds_formats_from_files_read_as_text(tmp_path):
     root = formats_workspace(tmp_path / "ws")
     kernels = {k.id: k for k in discover([root / "kernels", root / "gpumode" / "scaleadd"])}
@@ -156,6 +168,7 @@ def test_discovery_finds_formats_from_files_read_as_text(tmp_path):
     assert [k.id for k in single] == ["scaleadd/solutions/blocked/fast"]
 
 
+@pytest.mark.unit
 def test_a_collection_of_gpumode_problems_keeps_its_shared_modules_out_of_the_kernels(tmp_path):
     shutil.copytree(GPUMODE, tmp_path / "problems")
     kernels = discover([tmp_path / "problems"])
@@ -163,12 +176,14 @@ def test_a_collection_of_gpumode_problems_keeps_its_shared_modules_out_of_the_ke
     assert "utils" not in {k.path.stem for k in kernels}
 
 
+@pytest.mark.unit
 def test_naming_the_gpumode_reference_as_a_kernel_is_refused(tmp_path):
     shutil.copytree(GPUMODE, tmp_path / "problems")
     with pytest.raises(ProblemError, match="reference, not a kernel"):
         discover([tmp_path / "problems" / "scaleadd" / "reference.py"])
 
 
+@pytest.mark.unit
 def test_a_broken_task_yml_makes_the_kernel_unrunnable_with_the_line(tmp_path):
     shutil.copytree(GPUMODE, tmp_path / "problems")
     task = tmp_path / "problems" / "scaleadd" / "task.yml"
@@ -178,6 +193,7 @@ def test_a_broken_task_yml_makes_the_kernel_unrunnable_with_the_line(tmp_path):
     assert "task.yml: not valid YAML (line" in kernel.reference_error
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     "text, words",
     [
@@ -195,16 +211,18 @@ def test_task_yml_mistakes_get_specific_messages(tmp_path, text, words):
         detect.read_task(problem)
 
 
+@pytest.mark.unit
 def test_a_reference_file_tells_kernelbench_from_native(tmp_path):
     assert detect.reference_format(KB / "scale_shift_relu.py") == "kernelbench"
     assert detect.reference_format(Path(__file__).parents[2] / "references" / "add.py") == "native"
     assert detect.reference_format(GPUMODE / "scaleadd" / "reference.py") == "gpumode"
 
 
+@pytest.mark.worker
 @pytest.mark.gpu
-def test_on_a_gpu_both_formats_run_every_rung_including_the_benchmark(tmp_path):
+def test_on_a_gpu_both_formats_run_every_rung_including_the_benchmark(tmp_path, warm_ktui):
     root = formats_workspace(tmp_path / "ws")
-    proc = ktui("run", "--no-audit", "--json", "kernels/scale_shift_relu_triton.py", "gpumode/scaleadd/submission.py", cwd=root)
+    proc = warm_ktui("run", "--no-audit", "--json", "kernels/scale_shift_relu_triton.py", "gpumode/scaleadd/submission.py", cwd=root)
     kernels = by_kernel(parse_events(proc.stdout))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     for name in ("scale_shift_relu_triton", "scaleadd/submission"):
@@ -217,12 +235,13 @@ def test_on_a_gpu_both_formats_run_every_rung_including_the_benchmark(tmp_path):
 
 # -- output slots in data ------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def rowsum_run(tmp_path_factory):
+def rowsum_run(tmp_path_factory, warm_ktui):
     root = formats_workspace(tmp_path_factory.mktemp("rowsum"))
-    proc = ktui("run", "--no-audit", "--json", "--seed", "3", "gpumode/rowsum/", cwd=root)
+    proc = warm_ktui("run", "--no-audit", "--json", "--seed", "3", "gpumode/rowsum/", cwd=root)
     return by_kernel(parse_events(proc.stdout))
 
 
+@pytest.mark.worker
 def test_a_buffer_in_data_that_the_kernel_returns_and_the_reference_ignores_is_an_output(rowsum_run):
     # rowsum's reference returns a new tensor and its generator makes the buffer with torch.zeros:
     # only the candidate returning it shows it is the output; writing it is no input mutation
@@ -234,6 +253,7 @@ def test_a_buffer_in_data_that_the_kernel_returns_and_the_reference_ignores_is_a
     assert all(r[f"correctness[{s}]"]["figures"]["check"]["passed"] for s in ("rows=7,cols=1000", "rows=33,cols=4097"))
 
 
+@pytest.mark.worker
 def test_the_same_kernel_writing_its_result_into_a_true_input_is_suspicious(rowsum_run):
     events = rowsum_run["rowsum/submission_into_input"]
     r = rungs(events)
@@ -243,6 +263,7 @@ def test_the_same_kernel_writing_its_result_into_a_true_input_is_suspicious(rows
 
 
 # -- fresh shapes ---------------------------------------------------------------------------------
+@pytest.mark.worker
 def test_a_gpumode_submission_is_checked_on_fresh_sizes_derived_from_task_yml(formats_run):
     fresh = rungs(formats_run[2]["scaleadd/submission"])["fresh-shapes"]
     assert fresh["status"] == "ok", fresh
@@ -252,6 +273,7 @@ def test_a_gpumode_submission_is_checked_on_fresh_sizes_derived_from_task_yml(fo
     assert all(label.startswith("size=") and "seed" not in label for label in tried)
 
 
+@pytest.mark.worker
 def test_a_kernelbench_pair_declares_no_shapes_so_fresh_shapes_is_skipped(formats_run):
     fresh = rungs(formats_run[2]["scale_shift_relu_triton"])["fresh-shapes"]
     assert fresh["status"] == "skipped"

@@ -6,7 +6,9 @@ interpreter). One ``ktui run --json --fresh-shapes 3`` covers the kernels; a sec
 from __future__ import annotations
 
 import pytest
-from conftest import FIXTURES, by_kernel, finished, ktui, make_workspace, parse_events, rungs
+from conftest import FIXTURES, by_kernel, finished, make_workspace, parse_events, rungs
+
+pytestmark = pytest.mark.worker
 
 # Each kernel against other references: derived shapes, the reference's own list, turned off.
 AGAINST = {"double_tuned_own": ("double_tuned", "double_own"), "double_tuned_off": ("double_tuned", "double_off"),
@@ -22,9 +24,9 @@ def _workspace(root):
 
 
 @pytest.fixture(scope="module")
-def stream(tmp_path_factory):
+def stream(tmp_path_factory, warm_ktui):
     root = _workspace(tmp_path_factory.mktemp("fresh"))
-    proc = ktui("run", "--no-audit", "--json", "--seed", "11", "--fresh-shapes", "3", "kernels/", cwd=root)
+    proc = warm_ktui("run", "--no-audit", "--json", "--seed", "11", "--fresh-shapes", "3", "kernels/", cwd=root)
     return proc, by_kernel(parse_events(proc.stdout))
 
 
@@ -76,9 +78,9 @@ def test_the_fresh_shapes_rung_comes_after_the_correctness_rungs_and_before_the_
     assert at < order.index("integrity") < order.index("dependence")
 
 
-def test_no_fresh_shapes_flag_turns_the_rung_off(tmp_path):
+def test_no_fresh_shapes_flag_turns_the_rung_off(tmp_path, warm_ktui):
     root = _workspace(tmp_path / "ws")
-    proc = ktui("run", "--no-audit", "--json", "--no-fresh-shapes", "kernels/double_tuned.py", cwd=root)
+    proc = warm_ktui("run", "--no-audit", "--json", "--no-fresh-shapes", "kernels/double_tuned.py", cwd=root)
     events = parse_events(proc.stdout)
     assert proc.returncode == 0, proc.stdout[-2000:]
     fresh = rungs(events)["fresh-shapes"]

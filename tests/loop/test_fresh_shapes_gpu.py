@@ -5,7 +5,7 @@ kernel tuned on the test sizes fails it and is not timed. Run on a CUDA machine 
 import pytest
 from conftest import by_kernel, finished, ktui, make_workspace, parse_events, rungs
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.worker]
 
 SHIPPED = ["add_triton", "softmax_triton", "rmsnorm_triton", "gemm_bf16_triton",
            "add_cutedsl", "softmax_cutedsl", "rmsnorm_cutedsl", "gemm_bf16_cutedsl"]

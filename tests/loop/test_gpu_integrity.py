@@ -4,7 +4,7 @@ being timed, a patched timer; and the honest kernels stay clean under the same c
 import pytest
 from conftest import by_kernel, finished, ktui, make_workspace, parse_events, rungs
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.worker]
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,8 @@ and the shipped honest kernels pass clean (CPU tier; the GPU-only classes are in
 import pytest
 from conftest import by_kernel, finished, ktui, make_workspace, parse_events, rungs
 
+pytestmark = pytest.mark.worker
+
 HACKS = {
     "torch_only": ("compile", "launched no Triton kernel"),
     "calls_reference": ("run", "called the reference's ref_kernel"),

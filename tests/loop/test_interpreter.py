@@ -10,6 +10,8 @@ from triton.runtime import interpreter
 from ktui.loop.dsl import triton_kernels
 from ktui.loop.modules import load_module
 
+pytestmark = pytest.mark.unit
+
 KERNEL = '''
 import torch
 import triton

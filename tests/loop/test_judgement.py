@@ -3,9 +3,12 @@ check_implementation) on the same output: the verdict never says "wrong" and "pa
 
 from types import SimpleNamespace
 
+import pytest
 import torch
 
 from ktui.loop.judgement import judge
+
+pytestmark = pytest.mark.unit
 
 
 def context(check=None):

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 from conftest import ktui, make_workspace, parse_events
+
+pytestmark = pytest.mark.worker
 
 PHASES = {"inputs", "candidate", "reference", "metrics"}
 

@@ -18,6 +18,7 @@ from ktui.run.render import summary_line
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+    pytest.mark.worker,
 ]
 
 KERNELS = ["add_triton", "rmsnorm_triton", "softmax_triton", "gemm_bf16_triton"]

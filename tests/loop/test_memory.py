@@ -89,6 +89,7 @@ def loaded_context(tmp_path: Path, rows: int, cols: int) -> RunContext:
     return ctx
 
 
+@pytest.mark.unit
 def test_a_problem_too_big_for_the_free_memory_is_refused_up_front_with_its_sizes(tmp_path):
     ctx = loaded_context(tmp_path, 4096, 393216)
     rng = torch.get_rng_state()
@@ -108,12 +109,14 @@ def test_a_problem_too_big_for_the_free_memory_is_refused_up_front_with_its_size
     assert ctx.seeds_used == seeds_before and torch.equal(torch.get_rng_state(), rng)
 
 
+@pytest.mark.unit
 def test_a_problem_that_fits_passes_the_check(tmp_path):
     ctx = loaded_context(tmp_path, 8, 100)
     fit = memory.require_fit(ctx, free=10**9)
     assert fit.fits is True and fit.need.inputs == 8 * 100 * 4
 
 
+@pytest.mark.unit
 def test_a_benchmark_at_kernelbench_size_rotates_only_the_input_sets_that_keep_it_within_3x(tmp_path):
     """KernelBench's ReLU/softmax at 6.4 GB a tensor: three rotating sets (each with its expected
     output) plus one call's worth of the problem held 3.4× the footprint on the H200; two keep it
@@ -129,6 +132,7 @@ def test_a_benchmark_at_kernelbench_size_rotates_only_the_input_sets_that_keep_i
     assert 3 * (need.inputs + need.outputs) + footprint + need.workspace > bench.MEMORY_RATIO * footprint
 
 
+@pytest.mark.unit
 def test_a_small_benchmark_keeps_every_input_set_it_asks_for(tmp_path):
     from ktui.loop.rungs import bench
 
@@ -137,6 +141,7 @@ def test_a_small_benchmark_keeps_every_input_set_it_asks_for(tmp_path):
     assert bench.sets_within_ratio(None, wanted=3) == 3
 
 
+@pytest.mark.unit
 def test_a_benchmark_past_a_gigabyte_still_rotates_two_input_sets(tmp_path):
     """A 16384×8192 fp32 softmax (1.6 GB of problem beside a 1.6 GB metrics workspace): the ratio
     alone would leave one set, and one set cannot tell a result cached by pointer from a computed one."""
@@ -148,6 +153,7 @@ def test_a_benchmark_past_a_gigabyte_still_rotates_two_input_sets(tmp_path):
     assert bench.sets_within_ratio(need, wanted=3) == 2 and bench.sets_within_ratio(need, wanted=1) == 1
 
 
+@pytest.mark.unit
 def test_free_memory_on_the_cpu_tier_is_the_hosts_available_ram():
     free = memory.free_bytes(detect(force_cpu=True))
     with open("/proc/meminfo") as f:
@@ -155,6 +161,7 @@ def test_free_memory_on_the_cpu_tier_is_the_hosts_available_ram():
     assert free is not None and 0 < free <= total
 
 
+@pytest.mark.unit
 def test_the_footprint_counts_each_storage_once():
     x = torch.zeros(10, 4)
     out = torch.zeros(10, 4)
@@ -162,6 +169,7 @@ def test_the_footprint_counts_each_storage_once():
     assert memory.footprint((x, out), out, x[0]) == 2 * 160  # an output that came in the inputs, a view
 
 
+@pytest.mark.unit
 def test_summary_figures_have_no_peak_on_the_cpu_tier_and_a_ratio_with_one():
     class Noted:
         pass
@@ -174,6 +182,7 @@ def test_summary_figures_have_no_peak_on_the_cpu_tier_and_a_ratio_with_one():
     assert memory.summary_figures(ctx, 36_000) == {"footprint_gb": 1.2e-05, "peak_mem_gb": 3.6e-05, "mem_ratio": 3.0}
 
 
+@pytest.mark.unit
 def test_the_summary_line_says_the_peak_next_to_the_footprint_only_when_measured():
     gpu = {"correct": [5, 5], "footprint_gb": 19.33, "peak_mem_gb": 33.5, "mem_ratio": 1.733}
     assert memory_text(gpu) == "peak 33.5 GB (1.7× the problem's 19.3 GB)"
@@ -189,6 +198,7 @@ def cpu_run(tmp_path_factory):
     return proc, parse_events(proc.stdout)
 
 
+@pytest.mark.worker
 def test_the_run_summary_carries_the_footprint_on_the_cpu_tier_and_no_peak(cpu_run):
     proc, events = cpu_run
     summary = finished(events)["summary"]
@@ -197,6 +207,7 @@ def test_the_run_summary_carries_the_footprint_on_the_cpu_tier_and_no_peak(cpu_r
     assert "peak_mem_gb" not in summary and "mem_ratio" not in summary
 
 
+@pytest.mark.worker
 @pytest.mark.gpu
 def test_on_a_gpu_the_run_reports_its_peak_and_ratio(tmp_path):
     # 1.07 GB per tensor: large enough that the run's fixed costs (the CUDA context, the metrics'
@@ -212,6 +223,7 @@ def test_on_a_gpu_the_run_reports_its_peak_and_ratio(tmp_path):
     assert summary["mem_ratio"] <= 3.0
 
 
+@pytest.mark.worker
 @pytest.mark.gpu
 def test_on_a_gpu_compare_takes_at_most_its_chunk_workspace():
     chunk = 1 << 20

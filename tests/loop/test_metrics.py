@@ -7,6 +7,8 @@ import torch
 
 from ktui.loop.metrics import compare, thresholds_for
 
+pytestmark = pytest.mark.unit
+
 
 def test_identical_outputs_pass_with_infinite_psnr_and_unit_cossim():
     x = torch.randn(100, dtype=torch.float32)

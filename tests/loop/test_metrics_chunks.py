@@ -12,6 +12,8 @@ import torch
 
 from ktui.loop.metrics import _psnr, _Sums, compare, flat_chunks, noise_floor, thresholds_for
 
+pytestmark = pytest.mark.unit
+
 
 def whole_compare(out, ref, tolerances=None):
     """The pre-chunking ``compare``: (passed, figures, reason), every temporary whole-size."""

@@ -7,9 +7,12 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
 from conftest import by_kernel, finished, ktui, make_workspace, parse_events, rungs
 
 from ktui.run.render import rung_line, summary_line
+
+pytestmark = pytest.mark.worker
 
 NOISE = Path(__file__).resolve().parent.parent / "fixtures" / "noise"
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import by_kernel, finished, ktui, make_workspace, parse_events, rungs
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.worker]
 
 NOISE = Path(__file__).resolve().parent.parent / "fixtures" / "noise"
 

@@ -1,9 +1,12 @@
 """Provenance: the output's storage went through the module's kernels, and torch neither computed
 it nor wrote values into it; allocations and constant fills do not count as torch's work."""
 
+import pytest
 import torch
 
 from ktui.loop.provenance import Received, StorageLedger, inside_launch, judge
+
+pytestmark = pytest.mark.unit
 
 
 def handed(*tensors):

@@ -6,6 +6,8 @@ import torch
 
 from ktui.loop.integrity import Sealed, checksums
 
+pytestmark = pytest.mark.unit
+
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int8, torch.bool, torch.complex128, torch.float64]
 
 

@@ -3,7 +3,11 @@ unlike every declared one (``ktui.loop.shapes``)."""
 
 from __future__ import annotations
 
+import pytest
+
 from ktui.loop.shapes import derive, dimensions, pick
+
+pytestmark = pytest.mark.unit
 
 SOFTMAX = [{"rows": 1, "cols": 1}, {"rows": 3, "cols": 7}, {"rows": 128, "cols": 1000},
            {"rows": 97, "cols": 3001}, {"rows": 64, "cols": 2048, "dtype": "bfloat16"}, {"rows": 256, "cols": 8192}]

@@ -14,6 +14,8 @@ import textwrap
 
 import pytest
 
+pytestmark = pytest.mark.worker
+
 SCRIPT = textwrap.dedent("""
     import json, time
     import torch

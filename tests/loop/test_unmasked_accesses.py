@@ -4,11 +4,13 @@ where the unmasked loads and stores are and that ``ktui sanitize`` checks bounds
 
 from __future__ import annotations
 
+import pytest
 from conftest import by_kernel, finished, ktui, make_workspace, parse_events, rungs
 
 from ktui.measure.masks import unmasked_lines
 
 
+@pytest.mark.worker
 def test_a_cpu_failure_of_a_kernel_with_unmasked_loads_points_at_them_and_at_ktui_sanitize(tmp_path):
     ws = make_workspace(tmp_path / "ws", kernels=["softmax_triton"], fixtures=["softmax_unmasked", "oob_read_far", "oob_write"])
     proc = ktui("run", "--no-audit", "kernels", "--json", "--seed", "0", cwd=ws)
@@ -44,6 +46,7 @@ def test_a_cpu_failure_of_a_kernel_with_unmasked_loads_points_at_them_and_at_ktu
     assert "unmasked_stores" not in shipped["compile"]["figures"]
 
 
+@pytest.mark.unit
 def test_only_loads_and_stores_with_neither_mask_nor_boundary_check_count_as_unmasked():
     source = '''@triton.jit
 def k(p, q, n, B: tl.constexpr):

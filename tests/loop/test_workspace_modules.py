@@ -7,7 +7,11 @@ worker whose virtual environment sat beside the workspace under a longer name.
 
 import sys
 
+import pytest
+
 from ktui.loop.modules import is_workspace_source, workspace_imports
+
+pytestmark = pytest.mark.unit
 
 
 def write_module(folder, name, body="VALUE = 1\n"):

@@ -17,6 +17,7 @@ def h200(driver="570.124.06", bandwidth=4310.0, bf16=760.0) -> Calibration:
                        details={"copy": {"bytes_per_buffer": 1 << 30}})
 
 
+@pytest.mark.unit
 def test_a_calibration_is_found_again_for_the_same_device_and_driver_only(tmp_path):
     path = calibrate.save(tmp_path, h200())
     assert path == tmp_path / ".ktui" / "calibration.json"
@@ -25,6 +26,7 @@ def test_a_calibration_is_found_again_for_the_same_device_and_driver_only(tmp_pa
     assert calibrate.load(tmp_path, "NVIDIA H100 80GB HBM3", "570.124.06") is None
 
 
+@pytest.mark.unit
 def test_saving_one_device_keeps_the_others_and_replaces_its_own(tmp_path):
     calibrate.save(tmp_path, h200())
     calibrate.save(tmp_path, h200(driver="575.51.03", bandwidth=4400.0))
@@ -34,6 +36,7 @@ def test_saving_one_device_keeps_the_others_and_replaces_its_own(tmp_path):
     assert calibrate.load(tmp_path, "NVIDIA H200", "570.124.06").bandwidth_gbs == 4200.0
 
 
+@pytest.mark.unit
 def test_a_corrupt_file_is_reported_with_its_path_and_replaced_by_the_next_calibration(tmp_path):
     path = tmp_path / ".ktui" / "calibration.json"
     path.parent.mkdir()
@@ -44,6 +47,7 @@ def test_a_corrupt_file_is_reported_with_its_path_and_replaced_by_the_next_calib
     assert calibrate.load(tmp_path, "NVIDIA H200", "570.124.06").tflops["bf16"] == 760.0
 
 
+@pytest.mark.unit
 def test_the_benchmark_prefers_the_calibration_and_says_so(tmp_path):
     ceiling, limit, note = ceilings("NVIDIA H200", tmp_path, "570.124.06")
     assert ceiling.bandwidth_gbs == 4800 and ceiling.source_of("bandwidth") == "datasheet NVIDIA H200 SXM 141GB"
@@ -55,6 +59,7 @@ def test_the_benchmark_prefers_the_calibration_and_says_so(tmp_path):
     assert limit.bandwidth_gbs == 4800  # "impossible" stays judged against the datasheet peak
 
 
+@pytest.mark.unit
 def test_an_unreadable_calibration_falls_back_to_the_datasheet_with_a_note(tmp_path):
     (tmp_path / ".ktui").mkdir()
     (tmp_path / ".ktui" / "calibration.json").write_text("[]")
@@ -63,11 +68,13 @@ def test_an_unreadable_calibration_falls_back_to_the_datasheet_with_a_note(tmp_p
     assert note.startswith("calibration not used") and "JSON object" in note
 
 
+@pytest.mark.unit
 def test_an_unknown_uncalibrated_device_gets_no_ceiling_and_is_told_how_to_get_one(tmp_path):
     ceiling, limit, note = ceilings("NVIDIA Quadro Mystery", tmp_path, "1.0")
     assert ceiling is None and limit is None and "ktui calibrate" in note
 
 
+@pytest.mark.unit
 def test_describe_compares_each_ceiling_with_the_datasheet():
     lines = calibrate.describe(h200())
     assert lines[0].startswith("NVIDIA H200 · driver 570.124.06 (nvml)")
@@ -75,6 +82,7 @@ def test_describe_compares_each_ceiling_with_the_datasheet():
     assert any("matmul bf16" in line and "77% of the datasheet 989.5" in line for line in lines)
 
 
+@pytest.mark.worker
 def test_calibrate_on_a_machine_without_a_gpu_says_so(tmp_path):
     root = make_workspace(tmp_path / "ws")
     proc = ktui("calibrate", cwd=root)
@@ -82,6 +90,7 @@ def test_calibrate_on_a_machine_without_a_gpu_says_so(tmp_path):
     assert not (root / ".ktui" / "calibration.json").exists()
 
 
+@pytest.mark.worker
 def test_calibrate_outside_a_workspace_says_where_it_looked(tmp_path):
     proc = ktui("calibrate", str(tmp_path), cwd=tmp_path)
     assert proc.returncode == 2 and "no workspace found" in proc.stderr
@@ -98,6 +107,7 @@ SAVED_BEFORE_THE_PATTERNS = {  # an entry as ktui calibrate wrote it when only t
 }
 
 
+@pytest.mark.unit
 def test_a_calibration_saved_before_the_patterns_still_loads_and_reads_as_a_copy(tmp_path):
     (tmp_path / ".ktui").mkdir()
     (tmp_path / ".ktui" / "calibration.json").write_text(json.dumps(
@@ -127,6 +137,7 @@ def measured_patterns() -> dict:
     }
 
 
+@pytest.mark.unit
 def test_the_ceiling_figure_names_the_access_pattern_that_set_it(tmp_path):
     details = {}
     best = bandwidth.record(1 << 30, measured_patterns(), details)
@@ -140,6 +151,7 @@ def test_the_ceiling_figure_names_the_access_pattern_that_set_it(tmp_path):
     assert roof.fraction == pytest.approx(1.0) and roof.ceiling == "4393 GB/s (calibrated 2026-12-01, 2-read-1-write add)"
 
 
+@pytest.mark.unit
 def test_describe_lists_every_pattern_labelled_and_marks_the_ceiling():
     details = {}
     best = bandwidth.record(1 << 30, measured_patterns(), details)
@@ -174,6 +186,7 @@ def saved_ceiling(tmp_path, patterns):
     return ceilings("NVIDIA H200", tmp_path, "580.159.04")[0]
 
 
+@pytest.mark.unit
 def test_a_kernel_is_held_to_the_calibrated_mix_at_or_above_its_share_of_reads(tmp_path):
     ceiling = saved_ceiling(tmp_path, all_patterns())
     assert ceiling.bandwidth_gbs == 4551.0  # the calibration's one figure is its highest
@@ -186,6 +199,7 @@ def test_a_kernel_is_held_to_the_calibrated_mix_at_or_above_its_share_of_reads(t
     assert ceiling.tflops == half.tflops  # compute ceilings do not depend on the mix
 
 
+@pytest.mark.unit
 def test_a_softmax_at_copy_speed_reads_as_at_the_roofline_not_below_the_read_only_sum(tmp_path):
     ceiling = saved_ceiling(tmp_path, all_patterns())
     moved = 2 * (1 << 28) * 4
@@ -194,11 +208,13 @@ def test_a_softmax_at_copy_speed_reads_as_at_the_roofline_not_below_the_read_onl
     assert evaluate(moved / 4242e9, moved, None, "fp32", ceiling).fraction == pytest.approx(4242 / 4551)
 
 
+@pytest.mark.unit
 def test_without_the_sum_a_read_heavy_kernel_is_held_to_the_fastest_mix_measured(tmp_path):
     ceiling = saved_ceiling(tmp_path, measured_patterns())  # the sum failed to run
     assert ceiling.for_reads(0.9).bandwidth_gbs == 4393.0
 
 
+@pytest.mark.unit
 def test_a_calibration_saved_before_the_patterns_holds_every_kernel_to_its_one_figure(tmp_path):
     (tmp_path / ".ktui").mkdir()
     (tmp_path / ".ktui" / "calibration.json").write_text(json.dumps(
@@ -207,6 +223,7 @@ def test_a_calibration_saved_before_the_patterns_holds_every_kernel_to_its_one_f
     assert ceiling.for_reads(0.5) is ceiling and ceiling.for_reads(1.0).bandwidth_gbs == 4241.5
 
 
+@pytest.mark.unit
 def test_the_read_share_counts_input_tensors_against_the_output():
     import torch
 

@@ -5,6 +5,8 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from ktui.measure import hotspots
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "hotspots"
@@ -25,6 +27,7 @@ def _line_of(source: str, needle: str, after: str = "") -> int:
     return next(i for i, line in enumerate(lines[start:], start + 1) if needle in line)
 
 
+@pytest.mark.unit
 def test_opcodes_fall_into_the_classes_a_reader_acts_on():
     assert hotspots.classify("LDG.E.128.CONSTANT") == "global_load"
     assert hotspots.classify("UTMALDG.2D") == "global_load"
@@ -37,6 +40,7 @@ def test_opcodes_fall_into_the_classes_a_reader_acts_on():
     assert hotspots.classify("IMAD.WIDE") == "other"
 
 
+@pytest.mark.unit
 def test_triton_matmul_dot_line_holds_the_mma_and_its_load_lines_the_global_loads():
     source = (FIXTURES / "gemm_bf16_triton.py").read_text()
     fn = _attributed("gemm_bf16_triton")
@@ -54,6 +58,7 @@ def test_triton_matmul_dot_line_holds_the_mma_and_its_load_lines_the_global_load
     assert sum(x["counts"].get("spill", 0) for x in fn["lines"]) == 0
 
 
+@pytest.mark.unit
 def test_triton_library_lines_are_grouped_and_named_and_nothing_is_lost():
     fn = _attributed("gemm_bf16_triton")
     assert [e["file"] for e in fn["elsewhere"]] == ["Triton library (standard.py)"]
@@ -63,6 +68,7 @@ def test_triton_library_lines_are_grouped_and_named_and_nothing_is_lost():
     assert fn["total"] == sass.instruction_count(lines)
 
 
+@pytest.mark.unit
 def test_cutedsl_gemm_lines_hold_the_wgmma_and_tma_copies():
     source = (FIXTURES / "gemm_bf16_cutedsl.py").read_text()
     fn = _attributed("gemm_bf16_cutedsl")
@@ -77,6 +83,7 @@ def test_cutedsl_gemm_lines_hold_the_wgmma_and_tma_copies():
     assert all(not e["file"].startswith("Triton") for e in fn["elsewhere"])
 
 
+@pytest.mark.unit
 def test_triton_masked_loads_are_put_on_their_tl_load_line_not_where_inline_asm_drifts():
     # Triton's masked load is a four-line inline asm whose .loc count on (20, 21, 22, 23): the
     # LDG would land on line 23, the division, without the PTX's correction.
@@ -89,6 +96,7 @@ def test_triton_masked_loads_are_put_on_their_tl_load_line_not_where_inline_asm_
     assert [n for n, x in lines.items() if x["counts"].get("global_store")] == [_line_of(source, "tl.store(")]
 
 
+@pytest.mark.unit
 def test_text_shows_a_gutter_of_counts_beside_each_source_line():
     fn = _attributed("gemm_bf16_triton")
     text = hotspots.render_text({"source": "gemm_bf16_triton.py", "functions": [fn]}, top=3)
@@ -97,6 +105,7 @@ def test_text_shows_a_gutter_of_counts_beside_each_source_line():
     assert len([r for r in text.splitlines() if r[:6].strip().isdigit()]) == 3
 
 
+@pytest.mark.worker
 def test_a_run_folder_without_hotspots_json_is_rebuilt_from_its_cubin_and_source(tmp_path):
     assert hotspots.load(tmp_path) is None
     shutil.copy(FIXTURES / "gemm_bf16_triton.cubin", tmp_path / "matmul_pointers.cubin")

@@ -23,6 +23,8 @@ from ktui.measure import calibrate, launchfloor, roofline
 from ktui.measure.calibrate import Calibration
 from ktui.measure.roofline import Ceiling, LaunchFloor, Mix
 
+pytestmark = pytest.mark.unit
+
 FLOOR_US = 3.5
 ADD_GBS, COPY_GBS, BF16_TFLOPS = 4364.0, 4250.0, 740.2
 ADD_BYTES = {65536: 12 * 65536, 4194304: 12 * 4194304, 67108864: 12 * 67108864}  # 2 reads + 1 write of fp32

@@ -5,6 +5,8 @@ import pytest
 from ktui.measure import devices, roofline
 from ktui.measure.roofline import Ceiling
 
+pytestmark = pytest.mark.unit
+
 # A made-up device with round numbers so every expected figure can be checked by hand.
 SHEET = Ceiling("Test GPU", 1000.0, {"fp32": 50.0, "bf16": 500.0}, {"bandwidth": "datasheet T", "fp32": "datasheet T",
                                                                      "bf16": "datasheet T"})

@@ -10,6 +10,8 @@ import pytest
 
 from ktui.measure import sass
 
+pytestmark = pytest.mark.worker
+
 
 def test_a_tool_starts_while_another_thread_sets_and_unsets_a_variable():
     """The worker's checks toggle ``TRITON_INTERPRET`` while the dumps thread runs the tools.

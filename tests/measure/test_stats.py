@@ -9,6 +9,8 @@ from ktui.loop.timing.bootstrap import ratio_of_medians
 from ktui.measure import stats
 from ktui.measure.stats import CAP, FASTER, MAX_SAMPLES, NOISE, SLOWER, WITHIN_NOISE, Interval, StoppingRule
 
+pytestmark = pytest.mark.unit
+
 
 def gaussian(n, mean=100.0, sd=1.0, seed=0):
     rng = random.Random(seed)

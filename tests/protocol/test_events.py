@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from ktui.protocol.events import (
     ArtifactWritten,
     ErrorInfo,
@@ -14,6 +16,8 @@ from ktui.protocol.events import (
     clean_figures,
     event_from_json,
 )
+
+pytestmark = pytest.mark.unit
 
 SAMPLES = [
     RunStarted("r1", kernel="softmax_triton", path="/w/kernels/softmax_triton.py", version=3, content_hash="ab12",

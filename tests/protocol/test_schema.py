@@ -11,20 +11,23 @@ DOCS = REPO / "docs"
 REGENERATE = "regenerate them with `python3 -m ktui.protocol.schema`"
 
 
+@pytest.mark.unit
 def test_the_committed_event_page_is_what_the_generator_writes_now():
     assert (DOCS / "events.md").read_text() == render_markdown(build_schema()), f"docs/events.md is stale: {REGENERATE}"
 
 
+@pytest.mark.unit
 def test_the_committed_event_schema_is_what_the_generator_writes_now():
     assert (DOCS / "events.schema.json").read_text() == schema_text(build_schema()), (
         f"docs/events.schema.json is stale: {REGENERATE}")
 
 
-def test_every_line_of_a_real_cpu_run_fits_the_schema(tmp_path):
+@pytest.mark.worker
+def test_every_line_of_a_real_cpu_run_fits_the_schema(tmp_path, warm_ktui):
     """A passing Triton kernel, one that raises on the host (an error with its source location)
     and one that prints (output events): every kind of event a run prints."""
     root = make_workspace(tmp_path / "ws", kernels=["add_triton"], fixtures=["raises", "prints"])
-    proc = ktui("run", "--no-audit", "--cpu", "--json", "--no-bench", "--seed", "1",
+    proc = warm_ktui("run", "--no-audit", "--cpu", "--json", "--no-bench", "--seed", "1",
                 "kernels/add_triton.py", "kernels/raises.py", "kernels/prints.py", cwd=root)
     lines = parse_events(proc.stdout)
     assert {e["type"] for e in lines} == {"run_started", "rung_started", "rung_finished", "artifact", "output",
@@ -35,6 +38,7 @@ def test_every_line_of_a_real_cpu_run_fits_the_schema(tmp_path):
     assert problems == []
 
 
+@pytest.mark.worker
 @pytest.mark.gpu
 def test_every_line_of_a_real_gpu_run_fits_the_schema(tmp_path):
     """On the device: benchmark figures, the GPU's index and UUID, a CuTeDSL kernel that runs, a crash."""
@@ -58,10 +62,12 @@ def _finished(**changes):
     return {**line, **changes}
 
 
+@pytest.mark.unit
 def test_a_line_that_fits_has_no_problems():
     assert validate(_finished(), build_schema()) == []
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(("line", "said"), [
     ({k: v for k, v in _finished().items() if k != "verdict"}, "$: lacks 'verdict'"),
     (_finished(verdict="great"), "$.verdict: \"great\" is not one of"),
@@ -74,6 +80,7 @@ def test_a_line_that_breaks_the_schema_is_named_with_what_is_wrong(line, said):
     assert any(said in p for p in problems), problems
 
 
+@pytest.mark.unit
 def test_a_nested_error_is_checked_to_its_source_location():
     line = {"type": "rung_finished", "run_id": "r1", "time": 1.0, "rung": "run", "status": "failed", "figures": {},
             "message": "KeyError", "duration_s": 0.1, "phases_s": {},

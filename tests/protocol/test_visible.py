@@ -1,6 +1,10 @@
 """``visible``: the one way ktui shows text from outside on a terminal."""
 
+import pytest
+
 from ktui.protocol.visible import visible
+
+pytestmark = pytest.mark.unit
 
 
 def test_control_characters_but_newline_and_tab_are_written_out_and_the_rest_is_kept():

@@ -11,6 +11,8 @@ from ktui.protocol.job import GPUMODE, KERNELBENCH, NATIVE
 from ktui.run.audit import find_targets, is_reference
 from ktui.workspace.kernels import ProblemError
 
+pytestmark = pytest.mark.unit
+
 
 def names(targets) -> list[tuple[str, str]]:
     return [(t.name, t.format) for t in targets]

@@ -10,6 +10,8 @@ from ktui.history.store import Store
 from ktui.protocol.events import RunFinished, RungFinished, RunStarted
 from ktui.run.compare import VersionComparer, best_of, noise_floor
 
+pytestmark = pytest.mark.unit
+
 SHAPES = ("benchmark[size=65536]", "benchmark[size=4194304]")
 
 

@@ -29,10 +29,12 @@ def two_gpu_host(tmp_path, monkeypatch):
     return bin_dir
 
 
+@pytest.mark.worker
 def test_every_gpu_nvidia_smi_lists_is_used_with_its_uuid_and_model(two_gpu_host):
     assert visible_devices() == [Device("0", "GPU-1111-aaaa", "NVIDIA H200"), Device("1", "GPU-2222-bbbb", "NVIDIA H200")]
 
 
+@pytest.mark.worker
 def test_the_parents_cuda_visible_devices_decides_which_and_in_what_order(two_gpu_host):
     assert [d.index for d in visible_devices(env={"CUDA_VISIBLE_DEVICES": "1"})] == ["1"]
     assert visible_devices(env={"CUDA_VISIBLE_DEVICES": "1,0"})[0] == Device("1", "GPU-2222-bbbb", "NVIDIA H200")
@@ -40,6 +42,7 @@ def test_the_parents_cuda_visible_devices_decides_which_and_in_what_order(two_gp
     assert visible_devices(env={"CUDA_VISIBLE_DEVICES": "-1"}) == []
 
 
+@pytest.mark.worker
 def test_gpus_picks_by_index_or_uuid_and_a_gpu_the_host_lacks_is_an_error(two_gpu_host):
     assert visible_devices("GPU-2222-bbbb") == [Device("GPU-2222-bbbb", "GPU-2222-bbbb", "NVIDIA H200")]
     assert [d.uuid for d in visible_devices("1,0")] == ["GPU-2222-bbbb", "GPU-1111-aaaa"]
@@ -47,6 +50,7 @@ def test_gpus_picks_by_index_or_uuid_and_a_gpu_the_host_lacks_is_an_error(two_gp
         visible_devices("0,5")
 
 
+@pytest.mark.unit
 def test_a_host_without_nvidia_smi_has_no_gpu_listed(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
@@ -54,6 +58,7 @@ def test_a_host_without_nvidia_smi_has_no_gpu_listed(tmp_path, monkeypatch):
     assert visible_devices("0,1") == [Device("0"), Device("1")]  # named: taken as given
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("text, says", [
     ("", "comma-separated list"), ("0,,1", "comma-separated list"), ("zero", "neither a GPU index"),
     ("0,1,0", "names a GPU twice"),
@@ -63,6 +68,7 @@ def test_a_bad_gpus_list_says_what_is_wrong(text, says):
         parse_gpus(text)
 
 
+@pytest.mark.worker
 def test_ktui_run_with_a_bad_gpus_list_stops_before_any_worker_with_the_reason(tmp_path):
     ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
     proc = ktui("run", "--no-audit", "--gpus", "0,0", "kernels/add_triton.py", cwd=ws, timeout=60)

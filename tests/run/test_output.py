@@ -7,7 +7,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
 from conftest import FIXTURES, by_kernel, ktui, make_workspace, parse_events
+
+pytestmark = pytest.mark.worker
 
 
 def test_printed_lines_end_with_their_run_even_without_a_newline(tmp_path):

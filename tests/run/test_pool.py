@@ -21,6 +21,8 @@ from ktui.run.runner import WorkerConfig
 from ktui.run.session import Session
 from ktui.workspace.kernels import kernel_at
 
+pytestmark = pytest.mark.worker
+
 TWO = [Device("0", "GPU-aaaa"), Device("1", "GPU-bbbb")]
 
 

@@ -19,6 +19,8 @@ ray = pytest.importorskip("ray")  # in the `test` extra: CI always has it
 
 from ktui.run.ray_pool import RayPool, evaluate  # noqa: E402
 
+pytestmark = pytest.mark.e2e
+
 SHIPPED = ["add_triton", "softmax_triton"]
 # correct, wrong and suspicious ones, chosen among the quick fixtures (the CPU tier is slow)
 FIXTURES = ["wrong_values", "softmax_twopass", "wrong_shape", "wrong_dtype", "raises", "launches_nothing"]

@@ -28,6 +28,8 @@ from ktui.run.ray_pool import RayPool, evaluate  # noqa: E402
 from ktui.run.runner import LocalRunner  # noqa: E402
 from ktui.run.session import Session  # noqa: E402
 
+pytestmark = pytest.mark.e2e
+
 SECOND = "ktui_second_node"  # a resource only the second node has: an actor asking for it runs there
 OPTIONS = Options(seed=7, benchmark=False)
 

@@ -5,6 +5,7 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
 from conftest import FIXTURES, make_workspace
 
 from ktui.protocol.job import Options
@@ -13,6 +14,8 @@ from ktui.run.ray_ship import bundle_of, module_imports, refusals
 from ktui.run.runner import LocalRunner
 from ktui.run.session import Session
 from ktui.workspace.kernels import discover, kernel_for
+
+pytestmark = pytest.mark.unit
 
 HELPED = '''import torch
 import triton

@@ -20,6 +20,8 @@ from ktui.protocol.job import Options
 from ktui.run.session import Session
 from ktui.workspace.kernels import content_hash, kernel_for, reference_hash
 
+pytestmark = pytest.mark.worker
+
 UNCONFINED = {"KTUI_NO_CONFINE": "1"}
 ADD = (REPO / "kernels" / "add_triton.py").read_text()
 

@@ -7,7 +7,7 @@ from conftest import by_kernel, finished, ktui, make_workspace, parse_events, ru
 
 from ktui.workspace.kernels import content_hash
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.worker]
 
 
 @pytest.fixture(scope="module")

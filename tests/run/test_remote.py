@@ -24,6 +24,8 @@ from ktui.run.remote.runner import RemoteRunner
 from ktui.run.session import Session
 from ktui.workspace.kernels import kernel_at, kernel_for
 
+pytestmark = pytest.mark.e2e
+
 HOSTILE = "-x $(touch PWNED) it's \"q\" `id`.py"
 
 

@@ -19,6 +19,8 @@ from ktui.run.remote.runner import RemoteRunner
 from ktui.run.session import Session
 from ktui.workspace.kernels import kernel_at
 
+pytestmark = pytest.mark.e2e
+
 HOSTILE = "-x $(touch PWNED) it's \"q\" `id`.py"
 HOSTILE_DIR = "-remote $(touch PWNED) 'it's'"
 SYSTEM_TOOLS = [Path("/usr/local/cuda/bin/ncu"), Path("/usr/local/cuda/bin/compute-sanitizer"),

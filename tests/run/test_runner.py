@@ -19,6 +19,8 @@ from ktui.run.runner import LocalRunner
 from ktui.run.session import Session
 from ktui.workspace.kernels import kernel_at
 
+pytestmark = pytest.mark.worker
+
 
 @pytest.fixture
 def ws(tmp_path):

@@ -32,6 +32,14 @@ def my_workers() -> list[int]:
 
 
 @pytest.fixture
+def new_workers():
+    """This process's ktui workers started since the test began: a worker of other tests that is
+    still alive (the session's warm one, ``warm_ktui``) is none of this test's."""
+    before = set(my_workers())
+    return lambda: [pid for pid in my_workers() if pid not in before]
+
+
+@pytest.fixture
 def session(tmp_path):
     root = make_workspace(tmp_path / "ws", kernels=["add_triton"], fixtures=["syntax_error"])
     session = Session(root, runner=LocalRunner(WorkerConfig(force_cpu=True)))
@@ -44,9 +52,10 @@ def run_events(session: Session, name: str) -> list:
     return list(session.events(session.prepare(kernel, Options(force_cpu=True, benchmark=False))))
 
 
-def test_a_syntax_error_fails_the_pre_checks_at_its_line_and_starts_no_worker(session):
+@pytest.mark.unit
+def test_a_syntax_error_fails_the_pre_checks_at_its_line_and_starts_no_worker(session, new_workers):
     started, pre, done = run_events(session, "syntax_error")
-    assert my_workers() == []
+    assert new_workers() == []
     assert isinstance(started, RunStarted) and started.tier == "-"  # no worker said where it ran
     assert isinstance(pre, RungFinished) and (pre.rung, pre.status) == ("pre-checks", "failed")
     assert pre.message.startswith("SyntaxError: ") and "(syntax_error.py:11:" in pre.message
@@ -58,15 +67,17 @@ def test_a_syntax_error_fails_the_pre_checks_at_its_line_and_starts_no_worker(se
     assert session.store.runs("syntax_error")[0].verdict == "failed"  # recorded like any run
 
 
-def test_a_syntax_error_in_the_reference_is_placed_in_the_reference(session):
+@pytest.mark.unit
+def test_a_syntax_error_in_the_reference_is_placed_in_the_reference(session, new_workers):
     reference = session.root / "references" / "add.py"
     reference.write_text(reference.read_text() + "\ndef broken(:\n")
     _, pre, _ = run_events(session, "add_triton")
-    assert my_workers() == []
+    assert new_workers() == []
     assert Path(pre.error.location.file) == reference and pre.error.location.line == len(reference.read_text().splitlines())
 
 
-def test_a_kernel_that_compiles_still_runs_in_the_worker(session):
+@pytest.mark.worker
+def test_a_kernel_that_compiles_still_runs_in_the_worker(session, new_workers):
     events = run_events(session, "add_triton")
-    assert events[0].tier == "cpu" and len(my_workers()) == 1
+    assert events[0].tier == "cpu" and len(new_workers()) == 1
     assert events[-1].verdict == "passed"

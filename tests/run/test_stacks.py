@@ -71,6 +71,7 @@ def spinning(tmp_path, monkeypatch):
         worker.kill()
 
 
+@pytest.mark.worker
 def test_a_dump_that_pauses_midway_is_read_to_its_end_and_names_the_spinning_function(spinning, tmp_path):
     dump = stacks.ask_for_stack(spinning(0.5))
     assert dump.complete and stacks.OUTERMOST in dump.lines[-1]
@@ -81,6 +82,7 @@ def test_a_dump_that_pauses_midway_is_read_to_its_end_and_names_the_spinning_fun
     assert error.location.line == frame.line and stacks.OUTERMOST in error.traceback
 
 
+@pytest.mark.worker
 def test_a_dump_that_never_completes_is_told_as_such_after_the_bounded_wait(spinning, tmp_path):
     started = time.monotonic()
     dump = stacks.ask_for_stack(spinning(30.0), wait_s=1.0)
@@ -91,6 +93,7 @@ def test_a_dump_that_never_completes_is_told_as_such_after_the_bounded_wait(spin
     assert error.location is None and error.traceback == "\n".join(dump.lines)
 
 
+@pytest.mark.worker
 def test_a_kernel_hanging_inside_its_triton_loop_is_placed_on_its_line_every_time(tmp_path):
     ws = make_workspace(tmp_path / "ws", fixtures=["hang_in_jit"])
     source = (ws / "kernels" / "hang_in_jit.py").read_text()
@@ -110,6 +113,7 @@ def test_a_kernel_hanging_inside_its_triton_loop_is_placed_on_its_line_every_tim
         assert f"it was at kernels/{name}.py:{place['line']} in add_kernel" in run["message"]
 
 
+@pytest.mark.unit
 def test_a_frame_of_code_made_at_run_time_is_never_taken_for_the_users_line(tmp_path):
     """Triton's interpreter runs code it made (``File "<string>"``) inside the kernel's loop; relative
     to the worker's folder that name looked like a workspace file and was named as where it hung."""

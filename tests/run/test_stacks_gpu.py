@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from conftest import by_kernel, finished, ktui, make_workspace, parse_events, rungs
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.worker]
 
 
 @pytest.mark.xfail(strict=True, reason=(

@@ -21,6 +21,8 @@ from ktui.tui.text import device_text
 from ktui.tui.versions import VersionPoint
 from ktui.workspace.folder import Workspace
 
+pytestmark = pytest.mark.unit
+
 
 def viewer(tmp_path):
     ws, now = replay_cpu_history(tmp_path / "ws")

@@ -8,6 +8,7 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
 from conftest import FIXTURES, REPO, make_workspace
 from rich.console import Console
 from textual.widgets import DataTable, Static, TabbedContent
@@ -60,6 +61,7 @@ def make_app(ws: Path, **settings) -> KtuiApp:
                    WatchSettings(debounce_s=0.05, **{"audit": False, **settings}))
 
 
+@pytest.mark.worker
 def test_a_save_written_as_temp_file_and_rename_runs_and_updates_the_panes(tmp_path):
     ws = make_workspace(tmp_path / "ws", kernels=["add_triton"], fixtures=["compile_error"])
 
@@ -89,6 +91,7 @@ def test_a_save_written_as_temp_file_and_rename_runs_and_updates_the_panes(tmp_p
     asyncio.run(scenario())
 
 
+@pytest.mark.worker
 def test_a_save_during_a_run_cancels_it_and_the_list_shows_the_new_verdict(tmp_path):
     ws = make_workspace(tmp_path / "ws")
     kernel = ws / "kernels" / "add_slow.py"
@@ -112,6 +115,7 @@ def test_a_save_during_a_run_cancels_it_and_the_list_shows_the_new_verdict(tmp_p
     asyncio.run(scenario())
 
 
+@pytest.mark.worker
 def test_a_crashing_kernel_leaves_the_app_running_and_the_next_run_works(tmp_path):
     ws = make_workspace(tmp_path / "ws", fixtures=["crash_segfault"])
 
@@ -131,6 +135,7 @@ def test_a_crashing_kernel_leaves_the_app_running_and_the_next_run_works(tmp_pat
     asyncio.run(scenario())
 
 
+@pytest.mark.worker
 def test_keys_do_what_the_footer_says(tmp_path):
     ws = make_workspace(tmp_path / "ws", kernels=["add_triton"], fixtures=["compile_error"])
 
@@ -208,6 +213,7 @@ def test_keys_do_what_the_footer_says(tmp_path):
     asyncio.run(scenario())
 
 
+@pytest.mark.worker
 def test_an_empty_workspace_and_broken_files_show_messages_and_nothing_crashes(tmp_path):
     empty = tmp_path / "empty"
     (empty / "references").mkdir(parents=True)
@@ -251,6 +257,7 @@ def _screen_colours(ws: Path) -> list[list[int]]:
     return [[int(c[i:i + 2], 16) for i in (0, 2, 4)] for c in colours]
 
 
+@pytest.mark.unit
 def test_no_color_turns_the_screen_monochrome(tmp_path, monkeypatch):
     ws = make_workspace(tmp_path / "ws", fixtures=["compile_error"])
     monkeypatch.delenv("NO_COLOR", raising=False)
@@ -259,6 +266,7 @@ def test_no_color_turns_the_screen_monochrome(tmp_path, monkeypatch):
     assert all(max(ch) - min(ch) <= 8 for ch in _screen_colours(ws))
 
 
+@pytest.mark.worker
 def test_p_runs_ktui_profile_and_its_answer_fills_the_ncu_pane(tmp_path):
     """``p`` runs ``python -m ktui profile PATH --json`` for real; without a GPU or ncu its answer
     is a failure that says why, and that answer is what the pane shows."""
@@ -282,6 +290,7 @@ def test_p_runs_ktui_profile_and_its_answer_fills_the_ncu_pane(tmp_path):
     asyncio.run(scenario())
 
 
+@pytest.mark.unit
 def test_a_result_older_than_the_file_on_disk_is_marked_stale(tmp_path):
     from dashboard_fixture import replay_cpu_history
 
@@ -305,6 +314,7 @@ def test_a_result_older_than_the_file_on_disk_is_marked_stale(tmp_path):
     asyncio.run(scenario())
 
 
+@pytest.mark.unit
 def test_resizing_between_tabs_and_side_by_side_keeps_the_selection(tmp_path):
     from dashboard_fixture import replay_cpu_history
 
@@ -332,6 +342,7 @@ def test_resizing_between_tabs_and_side_by_side_keeps_the_selection(tmp_path):
     asyncio.run(scenario())
 
 
+@pytest.mark.worker
 def test_a_shape_listed_twice_in_tests_gets_its_own_rung_and_the_dashboard_draws_both(tmp_path):
     ws = make_workspace(tmp_path / "ws")
     reference = (ws / "references" / "add.py").read_text()
@@ -354,6 +365,7 @@ def test_a_shape_listed_twice_in_tests_gets_its_own_rung_and_the_dashboard_draws
     asyncio.run(scenario())
 
 
+@pytest.mark.worker
 def test_a_cutedsl_kernel_only_compiled_on_the_cpu_tier_reads_compiled_not_passed(tmp_path):
     ws = make_workspace(tmp_path / "ws", kernels=["add_cutedsl"])
 

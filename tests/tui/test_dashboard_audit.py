@@ -7,11 +7,14 @@ import asyncio
 import shutil
 from pathlib import Path
 
+import pytest
 from conftest import FIXTURES
 from test_dashboard import idle, make_app, plain, until
 from textual.widgets import DataTable, Static
 
 from ktui.tui.panes.rungs import RungsPane
+
+pytestmark = pytest.mark.worker
 
 
 def relu_workspace(root: Path, reference: str = "relu_rand") -> Path:

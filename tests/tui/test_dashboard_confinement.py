@@ -3,10 +3,14 @@ saving its own files is no longer re-run — until it runs again."""
 
 from pathlib import Path
 
+import pytest
+
 from ktui.protocol.events import RunStarted
 from ktui.run.notices import RunnerReady
 from ktui.tui.state import DashboardState, KernelView
 from ktui.watch.echoes import RerunsStopped
+
+pytestmark = pytest.mark.unit
 
 WHY = "not confined: KTUI_NO_CONFINE is set"
 

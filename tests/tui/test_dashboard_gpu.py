@@ -16,7 +16,7 @@ from ktui.tui.app import KtuiApp
 from ktui.watch.loop import WatchSettings
 from ktui.workspace.folder import Workspace
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.worker]
 
 
 def test_on_a_gpu_the_list_and_history_show_speedups_and_p_fills_the_ncu_pane(tmp_path):

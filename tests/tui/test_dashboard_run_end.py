@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from conftest import make_workspace
 from test_dashboard import idle, plain, row, until
 
@@ -42,6 +43,7 @@ async def _until_every_run_ended(app: KtuiApp, pilot, kernels: list[str]) -> Non
     await until(pilot, ended, timeout=300, what=f"the runs of {kernels} to end")
 
 
+@pytest.mark.worker
 def test_after_a_runs_last_notice_the_dashboard_queue_is_empty_and_its_verdict_is_on_screen(tmp_path):
     ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
 
@@ -60,6 +62,7 @@ def test_after_a_runs_last_notice_the_dashboard_queue_is_empty_and_its_verdict_i
     asyncio.run(scenario())
 
 
+@pytest.mark.worker
 def test_with_two_gpus_the_dashboard_sees_both_runs_end_and_names_the_gpus(tmp_path):
     ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
     (ws / "kernels" / "add_copy.py").write_text((ws / "kernels" / "add_triton.py").read_text())
@@ -80,6 +83,7 @@ def test_with_two_gpus_the_dashboard_sees_both_runs_end_and_names_the_gpus(tmp_p
     asyncio.run(scenario())
 
 
+@pytest.mark.unit
 def test_a_queue_notice_taken_before_the_last_one_but_delivered_after_it_does_not_bring_back_a_finished_run():
     # Two GPUs' threads finish at once: each takes a snapshot, and the older may reach the
     # dashboard last (Textual also puts a message posted on its own thread ahead of ones other

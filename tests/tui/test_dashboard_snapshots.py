@@ -14,6 +14,8 @@ from dashboard_fixture import add_synthetic_gpu_history, replay_cpu_history
 from ktui.tui.app import KtuiApp
 from ktui.workspace.folder import Workspace
 
+pytestmark = pytest.mark.unit
+
 # pane number → the kernel whose pane says the most
 CASES = {
     1: "compile_error",   # a compile error at file:line with the source around it

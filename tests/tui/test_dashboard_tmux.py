@@ -21,7 +21,10 @@ from conftest import REPO, make_workspace
 
 TMUX = shutil.which("tmux")
 VIM = shutil.which("vim")
-pytestmark = pytest.mark.skipif(TMUX is None, reason="tmux is not installed (apt-get install -y tmux; .ci/run does)")
+pytestmark = [
+    pytest.mark.skipif(TMUX is None, reason="tmux is not installed (apt-get install -y tmux; .ci/run does)"),
+    pytest.mark.e2e,
+]
 
 ADD = (REPO / "kernels" / "add_triton.py").read_text()
 

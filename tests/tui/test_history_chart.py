@@ -7,6 +7,7 @@ import asyncio
 import re
 from pathlib import Path
 
+import pytest
 from dashboard_fixture import replay_cpu_history
 from textual_plotext import PlotextPlot
 
@@ -17,6 +18,8 @@ from ktui.tui.panes.history import _head
 from ktui.tui.state import KernelView
 from ktui.tui.versions import version_history
 from ktui.workspace.folder import Workspace
+
+pytestmark = pytest.mark.unit
 
 
 def screen_lines(app: KtuiApp) -> list[str]:

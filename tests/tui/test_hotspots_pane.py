@@ -21,6 +21,8 @@ from ktui.tui.panes.hotspots import hot_renderables, hot_view
 from ktui.tui.panes.sass_diff import SassPane
 from ktui.workspace.folder import Workspace
 
+pytestmark = pytest.mark.unit
+
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "hotspots"
 
 

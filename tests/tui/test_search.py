@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from dashboard_fixture import replay_cpu_history
 
 from ktui.tui.app import KtuiApp
@@ -15,6 +16,8 @@ from ktui.tui.panes.sass_diff import SassPane
 from ktui.tui.search_bar import SearchBar
 from ktui.tui.searchable import PaneText, TextPane
 from ktui.workspace.folder import Workspace
+
+pytestmark = pytest.mark.unit
 
 
 def viewer(tmp_path):

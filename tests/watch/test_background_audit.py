@@ -15,6 +15,7 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
 from conftest import FIXTURES, REPO
 
 from ktui.protocol.events import RunFinished, RunStarted
@@ -23,6 +24,8 @@ from ktui.run.notices import QueueChanged
 from ktui.watch.audits import AuditFinished
 from ktui.watch.loop import WatchLoop, WatchSettings
 from ktui.workspace.folder import Workspace
+
+pytestmark = pytest.mark.worker
 
 AUDIT = FIXTURES / "audit"
 COPY = (AUDIT / "relu_copy_triton.py").read_text()

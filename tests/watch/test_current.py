@@ -16,6 +16,8 @@ from ktui.tui.state import DashboardState
 from ktui.watch.loop import Saved
 from ktui.workspace.kernels import content_hash, discover
 
+pytestmark = pytest.mark.worker
+
 
 def workspace_with_gpumode_and_kernelbench(root):
     make_workspace(root)

@@ -2,7 +2,11 @@
 
 from pathlib import Path
 
+import pytest
+
 from ktui.watch.echoes import LIMIT, Echoes
+
+pytestmark = pytest.mark.unit
 
 ROOT = Path("/ws")
 KERNEL = ROOT / "kernels" / "add.py"

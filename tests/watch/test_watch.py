@@ -14,6 +14,8 @@ from watchdog.observers.inotify import InotifyObserver
 
 from ktui.watch.watcher import Save, Watcher, is_watched_file
 
+pytestmark = pytest.mark.unit
+
 QUIET = 0.6  # long enough for the debounce (50 ms here) and inotify delivery on a busy machine
 
 
@@ -109,6 +111,21 @@ def test_a_burst_of_writes_settles_into_one_save_of_the_final_content(watched):
     from ktui.workspace.kernels import content_hash
 
     assert got[0].content_hash == content_hash(b"v = 39\n")
+
+
+def test_a_file_held_open_mid_write_is_saved_once_its_writer_closes_it_never_half_written(watched):
+    folder, saves, watcher = watched
+    with open(folder / "k.py", "w") as f:  # truncated now, like every write in place
+        f.write("v = 1\n# half")
+        f.flush()
+        # far longer than the 50 ms quiet period: a busy machine's pause between truncate and write
+        assert saves.none(within=QUIET * 2)
+        f.write(" and whole\n")
+    got = saves.wait()
+    from ktui.workspace.kernels import content_hash
+
+    assert [s.content_hash for s in got] == [content_hash(b"v = 1\n# half and whole\n")]
+    assert watcher.known_hash(folder / "k.py") == got[0].content_hash
 
 
 def test_swap_backup_and_hidden_files_and_ktui_output_are_ignored(watched, tmp_path):

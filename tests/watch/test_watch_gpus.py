@@ -6,6 +6,7 @@ none): real files, real saves, real worker processes and kernels.
 
 from __future__ import annotations
 
+import pytest
 from conftest import FIXTURES, REPO, make_workspace
 from test_watch_loop import Collector, save_atomically
 
@@ -18,6 +19,8 @@ from ktui.run.runner import WorkerConfig
 from ktui.watch.loop import WatchLoop, WatchSettings
 from ktui.workspace.folder import Workspace
 from ktui.workspace.kernels import content_hash
+
+pytestmark = pytest.mark.worker
 
 ADD = (REPO / "kernels" / "add_triton.py").read_text()
 HANG = (FIXTURES / "kernels" / "hang.py").read_text()

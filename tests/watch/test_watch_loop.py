@@ -13,6 +13,7 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
 from conftest import FIXTURES, REPO, make_workspace
 
 from ktui.protocol.events import RunFinished, RungStarted, RunStarted
@@ -61,6 +62,7 @@ class Collector:
             return [i for i in self.items if isinstance(i, cls)]
 
 
+@pytest.mark.worker
 def test_a_save_during_a_run_cancels_it_and_the_newest_content_runs(tmp_path):
     ws = make_workspace(tmp_path / "ws")
     kernel = ws / "kernels" / "add_edit.py"
@@ -93,6 +95,7 @@ def test_a_save_during_a_run_cancels_it_and_the_newest_content_runs(tmp_path):
     assert latest["content_hash"] == content_hash(ADD.encode()) and latest["verdict"] == "passed"
 
 
+@pytest.mark.worker
 def test_a_reference_save_reruns_every_kernel_that_uses_it(tmp_path):
     ws = make_workspace(tmp_path / "ws", kernels=["add_triton", "softmax_triton"])
     (ws / "kernels" / "add_copy.py").write_text(ADD)
@@ -113,6 +116,7 @@ def test_a_reference_save_reruns_every_kernel_that_uses_it(tmp_path):
         loop.close()
 
 
+@pytest.mark.worker
 def test_a_reference_save_during_a_run_cancels_it_and_the_new_run_records_the_new_reference(tmp_path):
     ws = make_workspace(tmp_path / "ws")
     kernel = ws / "kernels" / "add_edit.py"
@@ -134,6 +138,7 @@ def test_a_reference_save_during_a_run_cancels_it_and_the_new_run_records_the_ne
         loop.close()
 
 
+@pytest.mark.worker
 def test_a_kernel_that_rewrites_its_reference_in_every_run_ends_suspicious_never_passed(tmp_path, monkeypatch):
     # Its first run changes the reference (cancelled, or judged by the recorded one); the run that
     # follows is judged by what it wrote, and writing it again there gives the kernel away.
@@ -163,6 +168,7 @@ def _workers_tagged(tag: str) -> list[int]:
     return pids
 
 
+@pytest.mark.worker
 def test_headless_prints_json_lines_writes_latest_and_leaves_no_process(tmp_path):
     ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
     tag = uuid.uuid4().hex
@@ -201,6 +207,7 @@ def test_headless_prints_json_lines_writes_latest_and_leaves_no_process(tmp_path
     assert _workers_tagged(tag) == []
 
 
+@pytest.mark.worker
 def test_headless_on_a_missing_kernels_folder_says_what_to_create_and_stops_on_sigterm(tmp_path):
     ws = tmp_path / "ws"
     (ws / "references").mkdir(parents=True)
@@ -218,6 +225,7 @@ def test_headless_on_a_missing_kernels_folder_says_what_to_create_and_stops_on_s
         assert proc.wait(timeout=30) == 0
 
 
+@pytest.mark.worker
 def test_headless_stops_when_its_reader_goes_away(tmp_path):
     ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -233,6 +241,7 @@ def test_headless_stops_when_its_reader_goes_away(tmp_path):
             proc.kill()
 
 
+@pytest.mark.worker
 def test_watch_on_a_path_that_does_not_exist_is_a_clear_error(tmp_path):
     from conftest import ktui
 
@@ -241,6 +250,7 @@ def test_watch_on_a_path_that_does_not_exist_is_a_clear_error(tmp_path):
     assert "no such folder" in proc.stderr
 
 
+@pytest.mark.unit
 def test_a_cancelled_run_leaves_the_latest_file_with_the_last_real_verdict(tmp_path):
     from ktui.history.reports import ReportWriter, latest_path
     from ktui.protocol.events import RunFinished, RunStarted
@@ -264,6 +274,7 @@ def test_a_cancelled_run_leaves_the_latest_file_with_the_last_real_verdict(tmp_p
     assert json.loads(latest_path(state, "k").read_text())["verdict"] == "failed"
 
 
+@pytest.mark.worker
 def test_sigterm_of_headless_cancels_the_run_saying_the_watcher_stopped(tmp_path):
     ws = make_workspace(tmp_path / "ws")
     (ws / "kernels" / "add_slow.py").write_text(HANG)
@@ -293,6 +304,7 @@ def _watch_rewriting_kernel(tmp_path, got: Collector) -> tuple[WatchLoop, Path]:
     return loop, ws / "kernels" / "rewrites_itself.py"
 
 
+@pytest.mark.worker
 def test_an_unconfined_kernel_that_keeps_saving_itself_is_stopped_after_a_few_reruns_saying_why(tmp_path, monkeypatch):
     from ktui.protocol.processes import NO_CONFINE_ENV
     from ktui.watch.echoes import LIMIT, RerunsStopped
@@ -317,6 +329,7 @@ def test_an_unconfined_kernel_that_keeps_saving_itself_is_stopped_after_a_few_re
         loop.close()
 
 
+@pytest.mark.worker
 def test_a_confined_kernel_cannot_save_itself_so_it_runs_once(tmp_path):
     got = Collector()
     loop, kernel = _watch_rewriting_kernel(tmp_path, got)

@@ -10,8 +10,9 @@ from conftest import REPO, finished, ktui, parse_events
 from ktui.workspace.scaffold import FILES, template
 
 
-def test_init_makes_a_workspace_whose_example_passes_the_loop(tmp_path):
-    proc = ktui("init", "ws", cwd=tmp_path)
+@pytest.mark.worker
+def test_init_makes_a_workspace_whose_example_passes_the_loop(tmp_path, warm_ktui):
+    proc = warm_ktui("init", "ws", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     ws = tmp_path / "ws"
     assert {p.name for p in (ws / "context").iterdir() if p.is_dir()} == {"triton", "cutedsl", "tilelang"}  # offline, installed
@@ -20,7 +21,7 @@ def test_init_makes_a_workspace_whose_example_passes_the_loop(tmp_path):
         assert (ws / rel).is_file(), rel
     assert ".ktui/" in (ws / ".gitignore").read_text().splitlines()
     assert "AGENTS.md" in (ws / "CLAUDE.md").read_text()
-    run = ktui("run", "--no-audit", "--json", "kernels/", cwd=ws)
+    run = warm_ktui("run", "--no-audit", "--json", "kernels/", cwd=ws)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     assert finished(parse_events(run.stdout))["verdict"] == "passed"
     # what AGENTS.md promises is where it is
@@ -29,6 +30,7 @@ def test_init_makes_a_workspace_whose_example_passes_the_loop(tmp_path):
     assert (ws / ".ktui" / "runs" / "add_triton" / "1" / "add_kernel.sass").is_file() and ".ktui/runs/<kernel>/<version>/" in agents
 
 
+@pytest.mark.unit
 def test_agents_md_tells_the_loop_the_tiers_the_reference_rules_and_the_tools():
     agents = template("AGENTS.md")
     for needed in ("references/<op>.py", "kernels/", "custom_kernel", "generate_input", "ref_kernel", "TESTS",
@@ -42,27 +44,30 @@ def test_agents_md_tells_the_loop_the_tiers_the_reference_rules_and_the_tools():
     assert len(agents.splitlines()) < 150
 
 
-def test_init_refuses_to_overwrite_and_writes_nothing_unless_forced(tmp_path):
-    assert ktui("init", cwd=tmp_path).returncode == 0
+@pytest.mark.unit
+def test_init_refuses_to_overwrite_and_writes_nothing_unless_forced(tmp_path, warm_ktui):
+    assert warm_ktui("init", cwd=tmp_path).returncode == 0
     (tmp_path / "AGENTS.md").write_text("my own notes\n")
     (tmp_path / "kernels" / "add_triton.py").unlink()
-    proc = ktui("init", cwd=tmp_path)
+    proc = warm_ktui("init", cwd=tmp_path)
     assert proc.returncode == 2
     assert "AGENTS.md" in proc.stderr and "--force" in proc.stderr
     assert (tmp_path / "AGENTS.md").read_text() == "my own notes\n"
     assert not (tmp_path / "kernels" / "add_triton.py").exists()  # nothing at all was written
-    assert ktui("init", "--force", cwd=tmp_path).returncode == 0
+    assert warm_ktui("init", "--force", cwd=tmp_path).returncode == 0
     assert (tmp_path / "AGENTS.md").read_text() == template("AGENTS.md")
 
 
-def test_an_existing_gitignore_keeps_its_lines_and_gets_ktui_once(tmp_path):
+@pytest.mark.unit
+def test_an_existing_gitignore_keeps_its_lines_and_gets_ktui_once(tmp_path, warm_ktui):
     (tmp_path / ".gitignore").write_text("*.pyc\nbuild/")
-    assert ktui("init", cwd=tmp_path).returncode == 0
+    assert warm_ktui("init", cwd=tmp_path).returncode == 0
     assert (tmp_path / ".gitignore").read_text() == "*.pyc\nbuild/\n.ktui/\n"
-    assert ktui("init", "--force", cwd=tmp_path).returncode == 0
+    assert warm_ktui("init", "--force", cwd=tmp_path).returncode == 0
     assert (tmp_path / ".gitignore").read_text().count(".ktui/") == 1
 
 
+@pytest.mark.unit
 def test_the_worked_example_is_the_shipped_one():
     """The templates are copies (they must install with the package); they may not drift."""
     shipped = {"references/add.py": "references/add.py", "kernels/add_triton.py": "kernels/add_triton.py",

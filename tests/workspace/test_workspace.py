@@ -15,6 +15,7 @@ def ids(kernels) -> list[str]:
     return sorted(k.id for k in kernels)
 
 
+@pytest.mark.unit
 def test_a_reference_affects_every_kernel_judged_by_it_and_a_kernel_only_itself(tmp_path):
     ws = make_workspace(tmp_path / "ws", kernels=["add_triton", "softmax_triton", "add_cutedsl"])
     w = Workspace.at(ws)
@@ -24,6 +25,7 @@ def test_a_reference_affects_every_kernel_judged_by_it_and_a_kernel_only_itself(
     assert w.affected_by(ws / "kernels" / "notes.py") == []
 
 
+@pytest.mark.unit
 def test_a_new_reference_resolves_kernels_that_had_none(tmp_path):
     ws = make_workspace(tmp_path / "ws")
     (ws / "kernels" / "gelu_triton.py").write_text("def custom_kernel(x):\n    return x\n")
@@ -32,6 +34,7 @@ def test_a_new_reference_resolves_kernels_that_had_none(tmp_path):
     assert ids(w.affected_by(ws / "references" / "gelu.py")) == ["gelu_triton"]
 
 
+@pytest.mark.unit
 def test_watching_the_root_the_kernels_folder_or_a_subfolder_finds_the_same_workspace(tmp_path):
     ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
     (ws / "kernels" / "more").mkdir()
@@ -42,6 +45,7 @@ def test_watching_the_root_the_kernels_folder_or_a_subfolder_finds_the_same_work
     assert sub.root == ws.resolve() and ids(sub.kernels()) == ["more/add_v2"]
 
 
+@pytest.mark.unit
 def test_a_gpumode_problem_folder_reruns_every_submission_when_its_task_or_reference_changes(tmp_path):
     problem = tmp_path / "scaleadd"
     shutil.copytree(FIXTURES / "gpumode" / "scaleadd", problem)
@@ -56,6 +60,7 @@ def test_a_gpumode_problem_folder_reruns_every_submission_when_its_task_or_refer
     assert (tmp_path / "utils.py").parent.resolve() in w.watch_folders()  # task.yml's shared module
 
 
+@pytest.mark.unit
 def test_a_kernelbench_reference_outside_references_is_watched_too(tmp_path):
     ws = make_workspace(tmp_path / "ws")
     (ws / "kb").mkdir()
@@ -66,6 +71,7 @@ def test_a_kernelbench_reference_outside_references_is_watched_too(tmp_path):
     assert ids(w.affected_by(ws / "kb" / "scale_shift_relu.py")) == ["scale_shift_relu_triton"]
 
 
+@pytest.mark.unit
 def test_missing_and_empty_folders_say_what_to_do(tmp_path):
     ws = tmp_path / "ws"
     (ws / "references").mkdir(parents=True)
@@ -83,6 +89,7 @@ def test_missing_and_empty_folders_say_what_to_do(tmp_path):
         Workspace.at(bare / "kernels" / "add_x.py")
 
 
+@pytest.mark.unit
 def test_a_folder_of_broken_files_lists_them_without_raising(tmp_path):
     ws = make_workspace(tmp_path / "ws")
     (ws / "kernels" / "add_syntax.py").write_text("def custom_kernel(:\n")
@@ -94,6 +101,7 @@ def test_a_folder_of_broken_files_lists_them_without_raising(tmp_path):
     assert kernels["nothing_known"].reference is None and "no reference" in kernels["nothing_known"].reference_error
 
 
+@pytest.mark.unit
 def test_the_kernel_index_rereads_a_saved_kernel_and_rescans_for_anything_else(tmp_path):
     from ktui.workspace.folder import KernelIndex
 
@@ -113,6 +121,7 @@ def test_the_kernel_index_rereads_a_saved_kernel_and_rescans_for_anything_else(t
     assert index.affected_by(new) == [] and "add_new" not in ids(index.kernels())
 
 
+@pytest.mark.unit
 def test_a_folder_named_like_a_kernel_hides_no_kernel_and_new_kernels_are_still_found(tmp_path):
     ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
     (ws / "kernels" / "dirk.py").mkdir()
@@ -123,6 +132,7 @@ def test_a_folder_named_like_a_kernel_hides_no_kernel_and_new_kernels_are_still_
     assert ids(index.kernels()) == ["add_triton", "softmax_triton"]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("declared", ["/nonexistent/ktui/ref.py", "/etc/passwd", "../outside.py"])
 def test_a_reference_outside_the_workspace_is_refused_and_never_watched(tmp_path, declared):
     ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
@@ -135,6 +145,7 @@ def test_a_reference_outside_the_workspace_is_refused_and_never_watched(tmp_path
     assert all(folder.is_relative_to(ws) for folder in w.watch_folders())
 
 
+@pytest.mark.worker
 def test_symlinked_kernels_are_named_by_their_links_not_their_targets(tmp_path):
     ws = make_workspace(tmp_path / "ws")
     for side in ("a", "b"):
@@ -147,6 +158,7 @@ def test_symlinked_kernels_are_named_by_their_links_not_their_targets(tmp_path):
     assert proc.returncode == 0 and proc.stdout.startswith("add_two:"), proc.stdout + proc.stderr
 
 
+@pytest.mark.unit
 def test_discovery_does_not_enter_another_workspace_below_the_folder_named(tmp_path):
     outer = tmp_path / "outer"
     inner = make_workspace(outer / "someone_else")
@@ -157,6 +169,7 @@ def test_discovery_does_not_enter_another_workspace_below_the_folder_named(tmp_p
         discover([outer])
 
 
+@pytest.mark.unit
 def test_discovery_stops_at_its_folder_limit_and_says_what_to_name(tmp_path):
     big = tmp_path / "big"
     for i in range(MAX_FOLDERS + 1):
@@ -165,6 +178,7 @@ def test_discovery_stops_at_its_folder_limit_and_says_what_to_name(tmp_path):
         discover([big])
 
 
+@pytest.mark.unit
 def test_a_misspelled_reference_name_gets_the_closest_one_suggested(tmp_path):
     ws = make_workspace(tmp_path / "ws", kernels=["softmax_triton"])
     (ws / "kernels" / "typo.py").write_text('REFERENCE = "sofmtax"\n')
@@ -174,6 +188,7 @@ def test_a_misspelled_reference_name_gets_the_closest_one_suggested(tmp_path):
 
 
 # -- what judges a kernel: the reference snapshot ------------------------------------------------
+@pytest.mark.unit
 def test_the_reference_hash_of_a_reference_without_workspace_imports_is_its_content_hash(tmp_path):
     from ktui.workspace.kernels import content_hash, reference_snapshot
 
@@ -183,6 +198,7 @@ def test_the_reference_hash_of_a_reference_without_workspace_imports_is_its_cont
     assert snapshot.hash == content_hash((ws / "references" / "add.py").read_bytes())
 
 
+@pytest.mark.unit
 def test_the_workspace_modules_a_reference_imports_are_part_of_its_snapshot_and_hash(tmp_path):
     from ktui.workspace.kernels import content_hash, reference_hash, reference_snapshot
 
@@ -204,6 +220,7 @@ def test_the_workspace_modules_a_reference_imports_are_part_of_its_snapshot_and_
     assert reference_hash(kernel) != snapshot.hash
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("named_by", ["op", "path"])
 def test_a_symlinked_reference_leaving_the_workspace_is_refused_whether_named_by_op_or_by_path(tmp_path, named_by):
     ws = make_workspace(tmp_path / "ws")
