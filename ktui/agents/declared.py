@@ -42,6 +42,12 @@ TOOLS: dict[str, tuple[ToolAnnotations, dict[str, Any]]] = {
                         compiled={"type": "array", "items": _STR}, not_run=_STR)),
     "latest": (_READ, {**_DIGEST, "properties": {**_DIGEST["properties"], "rungs": _ARR, "stale": _BOOL},
                        "required": [*_DIGEST["required"], "stale"]}),
+    "verdict": (_READ, _obj(["kernel", "status", "content_hash", "reference_hash", "result", "message"], kernel=_STR,
+                            status={"enum": ["finished", "not_run", "timeout"]}, content_hash=_STR,
+                            reference_hash=_STR, waited_s=_ANY, message=_STR, result={**_obj(
+                                ["version", "verdict", "summary"], version=_INT, verdict=_STR, message=_ANY,
+                                summary=_OBJ, first_failure=_MAYBE_OBJ, tier=_ANY, device=_ANY, strict=_ANY,
+                                started=_ANY, run_dir=_ANY), "type": ["object", "null"]})),
     "history": (_READ, _obj(["kernel", "runs"], kernel=_STR, runs={"type": "array", "items": _obj(
         ["version", "verdict"], version=_INT, verdict=_STR, message=_ANY, started=_ANY, duration_s=_ANY, tier=_ANY,
         device=_ANY, strict=_ANY, run_dir=_ANY, summary=_OBJ)})),

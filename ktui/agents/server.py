@@ -28,6 +28,7 @@ from ktui.agents.digest import run_digest
 from ktui.agents.dumps import KINDS, MAX_PAGE_CHARS, read_dump
 from ktui.agents.hotspots import read_hotspots
 from ktui.agents.runs import Placement, RunService
+from ktui.agents.verdicts import verdict_now
 from ktui.agents.workspace import MAX_PATH_CHARS, AgentWorkspace, BadCall
 from ktui.history import linediff, rooflines
 from ktui.history.current import report_is_current
@@ -119,6 +120,19 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
         out = run_digest(report, with_rungs=True)
         out["stale"] = not report_is_current(report, k)  # the kernel or its reference changed since
         return out
+
+    @server.tool(description="The finished verdict of the kernel's content now on disk, judged by its reference now "
+                             "on disk, in one call: at once from the history when it holds that run; while a watch or "
+                             "ktui serve owning the workspace has a run of it queued or running (you just saved it), "
+                             "after that run, waiting up to timeout_s; when nothing will run it, at once, saying so "
+                             "(then call run). Never runs anything itself.")
+    async def verdict(
+        kernel: KernelArg,
+        timeout_s: Annotated[float, Field(gt=0, le=600, description="the longest to wait for a run in flight")] = 120.0,
+    ) -> dict[str, Any]:
+        k, state = kernel_state(kernel)
+        shown = workspace.relative(k.path)
+        return await verdict_now(lambda: workspace.kernel(str(k.path)), state, shown, timeout_s)
 
     @server.tool(description="Stored versions of a kernel, newest first: verdict, speedup, roofline, first failure.")
     def history(

@@ -17,7 +17,7 @@ from conftest import REPO, ktui, make_workspace
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
-TOOLS = {"run", "latest", "history", "diff", "profile", "sanitize", "context_search", "dump", "hotspots", "audit",
+TOOLS = {"run", "verdict", "latest", "history", "diff", "profile", "sanitize", "context_search", "dump", "hotspots", "audit",
          "output"}
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "hotspots"
 
