@@ -39,7 +39,10 @@ _AUDIT = _obj(["reference", "verdict", "weak", "checks"], reference=_STR, name=_
 
 TOOLS: dict[str, tuple[ToolAnnotations, dict[str, Any]]] = {
     "run": (_RUNS, _obj(["kernels", "all_passed"], kernels={"type": "array", "items": _DIGEST}, all_passed=_BOOL,
-                        compiled={"type": "array", "items": _STR}, not_run=_STR)),
+                        compiled={"type": "array", "items": _STR}, not_run=_STR,
+                        audits={"type": "array", "items": _obj(["reference", "verdict", "weak"], reference=_STR,
+                                                               verdict={"enum": ["strong", "weak", "error"]},
+                                                               weak={"type": "array", "items": _STR})})),
     "latest": (_READ, {**_DIGEST, "properties": {**_DIGEST["properties"], "rungs": _ARR, "stale": _BOOL},
                        "required": [*_DIGEST["required"], "stale"]}),
     "verdict": (_READ, _obj(["kernel", "status", "content_hash", "reference_hash", "result", "message"], kernel=_STR,

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import Field
 
@@ -27,6 +28,7 @@ from ktui.agents.declared import declare
 from ktui.agents.digest import run_digest
 from ktui.agents.dumps import KINDS, MAX_PAGE_CHARS, read_dump
 from ktui.agents.hotspots import read_hotspots
+from ktui.agents.run_audits import audit_after_run
 from ktui.agents.runs import Placement, RunService
 from ktui.agents.verdicts import verdict_now
 from ktui.agents.workspace import MAX_PATH_CHARS, AgentWorkspace, BadCall
@@ -88,6 +90,8 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
         seed: Annotated[int | None, Field(description="base seed (default: fresh seeds every run)")] = None,
         fresh_shapes: Annotated[int, Field(ge=0, le=16, description="shapes derived from TESTS that each version was "
                                            "never shown, checked after the declared ones (0 turns it off)")] = 2,
+        audit: Annotated[bool, Field(description="after the verdicts, audit each reference version never audited "
+                                     "(fast checks, cached): a weak one's kernels get `weak_test` in their summary")] = True,
     ) -> dict[str, Any]:
         try:
             kernels = discover([workspace.inside(p) for p in paths])
@@ -102,7 +106,10 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
             await ctx.report_progress(done, None, message)
 
         results = await runs.run(kernels, options, progress)
+        audits = await anyio.to_thread.run_sync(audit_after_run, workspace.root, kernels, options, results) if audit else []
         answer = {"kernels": results, "all_passed": bool(results) and all(r["verdict"] == "passed" for r in results)}
+        if audits:  # a weak test is a notice: it never changes all_passed
+            answer["audits"] = audits
         compiled = [r["kernel"] for r in results if r["verdict"] == "compiled"]
         if compiled:  # compiled and dumped, never run (CuTeDSL on the CPU tier): not a pass
             answer["compiled"] = compiled
