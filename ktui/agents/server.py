@@ -49,8 +49,11 @@ of your lines the instructions and, once profiled, the stalls come from) and `pr
 Compute, GPU) tell you what to change; stop when the summary says `satisfied` (every
 benchmark shape within `roofline_done` of its attainable time; `short` names the shapes that are
 not, `roofline_shapes` gives each one's fraction and bound) or when told. Never edit references/
-to make a kernel pass. `audit` a new reference before optimising against it (`weak` names each
-trick that would pass it); `output` shows what the kernel printed; `context_search` finds the DSLs'
+to make a kernel pass. `run` audits a reference never audited (`weak_test` in the summary names
+why its test is weak); `audit` a new reference before optimising against it (`weak` names each
+trick that would pass it). When a `ktui watch` runs the kernels on save, `verdict` gives the
+finished verdict of what you just saved without running it again (it says when nothing will run
+it); `output` shows what the kernel printed; `context_search` finds the DSLs'
 own sources before you guess an API. On the CPU tier `passed` means correct in Triton's
 interpreter, untimed, and a CuTeDSL kernel is only `compiled`."""
 
