@@ -39,9 +39,18 @@ _AUDIT = _obj(["reference", "verdict", "weak", "checks"], reference=_STR, name=_
 
 TOOLS: dict[str, tuple[ToolAnnotations, dict[str, Any]]] = {
     "run": (_RUNS, _obj(["kernels", "all_passed"], kernels={"type": "array", "items": _DIGEST}, all_passed=_BOOL,
-                        compiled={"type": "array", "items": _STR}, not_run=_STR)),
+                        compiled={"type": "array", "items": _STR}, not_run=_STR,
+                        audits={"type": "array", "items": _obj(["reference", "verdict", "weak"], reference=_STR,
+                                                               verdict={"enum": ["strong", "weak", "error"]},
+                                                               weak={"type": "array", "items": _STR})})),
     "latest": (_READ, {**_DIGEST, "properties": {**_DIGEST["properties"], "rungs": _ARR, "stale": _BOOL},
                        "required": [*_DIGEST["required"], "stale"]}),
+    "verdict": (_READ, _obj(["kernel", "status", "content_hash", "reference_hash", "result", "message"], kernel=_STR,
+                            status={"enum": ["finished", "not_run", "timeout"]}, content_hash=_STR,
+                            reference_hash=_STR, waited_s=_ANY, message=_STR, result={**_obj(
+                                ["version", "verdict", "summary"], version=_INT, verdict=_STR, message=_ANY,
+                                summary=_OBJ, first_failure=_MAYBE_OBJ, tier=_ANY, device=_ANY, strict=_ANY,
+                                started=_ANY, run_dir=_ANY), "type": ["object", "null"]})),
     "history": (_READ, _obj(["kernel", "runs"], kernel=_STR, runs={"type": "array", "items": _obj(
         ["version", "verdict"], version=_INT, verdict=_STR, message=_ANY, started=_ANY, duration_s=_ANY, tier=_ANY,
         device=_ANY, strict=_ANY, run_dir=_ANY, summary=_OBJ)})),

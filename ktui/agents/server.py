@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import Field
 
@@ -27,7 +28,9 @@ from ktui.agents.declared import declare
 from ktui.agents.digest import run_digest
 from ktui.agents.dumps import KINDS, MAX_PAGE_CHARS, read_dump
 from ktui.agents.hotspots import read_hotspots
+from ktui.agents.run_audits import audit_after_run
 from ktui.agents.runs import Placement, RunService
+from ktui.agents.verdicts import verdict_now
 from ktui.agents.workspace import MAX_PATH_CHARS, AgentWorkspace, BadCall
 from ktui.history import linediff, rooflines
 from ktui.history.current import report_is_current
@@ -46,8 +49,11 @@ of your lines the instructions and, once profiled, the stalls come from) and `pr
 Compute, GPU) tell you what to change; stop when the summary says `satisfied` (every
 benchmark shape within `roofline_done` of its attainable time; `short` names the shapes that are
 not, `roofline_shapes` gives each one's fraction and bound) or when told. Never edit references/
-to make a kernel pass. `audit` a new reference before optimising against it (`weak` names each
-trick that would pass it); `output` shows what the kernel printed; `context_search` finds the DSLs'
+to make a kernel pass. `run` audits a reference never audited (`weak_test` in the summary names
+why its test is weak); `audit` a new reference before optimising against it (`weak` names each
+trick that would pass it). When a `ktui watch` runs the kernels on save, `verdict` gives the
+finished verdict of what you just saved without running it again (it says when nothing will run
+it); `output` shows what the kernel printed; `context_search` finds the DSLs'
 own sources before you guess an API. On the CPU tier `passed` means correct in Triton's
 interpreter, untimed, and a CuTeDSL kernel is only `compiled`."""
 
@@ -87,6 +93,8 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
         seed: Annotated[int | None, Field(description="base seed (default: fresh seeds every run)")] = None,
         fresh_shapes: Annotated[int, Field(ge=0, le=16, description="shapes derived from TESTS that each version was "
                                            "never shown, checked after the declared ones (0 turns it off)")] = 2,
+        audit: Annotated[bool, Field(description="after the verdicts, audit each reference version never audited "
+                                     "(fast checks, cached): a weak one's kernels get `weak_test` in their summary")] = True,
     ) -> dict[str, Any]:
         try:
             kernels = discover([workspace.inside(p) for p in paths])
@@ -101,7 +109,10 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
             await ctx.report_progress(done, None, message)
 
         results = await runs.run(kernels, options, progress)
+        audits = await anyio.to_thread.run_sync(audit_after_run, workspace.root, kernels, options, results) if audit else []
         answer = {"kernels": results, "all_passed": bool(results) and all(r["verdict"] == "passed" for r in results)}
+        if audits:  # a weak test is a notice: it never changes all_passed
+            answer["audits"] = audits
         compiled = [r["kernel"] for r in results if r["verdict"] == "compiled"]
         if compiled:  # compiled and dumped, never run (CuTeDSL on the CPU tier): not a pass
             answer["compiled"] = compiled
@@ -119,6 +130,19 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
         out = run_digest(report, with_rungs=True)
         out["stale"] = not report_is_current(report, k)  # the kernel or its reference changed since
         return out
+
+    @server.tool(description="The finished verdict of the kernel's content now on disk, judged by its reference now "
+                             "on disk, in one call: at once from the history when it holds that run; while a watch or "
+                             "ktui serve owning the workspace has a run of it queued or running (you just saved it), "
+                             "after that run, waiting up to timeout_s; when nothing will run it, at once, saying so "
+                             "(then call run). Never runs anything itself.")
+    async def verdict(
+        kernel: KernelArg,
+        timeout_s: Annotated[float, Field(gt=0, le=600, description="the longest to wait for a run in flight")] = 120.0,
+    ) -> dict[str, Any]:
+        k, state = kernel_state(kernel)
+        shown = workspace.relative(k.path)
+        return await verdict_now(lambda: workspace.kernel(str(k.path)), state, shown, timeout_s)
 
     @server.tool(description="Stored versions of a kernel, newest first: verdict, speedup, roofline, first failure.")
     def history(

@@ -9,6 +9,11 @@ runs' events back as JSON lines, then ``owner_done``. So runs never overlap on o
 caller gets the owner's warm worker. A socket left by a crashed owner is found stale (nobody holds
 the lock) and replaced by the next owner. The owner runs each accepted job to its end, even when
 its caller goes away.
+
+A caller may also follow one kernel (``{"follow": path}``): the owner answers ``owner_following``
+lines — whether a run of it is queued or in flight (``busy``), and, for an owner that watches the
+files, within how many seconds it picks up a save (``save_grace_s``) — once at once and again at
+each change, until the caller hangs up. The MCP ``verdict`` tool waits on it (``ktui.agents.verdicts``).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from typing import Any, Iterator
 from ktui.protocol.events import Event, event_from_json
 from ktui.protocol.job import Options
 from ktui.protocol.sourcelines import PARSING
+from ktui.run.notices import QueueChanged
 from ktui.run.queue import RunQueue
 from ktui.workspace.kernels import ProblemError, discover, find_root, state_dir
 
@@ -37,6 +43,7 @@ TURN = "owner_turn"
 # it must not ask for another, which would wait behind itself.
 TURN_HELD_ENV = "KTUI_GPU_TURN_HELD"  # the caller's turn on the GPU has come: it says "release" (or hangs up) when done
 ERROR = "owner_error"
+FOLLOWING = "owner_following"
 
 
 class OwnerGone(RuntimeError):
@@ -124,9 +131,11 @@ def owner_pid(state: Path) -> str:
 class OwnerServer:
     """Serves ``queue`` to other processes of this user on the workspace's socket."""
 
-    def __init__(self, queue: RunQueue, ownership: Ownership, placement: str = HERE):
+    def __init__(self, queue: RunQueue, ownership: Ownership, placement: str = HERE,
+                 save_grace_s: float | None = None):
         self.queue = queue
         self.placement = placement
+        self.save_grace_s = save_grace_s  # a watch: a save is queued within this many seconds; None: saves run nothing
         self.path = ownership.folder / "socket"
         try:
             self.path.unlink()  # we hold the lock: a socket there is a crashed owner's
@@ -145,11 +154,12 @@ class OwnerServer:
         self._thread.start()
 
     @classmethod
-    def start(cls, queue: RunQueue, ownership: Ownership, placement: str = HERE) -> OwnerServer | None:
+    def start(cls, queue: RunQueue, ownership: Ownership, placement: str = HERE,
+              save_grace_s: float | None = None) -> OwnerServer | None:
         """The server, or None where its socket cannot be made (a full disk): the owner then runs
         only its own work, and still holds the lock."""
         try:
-            return cls(queue, ownership, placement)
+            return cls(queue, ownership, placement, save_grace_s)
         except OSError:
             return None
 
@@ -177,6 +187,9 @@ class OwnerServer:
                 request = json.loads(stream.readline() or "{}")
                 if "turn" in request:
                     self._turn(str(request["turn"]), stream, send)
+                    return
+                if "follow" in request:
+                    self._follow(Path(request["follow"]), conn, send)
                     return
                 asked = request.get("placement", HERE)
                 if asked != self.placement:
@@ -210,6 +223,31 @@ class OwnerServer:
 
         self.queue.submit_turn(label, work)
         ended.wait()
+
+    def _follow(self, path: Path, conn: socket.socket, send) -> None:
+        """Whether a run of the kernel at ``path`` is queued or in flight, now and at each change,
+        until the caller hangs up."""
+        told: list[bool] = []
+        lock = threading.Lock()
+
+        def tell(item=None) -> None:
+            if item is not None and not isinstance(item, QueueChanged):
+                return
+            with lock:
+                busy = self.queue.busy(path)
+                if not told or told[-1] != busy:
+                    told.append(busy)
+                    send({"type": FOLLOWING, "busy": busy, "save_grace_s": self.save_grace_s})
+
+        self.queue.follow(tell)
+        try:
+            tell()
+            while conn.recv(4096):  # nothing to read: b"" when the caller hangs up
+                pass
+        except OSError:
+            pass
+        finally:
+            self.queue.unfollow(tell)
 
     def close(self) -> None:
         self._closing = True
@@ -287,3 +325,43 @@ class OwnerLink:
                 yield event_from_json(item)
         raise OwnerGone(f"the owner of this workspace (pid {self.pid}) stopped before its runs finished: "
                         "run the command again (it becomes the owner if none is left)")
+
+    def follow(self, path: Path) -> Following:
+        """Follow the kernel at ``path`` in the owner's queue (``Following.next``)."""
+        self._sock.sendall((json.dumps({"follow": str(Path(path).resolve())}) + "\n").encode())
+        return Following(self._sock, self.pid)
+
+
+class Following:
+    """What the owner says of one followed kernel, a line at a time, each read bounded in time."""
+
+    def __init__(self, sock: socket.socket, pid: str):
+        self._sock = sock
+        self.pid = pid
+        self._buffer = b""
+
+    def next(self, timeout_s: float) -> dict[str, Any] | None:
+        """The owner's next ``owner_following`` line, or None when none came within ``timeout_s``;
+        ``OwnerGone`` when the owner stopped, ``RuntimeError`` when it refused (an older owner)."""
+        while b"\n" not in self._buffer:
+            self._sock.settimeout(max(timeout_s, 0.001))
+            try:
+                data = self._sock.recv(65536)
+            except TimeoutError:
+                return None
+            except OSError as exc:
+                raise OwnerGone(f"the owner of this workspace (pid {self.pid}) went away: {exc}") from None
+            if not data:
+                raise OwnerGone(f"the owner of this workspace (pid {self.pid}) stopped")
+            self._buffer += data
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        item = json.loads(line)
+        if item.get("type") == ERROR:
+            raise RuntimeError(item.get("message", "the owner refused"))
+        return item
+
+    def close(self) -> None:
+        try:
+            self._sock.close()
+        except OSError:
+            pass

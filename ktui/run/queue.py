@@ -114,6 +114,7 @@ class RunQueue:
         self.resolve = resolve
         self.tasks = tasks or {}
         self._consumers = list(consumers or [])  # what the sessions of other workspaces hand events to
+        self._followers: list[Listener] = []  # told everything the listener is (``follow``): callers over the owner's socket
         self._sessions: dict[Path, Session] = {session.root: session}
         self._queue: list[_Entry] = []
         self._background: list[_Entry] = []  # starts only when _queue is empty
@@ -307,6 +308,23 @@ class RunQueue:
             ended = self._ended.get(path)
         return ended is not None and time.monotonic() - ended < within_s
 
+    def busy(self, path: Path) -> bool:
+        """Whether a run of the kernel at ``path`` is queued or in flight: its verdict is coming."""
+        with self._cond:
+            return any(e.key() == (RUN, path) for e in self._queue) or any(
+                cur.entry.key() == (RUN, path) for _, cur in self._running())
+
+    def follow(self, listener: Listener) -> None:
+        """Tell ``listener`` every event and notice from now on, besides the queue's own listener
+        (in the thread that emits it: it must not block), until ``unfollow``."""
+        with self._cond:
+            self._followers.append(listener)
+
+    def unfollow(self, listener: Listener) -> None:
+        with self._cond:
+            if listener in self._followers:
+                self._followers.remove(listener)
+
     @property
     def idle(self) -> bool:
         with self._cond:
@@ -344,10 +362,13 @@ class RunQueue:
         self._emit(self.snapshot())
 
     def _emit(self, item: Event | Notice) -> None:
-        try:
-            self.listener(item)
-        except Exception:
-            traceback.print_exc()
+        with self._cond:
+            followers = list(self._followers)
+        for listener in (self.listener, *followers):
+            try:
+                listener(item)
+            except Exception:
+                traceback.print_exc()
 
     def _main(self, slot: int) -> None:
         if self._warm_up:

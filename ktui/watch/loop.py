@@ -31,6 +31,7 @@ from ktui.watch.watcher import DEFAULT_DEBOUNCE_S, Save, Watcher, WatcherState
 from ktui.workspace.folder import KernelIndex, Workspace
 from ktui.workspace.kernels import Kernel
 
+SAVE_GRACE_S = 2.0  # beyond the debounce: how long a save may take to be queued (the owner's followers wait that long)
 ECHO_GRACE_S = 1.0  # after a run ends, how long a save may still be that run's own, beyond the debounce
 
 
@@ -123,7 +124,8 @@ class WatchLoop:
         if self.settings.owner_placement is not None:
             self.ownership = Ownership.take(self.session.state)
             if self.ownership is not None:
-                self.owner = OwnerServer.start(self.scheduler, self.ownership, self.settings.owner_placement)
+                self.owner = OwnerServer.start(self.scheduler, self.ownership, self.settings.owner_placement,
+                                               save_grace_s=self.settings.debounce_s + SAVE_GRACE_S)
         self.watcher.start()
         if self.settings.catch_up:
             for kernel in kernels:

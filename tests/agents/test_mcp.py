@@ -19,7 +19,7 @@ from mcp.shared.exceptions import MCPError
 
 pytestmark = pytest.mark.worker
 
-TOOLS = {"run", "latest", "history", "diff", "profile", "sanitize", "context_search", "dump", "hotspots", "audit",
+TOOLS = {"run", "verdict", "latest", "history", "diff", "profile", "sanitize", "context_search", "dump", "hotspots", "audit",
          "output"}
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "hotspots"
 

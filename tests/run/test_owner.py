@@ -177,3 +177,21 @@ def test_with_no_owner_a_turn_is_taken_at_once(ws):
 
     with gpu_turn(state_dir(ws), "ktui audit add"):
         pass
+
+
+def test_a_follower_hears_a_kernel_go_busy_when_queued_and_idle_when_its_run_ends_and_is_dropped_on_hangup(ws, owner):
+    _, queue = owner
+    kernel = ws / "kernels" / "add_triton.py"
+    follow = OwnerLink.connect(state_dir(ws)).follow(kernel)
+    assert follow.next(5) == {"type": "owner_following", "busy": False, "save_grace_s": None}
+    other = threading.Thread(target=lambda: list(OwnerLink.connect(state_dir(ws)).run([kernel], OPTIONS)))
+    other.start()
+    assert follow.next(5)["busy"] is True
+    assert follow.next(5)["busy"] is False  # the run ended: its verdict is in the history now
+    other.join(10)
+    assert follow.next(0.3) is None, "nothing more while nothing changes"
+    follow.close()
+    deadline = time.monotonic() + 5
+    while queue._followers and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not queue._followers, "a caller that hung up is no longer told anything"

@@ -1,0 +1,42 @@
+"""The ``run`` tool's audit, as ``ktui run``'s (``ktui.run.first_audit``): after the verdicts, each
+reference version never audited gets the fast checks, cached in ``.ktui/audits/``.
+
+A kernel that passes a weak test has proved nothing, and an agent should not need to know the
+``audit`` tool exists to hear it: a weak reference's reasons go into each of its kernels' summary
+as ``weak_test`` (its first reason) and ``weak_test_reasons``, the keys a run already carries when
+the cache said weak before it. The audit takes its turn on the workspace owner's GPU (never beside
+a run), in its own process; a reference audited once is never audited again.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ktui.protocol.job import Options
+from ktui.run.first_audit import FirstAudit, audit_new_references, unaudited
+from ktui.run.owner import OwnerGone, gpu_turn
+from ktui.workspace.kernels import Kernel, state_dir
+
+
+def audit_after_run(root: Path, kernels: list[Kernel], options: Options, results: list[dict[str, Any]]) -> list[dict]:
+    """Audit the references of ``kernels`` never audited; mark ``results`` (the run's digests) of a
+    weak one; answer each audit as ``ktui run --json`` prints it (none when all were audited)."""
+    todo = unaudited(kernels)
+    if not todo:
+        return []
+    audits: list[FirstAudit] = []
+    try:
+        with gpu_turn(state_dir(root), f"MCP audit of {', '.join(t.reference.name for t, _, _ in todo)}"):
+            audits.extend(audit_new_references(kernels, options))
+    except OwnerGone as exc:
+        return [{"type": "audit", "reference": str(t.reference), "reference_hash": digest, "kernels": ids,
+                 "verdict": "error", "reasons": [], "weak": [], "message": str(exc), "checks": "fast"}
+                for t, digest, ids in todo]
+    weak = {kernel: audit for audit in audits if audit.verdict == "weak" for kernel in audit.kernels}
+    for result in results:
+        audit = weak.get(result.get("kernel"))
+        if audit is not None and audit.reasons:
+            result["summary"] = {**(result.get("summary") or {}), "weak_test": audit.reasons[0],
+                                 "weak_test_reasons": audit.reasons}
+    return [audit.to_json() for audit in audits]

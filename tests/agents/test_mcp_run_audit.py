@@ -1,0 +1,35 @@
+"""The MCP ``run`` tool audits each reference version never audited, as ``ktui run`` does, through
+the MCP SDK's own client on the CPU tier."""
+
+from __future__ import annotations
+
+import anyio
+from conftest import make_workspace
+from test_mcp import call, connect
+from test_mcp_audit_output import WEAK_KERNEL, WEAK_REFERENCE
+
+
+def test_run_audits_a_new_reference_whose_inputs_are_all_zeros_and_names_it_weak_in_the_summary(tmp_path):
+    ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
+    (ws / "references" / "twice.py").write_text(WEAK_REFERENCE)
+    (ws / "kernels" / "twice_triton.py").write_text(WEAK_KERNEL)
+
+    async def main():
+        async with connect(ws) as session:
+            kernel = ["kernels/twice_triton.py"]
+            unaudited = await call(session, "run", paths=kernel, no_bench=True, seed=1, audit=False)
+            assert "weak_test" not in unaudited["kernels"][0]["summary"] and "audits" not in unaudited
+            ran = await call(session, "run", paths=kernel, no_bench=True, seed=1)
+            (twice,) = ran["kernels"]
+            assert twice["verdict"] == "passed" and ran["all_passed"] is True, twice  # a notice, not a failure
+            (audit,) = ran["audits"]
+            assert audit["verdict"] == "weak" and audit["kernels"] == ["twice_triton"], audit
+            weak = twice["summary"]
+            assert weak["weak_test"] == audit["reasons"][0] and "seed" in weak["weak_test"], weak
+            assert any("zeros" in reason for reason in weak["weak_test_reasons"]), weak["weak_test_reasons"]
+            again = await call(session, "run", paths=kernel, no_bench=True, seed=1)
+            assert "audits" not in again, "a reference version audited once is not audited again"
+            assert again["kernels"][0]["summary"]["weak_test"] == twice["summary"]["weak_test"]  # from the cache
+
+    anyio.run(main)
+    assert list((ws / ".ktui" / "audits").iterdir()), "cached in .ktui/audits like the CLI's"
