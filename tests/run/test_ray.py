@@ -17,7 +17,9 @@ from ktui.workspace.kernels import discover, state_dir
 
 ray = pytest.importorskip("ray")  # in the `test` extra: CI always has it
 
-from ktui.run.ray_pool import RayPool, evaluate  # noqa: E402
+from ray_driven import judged  # noqa: E402
+
+from ktui.run.ray_pool import RayPool  # noqa: E402
 
 SHIPPED = ["add_triton", "softmax_triton"]
 # correct, wrong and suspicious ones, chosen among the quick fixtures (the CPU tier is slow)
@@ -93,7 +95,7 @@ def test_a_killed_actor_gives_one_crashed_run_and_the_others_finish(local_ray, t
 
     pool.on_dispatch = kill_the_third
     try:
-        finished = {run.run_id: run for run in evaluate(pool, discover([ws / "kernels"]), OPTIONS)}
+        finished = {run.run_id: run for run in judged(pool, discover([ws / "kernels"]), OPTIONS)}
         assert len(pool.actors) == 2  # a replacement took the dead actor's place
     finally:
         pool.close()
