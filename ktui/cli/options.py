@@ -109,7 +109,7 @@ def _looks_like_ray_address(value: str) -> bool:
 
 
 def add_ray_flag(parser: argparse.ArgumentParser) -> None:
-    """``--ray [ADDRESS]``: evaluate the kernels in parallel on Ray (see ``ktui.run.ray_pool``)."""
+    """``--ray [ADDRESS]``: the run queue's runners are Ray actors, one per GPU (``ktui.run.ray_pool``)."""
     parser.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS", action=RayAddress,
                         help="run the kernels in parallel on Ray, one warm worker per GPU (per CPU on the CPU tier): "
                              "a local Ray instance, or join a cluster with ADDRESS (auto, ray://host:port); "
@@ -202,7 +202,7 @@ def placement(args: argparse.Namespace) -> str:
     from ktui.run.owner import placement_words  # deferred for start-up speed
 
     return placement_words(getattr(args, "remote", None), getattr(args, "gpus", None), getattr(args, "cpu", False),
-                           getattr(args, "cold", False))
+                           getattr(args, "cold", False), getattr(args, "ray", None))
 
 
 def runner_for(args: argparse.Namespace, fresh_each_run: bool = False, root: Path | None = None):

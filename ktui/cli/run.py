@@ -50,7 +50,6 @@ def add_parser(subparsers) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     # deferred for start-up speed
     from ktui.run.owner import OwnerLink, OwnerServer, Ownership
-    from ktui.run.pool import DevicePool
     from ktui.run.queue import RunQueue
     from ktui.run.runner import WorkerStartError
     from ktui.run.session import Session
@@ -64,10 +63,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         print("ktui: --gpus picks GPUs of this host: with --ray, Ray places the runs (one worker per GPU it has)",
               file=sys.stderr)
         return EXIT_CANNOT_RUN
-    if args.ray is not None:
-        from ktui.cli.ray_run import cmd_run_ray  # deferred: Ray is an optional extra
-
-        return cmd_run_ray(args)
     try:
         kernels = discover(args.paths, reference=args.reference)
         options = loop_options(args)
@@ -75,22 +70,33 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"ktui: {exc}", file=sys.stderr)
         return EXIT_CANNOT_RUN
     printer = JsonPrinter() if args.json else LinePrinter(verbose=args.verbose)
+    if args.ray is not None and not args.json:
+        from ktui.cli.ray_run import ByRun  # deferred: Ray is an optional extra
+
+        printer = ByRun(printer)  # the runs of several actors interleave: each printed when it ends
     if not kernels:
         return _audited(args, kernels, options, exit_code([]))
     state = state_dir(kernels[0].root)
     link = OwnerLink.connect(state)
     if link is not None:  # a watch (or `ktui serve`) owns this workspace's GPUs: its queue runs these
         return _audited(args, kernels, options, _through_owner(link, state, args, options, printer))
-    try:
-        runner = runner_for(args, fresh_each_run=args.cold)
-    except ValueError as exc:
-        print(f"ktui: {exc}", file=sys.stderr)
-        return EXIT_CANNOT_RUN
-    if not reached(runner):
-        return EXIT_CANNOT_RUN
+    if args.ray is not None:  # Ray places the runs: one runner per actor
+        from ktui.cli.ray_run import ray_pool  # deferred: Ray is an optional extra
+
+        runner = ray_pool(args, fresh_each_run=args.cold)
+        if runner is None:
+            return EXIT_CANNOT_RUN
+    else:
+        try:
+            runner = runner_for(args, fresh_each_run=args.cold)
+        except ValueError as exc:
+            print(f"ktui: {exc}", file=sys.stderr)
+            return EXIT_CANNOT_RUN
+        if not reached(runner):
+            return EXIT_CANNOT_RUN
     ownership = Ownership.take(state)  # no owner: this command owns the GPUs while it runs
-    # One queue, one thread per GPU: on several GPUs the kernels run in parallel, printed as they finish.
-    runners = list(runner.runners) if isinstance(runner, DevicePool) else [runner]
+    # One queue, one thread per GPU (per Ray actor): on several the kernels run in parallel, printed as they finish.
+    runners = list(runner.runners) if hasattr(runner, "runners") else [runner]
     queue = RunQueue(Session(kernels[0].root, runner=runners[0], consumers=[printer]), options, listener=_unheard,
                      warm_up=False, runners=runners, consumers=[printer])
     queue.start()
@@ -109,6 +115,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         if server is not None:
             server.close()
         queue.close(STOPPED)
+        if args.ray is not None:
+            runner.close()  # the pool's actors, and Ray when it started it
         if ownership is not None:
             ownership.release()
     if stopping.signum is not None:  # stopped by a signal: the verdicts so far, no audit

@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 
 from ktui.cli.exits import EXIT_CANNOT_RUN
-from ktui.cli.options import add_gpus_flag, add_state_dir, add_target_flags, placement, runner_for
+from ktui.cli.options import add_gpus_flag, add_ray_flag, add_state_dir, add_target_flags, placement, runner_for
 
 HELP = "own a workspace's GPUs: other ktui commands of it run on this warm worker, one run per GPU at a time"
 
@@ -20,6 +20,7 @@ def add_parser(subparsers) -> None:
     serve.add_argument("dir", nargs="?", type=Path, default=Path("."), help="the workspace (default: .)")
     add_target_flags(serve)
     add_gpus_flag(serve)
+    add_ray_flag(serve)
     add_state_dir(serve)
     serve.set_defaults(handler=cmd_serve)
 
@@ -29,12 +30,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from ktui.protocol.events import RunFinished
     from ktui.protocol.job import Options
     from ktui.run.owner import OwnerServer, Ownership, owner_pid
-    from ktui.run.pool import DevicePool
     from ktui.run.queue import RunQueue
     from ktui.run.session import Session
     from ktui.workspace.folder import Workspace
     from ktui.workspace.kernels import ProblemError, state_dir
 
+    if getattr(args, "ray_paths", None):  # `--ray ws`: the folder is the workspace, Ray started here
+        args.dir = args.ray_paths[0]
     try:
         root = Workspace.at(args.dir).root
     except ProblemError as exc:
@@ -45,13 +47,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if ownership is None:
         print(f"ktui: the workspace is already owned by pid {owner_pid(state)}", file=sys.stderr)
         return EXIT_CANNOT_RUN
-    try:
-        runner = runner_for(args, root=root)
-    except ValueError as exc:
+    if args.ray is not None and args.gpus is not None:
         ownership.release()
-        print(f"ktui: {exc}", file=sys.stderr)
+        print("ktui: --gpus picks GPUs of this host: with --ray, Ray places the runs", file=sys.stderr)
         return EXIT_CANNOT_RUN
-    runners = list(runner.runners) if isinstance(runner, DevicePool) else [runner]
+    if args.ray is not None:  # Ray places the runs: one runner per actor
+        from ktui.cli.ray_run import ray_pool  # deferred: Ray is an optional extra
+
+        runner = ray_pool(args)
+        if runner is None:
+            ownership.release()
+            return EXIT_CANNOT_RUN
+    else:
+        try:
+            runner = runner_for(args, root=root)
+        except ValueError as exc:
+            ownership.release()
+            print(f"ktui: {exc}", file=sys.stderr)
+            return EXIT_CANNOT_RUN
+    runners = list(runner.runners) if hasattr(runner, "runners") else [runner]  # one per GPU (per Ray actor)
 
     def told(item) -> None:
         if isinstance(item, RunFinished):
@@ -71,5 +85,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     finally:
         server.close()
         queue.close("cancelled: ktui serve stopped")
+        if args.ray is not None:
+            runner.close()  # the pool's actors, and Ray when it started it
         ownership.release()
     return 0

@@ -50,10 +50,11 @@ class OwnerGone(RuntimeError):
     """The owner stopped (killed, crashed) before it answered every run of a request."""
 
 
-def placement_words(remote: str | None = None, gpus: str | None = None, cpu: bool = False, cold: bool = False) -> str:
+def placement_words(remote: str | None = None, gpus: str | None = None, cpu: bool = False, cold: bool = False,
+                    ray: str | None = None) -> str:
     """Where a command's runs happen, in words: what a caller asks of the owner, which refuses, in
     one line, a placement it does not have."""
-    where = f"remote {remote}" if remote else (f"GPUs {gpus}" if gpus else HERE)
+    where = f"Ray {ray}" if ray else f"remote {remote}" if remote else (f"GPUs {gpus}" if gpus else HERE)
     return where + (" (CPU tier)" if cpu else "") + (" (a fresh worker per kernel)" if cold else "")
 
 

@@ -1,17 +1,18 @@
-"""Many evaluations at once on a Ray cluster (``ktui run --ray``): one warm worker per GPU.
+"""Ray as a placement of the run queue (``ktui run --ray``, ``ktui serve --ray``): one warm worker per GPU.
 
 Ray places the work; ktui keeps its rules. Each GPU gets one long-lived actor (``num_gpus=1``)
-holding a ``LocalRunner``, so its compile caches stay warm and a job reaches an actor only when
-the previous one has finished: never two timed runs on one GPU. The CPU tier gets one actor per
-CPU. The parent prepares every Job (versions, run folders) and feeds the events each actor sends
-back through the same ``Session`` consumers as they come: each actor's run is a Ray streaming
-generator, so an event (a rung's result) reaches the history and ``--json`` when its rung ends,
-not when the job does. An actor that dies (killed, its node lost) ends its run ``crashed`` with
-Ray's reason, and a fresh actor takes its place for the jobs still to run.
+holding a ``LocalRunner``, so its compile caches stay warm; the CPU tier gets one actor per CPU.
+Each actor is the body of one ``RayRunner``, and the run queue (``ktui.run.queue``) drives those
+runners as it drives a ``DevicePool``'s: a job reaches an actor only when the previous one has
+ended, never two timed runs on one GPU. The queue prepares every Job (versions, run folders) and
+hands the events through its ``Session`` consumers as they come: each actor's run is a Ray
+streaming generator, so an event (a rung's result) reaches the history and ``--json`` when its
+rung ends, not when the job does. An actor that dies (killed, its node lost) ends its run
+``crashed`` with Ray's reason, and a fresh actor takes its place for that runner's next job.
 
-No node needs the workspace: the driver ships each job's workspace files with it, once per
-version (``ray_ship``), and the actor runs the job from its own copy. An actor's worker writes its
-run folder in a scratch folder of its own node; the files come back with the events and land where
+No node needs the workspace: each job's workspace files are shipped with it, once per version
+(``ray_ship``), and the actor runs the job from its own copy. An actor's worker writes its run
+folder in a scratch folder of its own node; the files come back with the events and land where
 a local run puts them (``ray_files``).
 """
 
@@ -21,18 +22,15 @@ import logging
 import os
 import shutil
 import socket
-from collections import deque
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from ktui.protocol.events import CRASHED, ERROR, Event, RunFinished, RunStarted, event_from_json
-from ktui.protocol.job import Job, Options
-from ktui.run.never_ran import never_ran
-from ktui.run.ray_files import MAX_FILE_BYTES, MAX_RUN_BYTES, ScratchRun, WorkspaceCopies, scratch_root, write_shipped
+from ktui.protocol.job import Job
+from ktui.run.ray_files import MAX_FILE_BYTES, MAX_RUN_BYTES, ScratchRun, WorkspaceCopies, scratch_root
+from ktui.run.ray_runner import RayRunner
 from ktui.run.ray_ship import Bundle, Shipper
 from ktui.run.runner import LocalRunner, WorkerConfig
-from ktui.run.session import Consumer, Session
-from ktui.workspace.kernels import Kernel
 
 INSTALL_HINT = "ktui run --ray needs Ray: pip install -e '.[ray]' (or pip install 'ray>=2.40')"
 LOCAL = "local"  # ``--ray`` with no address: start a Ray instance on this machine
@@ -90,6 +88,11 @@ class EvalWorker:
         finally:
             scratch.close()
 
+    def cancel(self, reason: str, run_id: str) -> None:
+        """End the run ``run_id`` if it is the one in flight (called while ``run`` streams: the
+        actor takes two calls at once)."""
+        self.runner.cancel(reason, run_id=run_id)
+
     def close(self) -> None:
         try:
             self.runner.close()
@@ -118,13 +121,15 @@ class Placement:
 
 
 class RayPool:
-    """Actors on a Ray cluster that run Jobs, one at a time each, and stream back their events.
+    """Actors on a Ray cluster, each the body of one ``RayRunner`` (``runners``): the run queue
+    (``ktui.run.queue``) drives them as it drives a ``DevicePool``'s pinned runners, one job at a
+    time each, and each runner streams its actor's events back as they come.
 
     ``address``: ``local`` (start Ray here, or use the instance this process already started),
     ``auto`` or ``ray://host:port`` (join a cluster). ``resources``: custom Ray resources each
     actor asks for, which puts the actors on the nodes that have them (and no more actors than
-    those nodes hold). ``on_shipped(bundles)`` is called once the jobs' workspaces are read and in
-    Ray's store, before any job is dispatched; ``on_dispatch(job, actor)`` as each job is handed to an
+    those nodes hold). ``on_shipped(bundles)`` is called once a job's workspace is read and in
+    Ray's store, before that job is dispatched; ``on_dispatch(job, actor)`` as each job is handed to an
     actor. ``max_file_bytes`` / ``max_run_bytes``: what an actor ships back of a run folder;
     ``max_workspace_file_bytes``: the largest workspace file shipped to the actors."""
 
@@ -134,6 +139,7 @@ class RayPool:
                  max_run_bytes: int = MAX_RUN_BYTES, max_workspace_file_bytes: int = MAX_FILE_BYTES,
                  on_shipped: Callable[[list[Bundle]], None] | None = None):
         self.ray = import_ray()
+        self.address = address
         self.on_shipped = on_shipped
         self.config = config or WorkerConfig()
         self.fresh_each_run = fresh_each_run
@@ -150,8 +156,15 @@ class RayPool:
                 self.ray.shutdown()
             raise
         self.shipper = Shipper(self.ray, max_workspace_file_bytes)
+        self._shipping = threading.Lock()  # the runners ship from the queue's threads
         self._actor_class = self.ray.remote(EvalWorker)
-        self.actors = [self._new_actor() for _ in range(self.placement.actors)]
+        self.runners = [RayRunner(self, self._new_actor()) for _ in range(self.placement.actors)]
+
+    @property
+    def actors(self) -> list[Any]:
+        """Each runner's actor, in the runners' order (a runner whose actor died and found no
+        replacement has none)."""
+        return [runner.actor for runner in self.runners if runner.actor is not None]
 
     def _init(self, address: str, num_cpus: int | None) -> None:
         quiet = {"include_dashboard": False, "logging_level": logging.ERROR, "log_to_driver": False,
@@ -179,128 +192,45 @@ class RayPool:
         if self.resources:
             shape["resources"] = self.resources
         config = {"arch": self.config.arch, "force_cpu": self.config.force_cpu}
-        return self._actor_class.options(max_restarts=0, max_task_retries=0, **shape).remote(
+        # two calls at once: a cancel reaches the actor while its run streams
+        return self._actor_class.options(max_restarts=0, max_task_retries=0, max_concurrency=2, **shape).remote(
             config, self.fresh_each_run, *self.limits)
 
-    def run(self, jobs: list[Job]) -> Iterator[tuple[Job, Event]]:
-        """Each event of every job as it arrives, with its job; a job's last is its ``RunFinished``.
-        The files shipped with an event are in the job's run folder before the event is handed on;
-        a job whose workspace cannot be shipped ends ``error`` with the reason, before any is dispatched."""
-        shipments, refused, bundles = self.shipper.ship(jobs)
-        for job in jobs:
-            if job.run_id in refused:
-                for event in _ended(job, ERROR, refused[job.run_id], "NotShipped"):
-                    yield job, event
-        if self.on_shipped is not None:
+    def ship(self, job: Job) -> tuple[dict[str, Any] | None, str]:
+        """The job's shipment (its workspace in Ray's store, once per version), or why it has none."""
+        with self._shipping:
+            shipments, refused, bundles = self.shipper.ship([job])
+        if self.on_shipped is not None and bundles:
             self.on_shipped(bundles)
-        pending = deque(job for job in jobs if job.run_id in shipments)
-        idle = deque(self.actors)
-        running: dict[Any, _Streaming] = {}
-        while pending or running:
-            if not running and not idle:  # every actor died and none could replace them
-                job = pending.popleft()
-                for event in _ended(job, CRASHED, "no Ray actor left to run it: the cluster has no room for one",
-                                    "NoActorLeft"):
-                    yield job, event
-                continue
-            while pending and idle:
-                job, actor = pending.popleft(), idle.popleft()
-                stream = actor.run.options(num_returns="streaming").remote(job.to_json(), shipments[job.run_id])
-                running[stream] = _Streaming(job, actor)
-                if self.on_dispatch is not None:
-                    self.on_dispatch(job, actor)
-            ready, _ = self.ray.wait(list(running), num_returns=1)
-            stream = ready[0]
-            run = running[stream]
-            events, ended = self._next(stream, run)
-            for event in events:
-                yield run.job, event
-            if ended:
-                running.pop(stream)
-                if run.actor is not None:
-                    idle.append(run.actor)
+        return shipments.get(job.run_id), refused.get(job.run_id, "")
 
-    def _next(self, stream, run: _Streaming) -> tuple[list[Event], bool]:
-        """The events the stream's next item brings (its files written first), and whether the run
-        has ended; an actor that died or failed ends it with Ray's reason."""
-        job = run.job
-        try:
-            item = self.ray.get(next(stream))
-        except StopIteration:
-            if run.finished:
-                return [], True
-            return _closing(job, run, CRASHED, "the Ray actor's stream ended before the run finished",
-                            "StreamEnded"), True
-        except (self.ray.exceptions.RayActorError, self.ray.exceptions.WorkerCrashedError) as exc:
-            events = self._lost(job, run, exc)
-            run.actor = self._replace(run.actor)
-            return events, True
-        except self.ray.exceptions.RayTaskError as exc:  # the actor lives; its worker could not start
-            cause = getattr(exc, "cause", None) or exc
-            return _closing(job, run, ERROR, f"the Ray actor could not run it: {type(cause).__name__}: {cause}",
-                            type(cause).__name__), True
-        write_shipped(job.run_dir, item["files"])
-        event = _with_place(event_from_json(item["event"]), item["where"])
-        run.started = run.started or isinstance(event, RunStarted)
-        run.finished = isinstance(event, RunFinished)
-        return [event], False  # ended by the stream's end, which follows its run_finished
-
-    def _lost(self, job: Job, run: _Streaming, exc: Exception) -> list[Event]:
-        """The run of an actor that died: ended ``crashed``, with Ray's reason."""
-        kind = "RayActorError" if isinstance(exc, self.ray.exceptions.RayActorError) else "WorkerCrashedError"
-        if type(exc).__name__ != kind:
-            kind += f" ({type(exc).__name__})"
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else "no reason given"
-        return _closing(job, run, CRASHED, f"the Ray actor running it died: {kind}: {reason}", type(exc).__name__)
-
-    def _replace(self, dead):
-        """A fresh actor in place of ``dead``, or None when the cluster has no room left for one."""
-        self.ray.kill(dead, no_restart=True)
-        index = self.actors.index(dead)
+    def replace(self, dead):
+        """A fresh actor in place of ``dead`` (None: none), or None when the cluster has no room for one."""
+        if dead is not None:
+            self.ray.kill(dead, no_restart=True)
         try:
             actor = self._new_actor()
             self.ray.get(actor.ran_on.remote(), timeout=120)
-        except Exception:  # no node can host it any more: the others carry on
-            self.actors.pop(index)
+        except Exception:  # no node can host it any more: the other runners carry on
             return None
-        self.actors[index] = actor
         return actor
 
     def close(self) -> None:
         """End every actor (and so its worker), and Ray itself when this pool started it."""
-        closing = [actor.close.remote() for actor in self.actors]
+        actors = self.actors
+        closing = [actor.close.remote() for actor in actors]
         try:
             if closing:
                 self.ray.wait(closing, num_returns=len(closing), timeout=30)
         finally:
-            for actor in self.actors:
+            for actor in actors:
                 self.ray.kill(actor, no_restart=True)
-            self.actors = []
+            for runner in self.runners:
+                runner.actor = None
             if self._started_ray:
                 self.ray.shutdown()
+                self._started_ray = False
 
-
-@dataclass
-class _Streaming:
-    """A job an actor is running: what of its stream has arrived so far."""
-
-    job: Job
-    actor: Any
-    started: bool = False
-    finished: bool = False
-
-
-def _closing(job: Job, run: _Streaming, verdict: str, message: str, error: str) -> list[Event]:
-    """The end of a run its actor did not finish: its start too, unless that already arrived."""
-    if run.finished:
-        return []
-    events = _ended(job, verdict, message, error)
-    return events[1:] if run.started else events
-
-
-def _ended(job: Job, verdict: str, message: str, error: str) -> list[Event]:
-    """A run that no actor finished, saying which error lost it."""
-    return never_ran(job, verdict, message, summary={"ran_on": {"node": None, "gpu": None, "error": error}})
 
 
 # HTTP/2's client preface and an empty SETTINGS frame: what a gRPC client (Ray's GCS and Ray
@@ -336,91 +266,3 @@ def _first_answer(conn: socket.socket, timeout_s: float) -> bytes:
         return conn.recv(256)
     except (TimeoutError, ConnectionResetError):
         return b""
-
-
-def _with_place(event: Event, where: dict[str, Any]) -> Event:
-    """A run's summary names the node and GPU that ran it (``ran_on``)."""
-    if isinstance(event, RunFinished):
-        event.summary = {**event.summary, "ran_on": {"node": where["node"], "node_id": where["node_id"],
-                                                     "gpu": where["gpu"]}}
-    return event
-
-
-class StreamedRuns:
-    """A ``Runner`` that hands a ``Session`` the events the pool streams back, so they pass
-    through the session's consumers (compare, history, reports, printers) like a local run's,
-    each as it arrives: ``feed`` one event, then pull it through the session's stream."""
-
-    def __init__(self):
-        self._events: dict[str, deque[Event]] = {}
-
-    def feed(self, job: Job, event: Event) -> None:
-        self._events.setdefault(job.run_id, deque()).append(event)
-
-    def describe(self) -> dict[str, Any]:
-        return {"tier": "ray"}
-
-    def run(self, job: Job) -> Iterator[Event]:
-        queue = self._events.setdefault(job.run_id, deque())
-        try:
-            while True:
-                event = queue.popleft()  # fed just before the session pulls it
-                yield event
-                if isinstance(event, RunFinished):
-                    return
-        finally:
-            self._events.pop(job.run_id, None)
-
-    def cancel(self, reason: str = "") -> None:
-        pass
-
-    def close(self) -> None:
-        self._events.clear()
-
-
-def evaluate(pool: RayPool, kernels: list[Kernel], options: Options,
-             consumers: list[Consumer] = ()) -> list[RunFinished]:
-    """Every kernel run on ``pool``: prepared here (versions, run folders, one ``Session`` per
-    workspace), judged there, and recorded here event by event as the runs stream back (the
-    events of runs on different actors interleave; each run's stay in order)."""
-    streamed = StreamedRuns()
-    sessions: dict[Any, Session] = {}
-    session_of: dict[str, Session] = {}
-    following: dict[str, Iterator[Event]] = {}
-    jobs: list[Job] = []
-    verdicts: list[RunFinished] = []
-    try:
-        for kernel in kernels:
-            session = sessions.get(kernel.root)
-            if session is None:
-                session = sessions[kernel.root] = Session(kernel.root, runner=streamed, consumers=consumers)
-            job = session.prepare(kernel, options)
-            if job.reference_path:
-                jobs.append(job)
-                session_of[job.run_id] = session
-            else:  # no reference: judged unrunnable here, never shipped
-                verdicts.append(_last(session.events(job)))
-        for job, event in pool.run(jobs):
-            streamed.feed(job, event)
-            stream = following.get(job.run_id)
-            if stream is None:
-                stream = following[job.run_id] = session_of[job.run_id].events(job)
-            seen = next(stream)
-            if isinstance(seen, RunFinished):
-                following.pop(job.run_id).close()
-                verdicts.append(seen)
-    finally:
-        for stream in following.values():
-            stream.close()
-        for session in sessions.values():
-            session.close()
-    return verdicts
-
-
-def _last(events: Iterator[Event]) -> RunFinished:
-    finish = None
-    for event in events:
-        if isinstance(event, RunFinished):
-            finish = event
-    assert finish is not None
-    return finish

@@ -28,11 +28,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "tests" / "run"))
 
 from conftest import make_workspace  # noqa: E402
+from ray_driven import judged  # noqa: E402
 
 from ktui.protocol.job import Options  # noqa: E402
-from ktui.run.ray_pool import RayPool, evaluate  # noqa: E402
+from ktui.run.ray_pool import RayPool  # noqa: E402
 from ktui.run.runner import WorkerConfig  # noqa: E402
 from ktui.workspace.kernels import discover  # noqa: E402
 
@@ -67,7 +69,7 @@ def in_process(root: Path, cpus: int | None, force_cpu: bool) -> tuple[float, di
     pool = RayPool(config=WorkerConfig(force_cpu=force_cpu), num_cpus=cpus)
     try:
         started = time.monotonic()
-        finished = evaluate(pool, discover([root / "kernels"]), Options(seed=1, benchmark=False, force_cpu=force_cpu))
+        finished = judged(pool, discover([root / "kernels"]), Options(seed=1, benchmark=False, force_cpu=force_cpu))
         elapsed = time.monotonic() - started
     finally:
         pool.close()

@@ -17,7 +17,9 @@ from ktui.workspace.kernels import discover, state_dir
 
 ray = pytest.importorskip("ray")  # in the `test` extra: CI always has it
 
-from ktui.run.ray_pool import RayPool, evaluate  # noqa: E402
+from ray_driven import judged  # noqa: E402
+
+from ktui.run.ray_pool import RayPool  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 
@@ -95,7 +97,7 @@ def test_a_killed_actor_gives_one_crashed_run_and_the_others_finish(local_ray, t
 
     pool.on_dispatch = kill_the_third
     try:
-        finished = {run.run_id: run for run in evaluate(pool, discover([ws / "kernels"]), OPTIONS)}
+        finished = {run.run_id: run for run in judged(pool, discover([ws / "kernels"]), OPTIONS)}
         assert len(pool.actors) == 2  # a replacement took the dead actor's place
     finally:
         pool.close()
@@ -193,3 +195,96 @@ def test_a_real_ray_cluster_passes_the_address_probe(local_ray):
     from ktui.run.ray_pool import _reachable
 
     _reachable(local_ray.get_runtime_context().gcs_address)  # raises where the probe would refuse Ray
+
+
+WAITS_FOREVER = '''
+import time
+
+import torch
+import triton
+import triton.language as tl
+
+REFERENCE = "add"
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+
+
+def custom_kernel(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    time.sleep(600)  # until the test cancels its run
+    out = torch.empty_like(x)
+    add_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, out, x.numel(), BLOCK=1024)
+    return out
+'''
+
+
+def test_a_cancelled_run_on_an_actor_ends_cancelled_and_the_actor_runs_the_next_kernel(local_ray, tmp_path):
+    import threading
+
+    from ktui.run.queue import Batch, RunQueue
+
+    ws = make_workspace(tmp_path / "ws", ["add_triton"])
+    (ws / "kernels" / "waits.py").write_text(WAITS_FOREVER)
+    kernels = {k.id: k for k in discover([ws / "kernels"])}
+    pool = RayPool(num_cpus=1)  # one actor: the next kernel runs where the cancelled one ran
+    [actor_pid] = [ray.get(actor.ran_on.remote())["pid"] for actor in pool.actors]
+    rung_done = threading.Event()
+    queue = RunQueue(Session(ws, runner=pool.runners[0]), OPTIONS, listener=lambda item: None, warm_up=False,
+                     runners=pool.runners)
+    queue.start()
+    try:
+        handle = Batch(heard=lambda event: rung_done.set() if event.type == "rung_finished" else None)
+        verdicts: list = []
+        waiting = threading.Thread(target=lambda: verdicts.extend(queue.batch([kernels["waits"]], OPTIONS, handle=handle)))
+        waiting.start()
+        assert rung_done.wait(120), "the run never reached its actor's worker"
+        workers = descendants(actor_pid)
+        started = time.monotonic()
+        queue.cancel("cancelled: the test stopped it", handle)
+        waiting.join(60)
+        assert not waiting.is_alive() and time.monotonic() - started < 30  # not the kernel's 600 s
+        [(_, finish)] = verdicts
+        assert finish.verdict == "cancelled" and "the test stopped it" in finish.message, finish.message
+        assert workers and not [pid for pid in workers if _alive(pid)]  # the worker running it was killed
+        [(_, after)] = list(queue.batch([kernels["add_triton"]], OPTIONS))
+        assert after.verdict == "passed", after.message
+        assert after.summary["ran_on"]["node_id"] == finish.summary["ran_on"]["node_id"]
+    finally:
+        queue.close()
+        pool.close()
+
+
+def test_ktui_run_ray_while_serve_ray_owns_the_workspace_runs_through_its_actors(local_ray, tmp_path):
+    import os
+    import signal
+
+    ws = make_workspace(tmp_path / "ws", ["add_triton"])
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    serve = subprocess.Popen([sys.executable, "-m", "ktui", "serve", "--ray", "auto"], cwd=ws, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert "(Ray auto)" in serve.stdout.readline()
+        proc = ktui("run", "--no-audit", "--json", "--no-bench", "--ray", "auto", "kernels/add_triton.py", cwd=ws,
+                    timeout=240)
+        assert proc.returncode == 0, proc.stderr
+        [end] = [e for e in parse_events(proc.stdout) if e["type"] == "run_finished"]
+        assert end["verdict"] == "passed" and end["summary"]["ran_on"]["node_id"]
+        assert not descendants(serve.pid) or all("ktui.loop.worker" not in _cmdline(pid) for pid in descendants(serve.pid))
+        refused = ktui("run", "--no-audit", "--no-bench", "--cpu", "kernels/add_triton.py", cwd=ws, timeout=60)
+        assert refused.returncode == 2 and "runs on Ray auto, not this machine (CPU tier)" in refused.stderr
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        serve.wait(60)
+    assert history(ws)["add_triton"][0].summary["ran_on"]["node_id"] == end["summary"]["ran_on"]["node_id"]
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode()
+    except FileNotFoundError:
+        return ""

@@ -23,8 +23,9 @@ from ktui.workspace.kernels import discover, state_dir
 ray = pytest.importorskip("ray")  # in the `test` extra: CI always has it
 
 from ray.cluster_utils import Cluster  # noqa: E402
+from ray_driven import judged  # noqa: E402
 
-from ktui.run.ray_pool import RayPool, evaluate  # noqa: E402
+from ktui.run.ray_pool import RayPool  # noqa: E402
 from ktui.run.runner import LocalRunner  # noqa: E402
 from ktui.run.session import Session  # noqa: E402
 
@@ -56,7 +57,7 @@ def judged_on_the_second_node(ws: Path, consumers=(), **limits) -> tuple[dict, l
     try:
         assert len(pool.actors) == 1  # only one node has the resource, once
         place = ray.get(pool.actors[0].ran_on.remote())
-        finished = evaluate(pool, discover([ws / "kernels"]), OPTIONS, consumers)
+        finished = judged(pool, discover([ws / "kernels"]), OPTIONS, consumers)
         place["left_in_scratch"] = sorted(set(os.listdir(place["scratch"])) - {"workspaces"})
         place["workspaces"] = ray.get(pool.actors[0].ran_on.remote())["workspaces"]
     finally:
@@ -205,7 +206,7 @@ def test_a_node_without_the_workspace_judges_a_kernel_and_its_helper_as_a_local_
     pool = RayPool(resources={SECOND: 1}, on_shipped=gone_once_shipped)
     try:
         place = ray.get(pool.actors[0].ran_on.remote())
-        [finish] = evaluate(pool, discover([ws / "kernels"]), OPTIONS, [events.append])
+        [finish] = judged(pool, discover([ws / "kernels"]), OPTIONS, [events.append])
         after = ray.get(pool.actors[0].ran_on.remote())
     finally:
         pool.close()
@@ -227,9 +228,9 @@ def test_an_edited_helper_reaches_the_node_as_a_new_version(two_nodes, tmp_path)
     ws = helped_workspace(tmp_path / "ws")
     pool = RayPool(resources={SECOND: 1})
     try:
-        [before] = evaluate(pool, discover([ws / "kernels"]), OPTIONS)
+        [before] = judged(pool, discover([ws / "kernels"]), OPTIONS)
         (ws / "add_helpers.py").write_text(HELPERS.format(extra=" + 1.0"))  # now wrong by one
-        [after] = evaluate(pool, discover([ws / "kernels"]), OPTIONS)
+        [after] = judged(pool, discover([ws / "kernels"]), OPTIONS)
         place = ray.get(pool.actors[0].ran_on.remote())
         versions = list(pool.shipper.versions)
     finally:
@@ -250,7 +251,7 @@ def test_what_a_node_could_not_run_ends_its_run_with_the_reason_and_the_pool_goe
     events: list = []
     pool = RayPool(resources={SECOND: 1}, max_workspace_file_bytes=8000)
     try:
-        evaluate(pool, discover([ws / "kernels", big / "kernels"]), OPTIONS, [events.append])
+        judged(pool, discover([ws / "kernels", big / "kernels"]), OPTIONS, [events.append])
     finally:
         pool.close()
     kernel_of = {e.run_id: e.path for e in events if e.type == "run_started"}
