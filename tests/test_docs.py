@@ -12,7 +12,7 @@ pytestmark = pytest.mark.unit
 README = REPO / "README.md"
 PAGES = [README, REPO / "CONTRIBUTING.md", *sorted((REPO / "docs").glob("*.md"))]
 README_LIMIT = 15_000  # bytes: a new user reads it in one sitting
-RUN_COMMAND = "python3 -m pip install -e '.[cpu]' && ktui run kernels/"
+RUN_COMMAND = "python3 -m pip install -e '.[cpu,mcp]' && ktui run kernels/"
 
 FENCE = re.compile(r"^(```|~~~).*?^\1", re.S | re.M)
 INLINE_CODE = re.compile(r"`[^`\n]*`")

@@ -6,10 +6,13 @@ from __future__ import annotations
 import time
 
 import anyio
+import pytest
 from conftest import make_workspace
 from test_mcp import call, connect, error_of
 
 from ktui import __version__
+
+pytestmark = pytest.mark.worker
 
 # Inputs all zeros whatever the seed: a kernel returning zeros (or its input) passes every test.
 WEAK_REFERENCE = '''import torch

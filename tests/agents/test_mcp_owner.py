@@ -9,10 +9,13 @@ import sys
 import uuid
 
 import anyio
+import pytest
 from conftest import REPO, make_workspace
 from test_mcp import call, connect, tagged_processes
 
 from ktui.protocol.processes import descendants
+
+pytestmark = pytest.mark.worker
 
 
 def _two_runs(ws, tag: str) -> list[list[int]]:

@@ -4,9 +4,12 @@ the MCP SDK's own client on the CPU tier."""
 from __future__ import annotations
 
 import anyio
+import pytest
 from conftest import make_workspace
 from test_mcp import call, connect
 from test_mcp_audit_output import WEAK_KERNEL, WEAK_REFERENCE
+
+pytestmark = pytest.mark.worker
 
 
 def test_run_audits_a_new_reference_whose_inputs_are_all_zeros_and_names_it_weak_in_the_summary(tmp_path):

@@ -10,10 +10,13 @@ import sys
 import time
 
 import anyio
+import pytest
 from conftest import REPO, make_workspace
 from test_mcp import call, connect
 
 from ktui.workspace.kernels import content_hash
+
+pytestmark = pytest.mark.worker
 
 
 def _owner(ws, *argv: str) -> subprocess.Popen:

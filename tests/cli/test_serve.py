@@ -7,9 +7,12 @@ import signal
 import subprocess
 import sys
 
+import pytest
 from conftest import REPO, ktui, make_workspace, parse_events
 
 from ktui.protocol.processes import descendants
+
+pytestmark = pytest.mark.worker
 
 
 def test_ktui_run_while_serve_owns_the_workspace_runs_on_its_one_warm_worker(tmp_path):

@@ -1,10 +1,13 @@
 """One definition of a current result: the kernel's content and its reference's, as on disk."""
 
+import pytest
 from conftest import make_workspace
 
 from ktui.history.current import report_is_current
 from ktui.protocol.events import CANCELLED, INTERRUPTED, PASSED, finished_run
 from ktui.workspace.kernels import content_hash, discover, reference_hash
+
+pytestmark = pytest.mark.unit
 
 
 def _report(kernel) -> dict:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+
 from ktui.history.reports import OUTPUT_CHARS, ReportWriter
 from ktui.protocol.events import Output, RunFinished, RunStarted
 from ktui.protocol.statedir import OUTPUT_FILE
+
+pytestmark = pytest.mark.unit
 
 
 def _run(tmp_path, lines: list[str]) -> str:

@@ -13,6 +13,8 @@ from conftest import by_kernel, finished, ktui, make_workspace, parse_events, ru
 
 from ktui.agents.dumps import read_dump
 
+pytestmark = pytest.mark.worker
+
 pytest.importorskip("tilelang", reason="tilelang not installed (pip install 'ktui[tilelang]')")
 
 

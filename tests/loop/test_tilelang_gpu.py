@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import by_kernel, finished, ktui, make_workspace, parse_events, rungs
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.worker]
 
 SHIPPED = ["add_tilelang", "softmax_tilelang", "rmsnorm_tilelang", "gemm_bf16_tilelang"]
 

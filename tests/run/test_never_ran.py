@@ -1,5 +1,6 @@
 """A run that never reaches a worker has one shape, whoever tells it: a start, maybe the pre-checks, a finish."""
 
+import pytest
 from conftest import make_workspace
 
 from ktui.protocol.events import ERROR, FAILED, RunFinished, RungFinished, RunStarted
@@ -7,6 +8,8 @@ from ktui.protocol.job import Options
 from ktui.run.scripted import ScriptedRunner
 from ktui.run.session import Session
 from ktui.workspace.kernels import discover
+
+pytestmark = pytest.mark.unit
 
 
 def test_a_kernel_with_no_reference_is_started_failed_at_the_pre_checks_and_finished_error_without_a_worker(tmp_path):

@@ -43,6 +43,7 @@ def owner(ws):
     ownership.release()
 
 
+@pytest.mark.unit
 def test_a_caller_gets_the_owners_events_and_its_warm_worker_on_every_call(ws, owner):
     runner, _ = owner
     for _ in range(2):
@@ -54,12 +55,14 @@ def test_a_caller_gets_the_owners_events_and_its_warm_worker_on_every_call(ws, o
     assert len(runner.played) == 2 and runner.played[0].worker == runner.played[1].worker
 
 
+@pytest.mark.unit
 def test_the_owners_listener_sees_runs_that_came_from_other_callers(ws, owner):
     _, queue = owner
     list(OwnerLink.connect(state_dir(ws)).run([ws / "kernels" / "add_triton.py"], OPTIONS))
     assert [e.kernel for e in queue.listener.items if isinstance(e, RunStarted)] == ["add_triton"]
 
 
+@pytest.mark.unit
 def test_two_concurrent_callers_never_run_on_one_gpu_at_once(ws, owner):
     runner, _ = owner
     verdicts = []
@@ -79,6 +82,7 @@ def test_two_concurrent_callers_never_run_on_one_gpu_at_once(ws, owner):
     assert first.ended <= second.started, "the two runs overlapped"
 
 
+@pytest.mark.unit
 def test_a_caller_asking_for_another_placement_is_told_so_in_one_line(ws, owner):
     link = OwnerLink.connect(state_dir(ws))
     with pytest.raises(RuntimeError, match="runs on this machine, not GPUs 1,2") as caught:
@@ -86,6 +90,7 @@ def test_a_caller_asking_for_another_placement_is_told_so_in_one_line(ws, owner)
     assert "\n" not in str(caught.value)
 
 
+@pytest.mark.unit
 def test_a_second_owner_is_refused_while_the_first_holds_the_lock_and_the_folder_is_owner_only(ws, owner):
     state = state_dir(ws)
     assert Ownership.take(state) is None
@@ -113,6 +118,7 @@ OWNER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.worker
 def test_an_owner_killed_mid_run_gives_its_caller_a_clear_error_and_a_later_command_becomes_owner(ws):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen([sys.executable, "-c", OWNER, str(ws)], stdout=subprocess.PIPE, text=True, env=env)
@@ -145,6 +151,7 @@ def test_an_owner_killed_mid_run_gives_its_caller_a_clear_error_and_a_later_comm
         ownership.release()
 
 
+@pytest.mark.unit
 def test_a_profile_s_turn_on_the_gpu_waits_for_the_run_in_flight_and_holds_off_the_next(ws, owner):
     from ktui.run.owner import gpu_turn
 
@@ -172,6 +179,7 @@ def test_a_profile_s_turn_on_the_gpu_waits_for_the_run_in_flight_and_holds_off_t
     assert runner.played[1].started >= released, "no run while the turn held the GPU"
 
 
+@pytest.mark.unit
 def test_with_no_owner_a_turn_is_taken_at_once(ws):
     from ktui.run.owner import gpu_turn
 
@@ -179,6 +187,7 @@ def test_with_no_owner_a_turn_is_taken_at_once(ws):
         pass
 
 
+@pytest.mark.unit
 def test_a_follower_hears_a_kernel_go_busy_when_queued_and_idle_when_its_run_ends_and_is_dropped_on_hangup(ws, owner):
     _, queue = owner
     kernel = ws / "kernels" / "add_triton.py"

@@ -16,6 +16,8 @@ from ktui.run.scripted import HANG, Script, ScriptedRunner, Step
 from ktui.run.session import Session
 from ktui.workspace.kernels import discover
 
+pytestmark = pytest.mark.unit
+
 OPTIONS = Options(force_cpu=True, benchmark=False)
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import pytest
 from conftest import make_workspace
 from test_watch_loop import Collector
 
@@ -14,6 +15,8 @@ from ktui.run.scripted import Script, ScriptedRunner, Step
 from ktui.watch.loop import WatchLoop, WatchSettings
 from ktui.workspace.folder import Workspace
 from ktui.workspace.kernels import state_dir
+
+pytestmark = pytest.mark.worker
 
 
 def test_a_watch_runs_another_callers_kernel_on_its_worker_and_its_listener_sees_the_run(tmp_path):

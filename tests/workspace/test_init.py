@@ -76,6 +76,7 @@ def test_the_worked_example_is_the_shipped_one():
         assert template(FILES[rel]) == (REPO / repo_path).read_text(), rel
 
 
+@pytest.mark.worker
 def test_init_without_ktui_on_path_says_how_to_start_the_committed_mcp_json_and_no_context_leaves_it_empty(tmp_path):
     if shutil.which("ktui", path="/usr/bin:/bin"):
         pytest.skip("ktui is installed in /usr/bin or /bin")
