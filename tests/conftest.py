@@ -48,7 +48,7 @@ class WarmRunner:
     it. Tests about crashes, time limits, confinement or isolation keep workers of their own."""
 
     def __init__(self, under: Path):
-        from ktui.run.runner import LocalRunner, WorkerConfig
+        from ktui.dispatch.runner import LocalRunner, WorkerConfig
 
         under = under.resolve()
 

@@ -19,9 +19,9 @@ from ktui.agents.dumps import KINDS, MAX_PAGE_CHARS
 from ktui.agents.printed import read_output
 from ktui.agents.stored import stored_folder
 from ktui.agents.workspace import MAX_PATH_CHARS, AgentWorkspace, BadCall
+from ktui.dispatch.auditor import STRONG, AuditOptions, find_targets, kernel_target
+from ktui.dispatch.runner import WorkerConfig
 from ktui.protocol.statedir import OUTPUT_FILE
-from ktui.run.audit import STRONG, AuditOptions, find_targets, kernel_target
-from ktui.run.runner import WorkerConfig
 from ktui.workspace.kernels import ProblemError
 
 MAX_RESOURCE_CHARS = 2_000_000  # a resource is read whole: the dump tool pages through bigger files

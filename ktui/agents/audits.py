@@ -18,10 +18,10 @@ from typing import Any
 
 import anyio
 
+from ktui.dispatch.auditor import STRONG, WEAK, AuditOptions, Auditor, AuditTarget
+from ktui.dispatch.first_audit import short_reason
+from ktui.dispatch.runner import WorkerStartError
 from ktui.protocol.events import Event, RunFinished, RungFinished
-from ktui.run.audit import STRONG, WEAK, AuditOptions, Auditor, AuditTarget
-from ktui.run.first_audit import short_reason
-from ktui.run.runner import WorkerStartError
 from ktui.workspace.kernels import ProblemError
 
 Progress = Callable[[float, str], Awaitable[None]]

@@ -1,6 +1,6 @@
 """The ``profile`` and ``sanitize`` tools' engine: the CLI in a child process, progress out, cancellation in.
 
-A call is ``python -m ktui profile|sanitize PATH --json`` (``ktui.run.child``), the command an agent
+A call is ``python -m ktui profile|sanitize PATH --json`` (``ktui.dispatch.child``), the command an agent
 would type, so ncu, compute-sanitizer and the kernel never run in the server's process. Its
 progress lines become MCP progress notifications and its last JSON line is the answer. When the
 client cancels the call, or the server stops, the child and every process group under it are
@@ -17,7 +17,7 @@ from typing import Any
 
 import anyio
 
-from ktui.run.child import KtuiChild, ktui_argv
+from ktui.dispatch.child import KtuiChild, ktui_argv
 from ktui.workspace.kernels import Kernel
 
 Progress = Callable[[float, str], Awaitable[None]]

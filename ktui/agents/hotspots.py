@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from ktui.agents.workspace import BadCall
-from ktui.inspect.ncu import source as ncu_source
 from ktui.measure import hotspots
+from ktui.profiling.ncu import source as ncu_source
 
 
 def read_hotspots(run_dir: Path, top: int) -> dict[str, Any]:

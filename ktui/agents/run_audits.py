@@ -1,4 +1,4 @@
-"""The ``run`` tool's audit, as ``ktui run``'s (``ktui.run.first_audit``): after the verdicts, each
+"""The ``run`` tool's audit, as ``ktui run``'s (``ktui.dispatch.first_audit``): after the verdicts, each
 reference version never audited gets the fast checks, cached in ``.ktui/audits/``.
 
 A kernel that passes a weak test has proved nothing, and an agent should not need to know the
@@ -13,9 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ktui.dispatch.first_audit import FirstAudit, audit_new_references, unaudited
+from ktui.dispatch.owner import OwnerGone, gpu_turn
 from ktui.protocol.job import Options
-from ktui.run.first_audit import FirstAudit, audit_new_references, unaudited
-from ktui.run.owner import OwnerGone, gpu_turn
 from ktui.workspace.kernels import Kernel, state_dir
 
 

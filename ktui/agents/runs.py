@@ -1,9 +1,9 @@
 """The ``run`` tool's engine: a client of the run queue, progress out, cancellation in.
 
-Runs go through the one run queue (``ktui.run.queue``) exactly as ``ktui run``'s and the watch's
+Runs go through the one run queue (``ktui.dispatch.queue``) exactly as ``ktui run``'s and the watch's
 do: same sessions, store, reports and warm worker, which stays warm from one call to the next.
 While another process owns the workspace's GPUs (a watch, ``ktui serve``) the runs go to its
-queue over its socket (``ktui.run.owner``); otherwise the server owns them from its first run on.
+queue over its socket (``ktui.dispatch.owner``); otherwise the server owns them from its first run on.
 The queue runs in its own thread, so the server keeps answering while the ladder climbs; one call
 at a time, as with one GPU. When the client cancels, the run in flight is cancelled (its worker's
 process group is killed) and the call waits for the queue to see it end, so nothing the kernel
@@ -22,13 +22,13 @@ from typing import Any
 import anyio
 
 from ktui.agents.digest import run_digest
+from ktui.dispatch.owner import OwnerLink, OwnerServer, Ownership, placement_words
+from ktui.dispatch.queue import Batch, RunQueue
+from ktui.dispatch.runner import LocalRunner, Runner, WorkerConfig
+from ktui.dispatch.session import Session
 from ktui.history.reports import build_report
 from ktui.protocol.events import ERROR, Event, Output, RunFinished, RungFinished, RunStarted
 from ktui.protocol.job import Options
-from ktui.run.owner import OwnerLink, OwnerServer, Ownership, placement_words
-from ktui.run.queue import Batch, RunQueue
-from ktui.run.runner import LocalRunner, Runner, WorkerConfig
-from ktui.run.session import Session
 from ktui.workspace.kernels import Kernel, state_dir
 
 Progress = Callable[[float, str], Awaitable[None]]

@@ -32,13 +32,13 @@ from ktui.agents.run_audits import audit_after_run
 from ktui.agents.runs import Placement, RunService
 from ktui.agents.verdicts import verdict_now
 from ktui.agents.workspace import MAX_PATH_CHARS, AgentWorkspace, BadCall
+from ktui.dispatch.runner import WorkerConfig
 from ktui.history import linediff, rooflines
 from ktui.history.current import report_is_current
 from ktui.history.reports import latest_path
 from ktui.history.sassdiff import DiffError, diff_versions, resolve_base
 from ktui.history.store import Store
 from ktui.protocol.job import Options
-from ktui.run.runner import WorkerConfig
 from ktui.workspace.kernels import Kernel, ProblemError, discover, state_dir
 from ktui.workspace.versions import current_version
 

@@ -19,9 +19,9 @@ from typing import Any
 
 import anyio
 
+from ktui.dispatch.owner import Following, OwnerGone, OwnerLink
 from ktui.history.current import current_run
 from ktui.history.store import RunRecord, Store
-from ktui.run.owner import Following, OwnerGone, OwnerLink
 from ktui.workspace.kernels import Kernel, content_hash, reference_hash
 
 POLL_S = 0.5  # the history is read again at least this often while waiting

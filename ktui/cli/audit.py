@@ -46,8 +46,8 @@ def add_parser(subparsers) -> None:
 
 def cmd_audit(args: argparse.Namespace) -> int:
     # deferred for start-up speed
-    from ktui.run.audit import DEFAULT_STEP_TIMEOUT_S, AuditOptions, Auditor, find_targets
-    from ktui.run.owner import OwnerGone, gpu_turn_for
+    from ktui.dispatch.auditor import DEFAULT_STEP_TIMEOUT_S, AuditOptions, Auditor, find_targets
+    from ktui.dispatch.owner import OwnerGone, gpu_turn_for
     from ktui.workspace.kernels import ProblemError
 
     if not args.paths and args.reference is None:
@@ -78,7 +78,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def _audited(targets, auditor, printer) -> int:
-    from ktui.run.runner import WorkerStartError  # deferred for start-up speed
+    from ktui.dispatch.runner import WorkerStartError  # deferred for start-up speed
     from ktui.workspace.kernels import ProblemError
 
     verdicts = []
@@ -116,7 +116,7 @@ class AuditPrinter:
     def __call__(self, event) -> None:
         # deferred for start-up speed
         from ktui.protocol.events import RunFinished, RungFinished, RunStarted
-        from ktui.run.render import rung_line
+        from ktui.protocol.lines import rung_line
 
         if isinstance(event, RunStarted):
             self._started = event

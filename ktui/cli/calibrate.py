@@ -1,6 +1,6 @@
 """``ktui calibrate``: measure this GPU's copy bandwidth and matmul rates, the roofline's ceilings.
 
-The measuring runs in a child process (``python -m ktui.loop.timing.calibrate``); this one saves and shows it.
+The measuring runs in a child process (``python -m ktui.worker.timing.calibrate``); this one saves and shows it.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import Callable
 
 from ktui.cli.exits import EXIT_CANNOT_RUN, EXIT_OK
 from ktui.cli.options import add_remote_flags
+from ktui.dispatch.proc import child_env, end_tree
 from ktui.measure.calibrate import read_reply
-from ktui.run.proc import child_env, end_tree
 
 
 def add_parser(subparsers) -> None:
@@ -71,7 +71,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 def _measure_in_child(time_s: float, progress: Callable[[str], None]) -> tuple[dict | None, str]:
     """Run the measurement in a process of its own (torch, Triton and the GPU stay out of this one):
     (the calibration's fields, "") or (None, why not)."""
-    argv = [sys.executable, "-m", "ktui.loop.timing.calibrate", "--time", str(time_s)]
+    argv = [sys.executable, "-m", "ktui.worker.timing.calibrate", "--time", str(time_s)]
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, errors="replace", env=child_env(), start_new_session=True)
     stderr: list[str] = []
@@ -93,8 +93,8 @@ def _measure_remote(args: argparse.Namespace, root: Path):
     """The remote's calibration, or None after saying why there is none."""
     # deferred for start-up speed
     from ktui.cli.options import runner_for
-    from ktui.run.remote.calibrate import RemoteCalibrationError, measure_remote
-    from ktui.run.remote.link import LinkDown
+    from ktui.dispatch.remote.calibrate import RemoteCalibrationError, measure_remote
+    from ktui.dispatch.remote.link import LinkDown
 
     try:
         runner = runner_for(args, root=root)

@@ -94,11 +94,11 @@ def compile_remotely_if_needed(args: argparse.Namespace, kernel) -> int | None:
     to go on with the diff, else the exit code after saying why not."""
     # deferred for start-up speed
     from ktui.cli.options import runner_for
+    from ktui.dispatch.session import Session
     from ktui.history.store import Store
     from ktui.protocol.events import ERROR, INTERRUPTED, RunFinished, RunStarted
     from ktui.protocol.job import Options
     from ktui.protocol.statedir import run_dir
-    from ktui.run.session import Session
     from ktui.workspace.kernels import content_hash, state_dir
 
     state = state_dir(kernel.root)

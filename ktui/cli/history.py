@@ -23,7 +23,7 @@ def add_parser(subparsers) -> None:
 def cmd_history(args: argparse.Namespace) -> int:
     # deferred for start-up speed
     from ktui.history.store import Store
-    from ktui.run.render import summary_line
+    from ktui.protocol.lines import summary_line
     from ktui.workspace.kernels import state_dir
 
     kernel = stored_kernel(args)

@@ -41,7 +41,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return EXIT_CANNOT_RUN
     from ktui.agents.runs import Placement
-    from ktui.run.pool import DevicePool
+    from ktui.dispatch.pool import DevicePool
     from ktui.workspace.kernels import find_root
 
     try:

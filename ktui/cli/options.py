@@ -109,7 +109,7 @@ def _looks_like_ray_address(value: str) -> bool:
 
 
 def add_ray_flag(parser: argparse.ArgumentParser) -> None:
-    """``--ray [ADDRESS]``: the run queue's runners are Ray actors, one per GPU (``ktui.run.ray_pool``)."""
+    """``--ray [ADDRESS]``: the run queue's runners are Ray actors, one per GPU (``ktui.dispatch.ray_pool``)."""
     parser.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS", action=RayAddress,
                         help="run the kernels in parallel on Ray, one warm worker per GPU (per CPU on the CPU tier): "
                              "a local Ray instance, or join a cluster with ADDRESS (auto, ray://host:port); "
@@ -171,7 +171,7 @@ def loop_options(args: argparse.Namespace):
 
 def worker_config(args: argparse.Namespace):
     """The worker's ``WorkerConfig`` from ``add_target_flags``' flags (none: the defaults)."""
-    from ktui.run.runner import WorkerConfig  # deferred for start-up speed
+    from ktui.dispatch.runner import WorkerConfig  # deferred for start-up speed
 
     return WorkerConfig(arch=getattr(args, "arch", None), force_cpu=getattr(args, "cpu", False))
 
@@ -198,8 +198,8 @@ def add_gpus_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def placement(args: argparse.Namespace) -> str:
-    """Where ``runner_for`` puts the runs, in words (``ktui.run.owner.placement_words``)."""
-    from ktui.run.owner import placement_words  # deferred for start-up speed
+    """Where ``runner_for`` puts the runs, in words (``ktui.dispatch.owner.placement_words``)."""
+    from ktui.dispatch.owner import placement_words  # deferred for start-up speed
 
     return placement_words(getattr(args, "remote", None), getattr(args, "gpus", None), getattr(args, "cpu", False),
                            getattr(args, "cold", False), getattr(args, "ray", None))
@@ -213,8 +213,8 @@ def runner_for(args: argparse.Namespace, fresh_each_run: bool = False, root: Pat
         raise ValueError("--gpus picks GPUs of this host: it cannot be combined with --remote")
     if getattr(args, "remote", None) is None:
         return local_runner(args, fresh_each_run, root)
-    from ktui.run.remote.address import parse_remote  # deferred for start-up speed
-    from ktui.run.remote.runner import RemoteRunner
+    from ktui.dispatch.remote.address import parse_remote  # deferred for start-up speed
+    from ktui.dispatch.remote.runner import RemoteRunner
 
     return RemoteRunner(parse_remote(args.remote), worker_config(args), fresh_each_run=fresh_each_run,
                         ssh_config=args.ssh_config, python=args.remote_python, root=root)
@@ -227,8 +227,8 @@ def local_runner(args: argparse.Namespace, fresh_each_run: bool = False, root: P
     workspace's ``root``, its workers may write its run folders from their start."""
     import dataclasses
 
-    from ktui.run.devices import visible_devices  # deferred for start-up speed
-    from ktui.run.runner import LocalRunner
+    from ktui.dispatch.gpus import visible_devices  # deferred for start-up speed
+    from ktui.dispatch.runner import LocalRunner
 
     config = worker_config(args)
     if root is not None:
@@ -238,7 +238,7 @@ def local_runner(args: argparse.Namespace, fresh_each_run: bool = False, root: P
     gpus = getattr(args, "gpus", None)
     devices = [] if (config.force_cpu and gpus is None) else visible_devices(gpus)
     if len(devices) > 1:
-        from ktui.run.pool import DevicePool  # deferred for start-up speed
+        from ktui.dispatch.pool import DevicePool  # deferred for start-up speed
 
         return DevicePool(devices, config, fresh_each_run=fresh_each_run)
     if devices:
@@ -251,6 +251,6 @@ def tool_host_for(args: argparse.Namespace):
     (the runner's link and sync), else None (here); ValueError for a bad address."""
     if getattr(args, "remote", None) is None:
         return None
-    from ktui.inspect.hosts import RemoteHost  # deferred for start-up speed
+    from ktui.profiling.hosts import RemoteHost  # deferred for start-up speed
 
     return RemoteHost(runner_for(args))

@@ -8,7 +8,7 @@ import sys
 
 
 def print_first_audits(audits, as_json: bool = False) -> None:
-    """``ktui run``'s audit (``ktui.run.first_audit``), told as each one ends: with ``--json`` one
+    """``ktui run``'s audit (``ktui.dispatch.first_audit``), told as each one ends: with ``--json`` one
     object per reference (``"type": "audit"``); else one line per weak reference, last, ending
     ``weak test: …``, one per reference that could not be audited, and one ``audit: strong`` line."""
     import json  # deferred for start-up speed
@@ -54,7 +54,7 @@ class LinePrinter:
     def __call__(self, event) -> None:
         # deferred for start-up speed
         from ktui.protocol.events import Output, RunFinished, RungFinished, RunStarted
-        from ktui.run.render import rung_line, summary_line
+        from ktui.protocol.lines import rung_line, summary_line
 
         if isinstance(event, RunStarted):
             self._started[event.run_id] = event
@@ -80,7 +80,7 @@ class LinePrinter:
 
     @staticmethod
     def _header(event, precheck_figures: dict | None = None) -> None:
-        from ktui.run.render import confinement_note, where_text  # deferred for start-up speed
+        from ktui.protocol.lines import confinement_note, where_text  # deferred for start-up speed
 
         where = where_text(event.tier, event.device, event.arch, precheck_figures)
         ref = os.path.relpath(event.reference) if event.reference else "no reference"

@@ -32,8 +32,8 @@ def add_parser(subparsers) -> None:
 def cmd_profile(args: argparse.Namespace) -> int:
     """Profile, or time sections; ``--json`` prints the contract the dashboard's ``p`` reads."""
     # deferred for start-up speed
-    from ktui.inspect.profile import ProfileOptions
-    from ktui.run.owner import OwnerGone, gpu_turn_for
+    from ktui.dispatch.owner import OwnerGone, gpu_turn_for
+    from ktui.profiling.profile import ProfileOptions
 
     def emit(obj: dict) -> None:
         sys.stdout.write(json.dumps(obj, default=str) + "\n")
@@ -74,8 +74,8 @@ def _remote(args: argparse.Namespace) -> bool:
 
 def _profiled(args, options, progress, finish, host) -> int:
     # deferred for start-up speed
-    from ktui.inspect.external import CannotRun, ToolFailed
-    from ktui.inspect.profile import profile, profile_sections
+    from ktui.profiling.external import CannotRun, ToolFailed
+    from ktui.profiling.profile import profile, profile_sections
 
     try:
         if args.sections:

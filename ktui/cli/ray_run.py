@@ -1,5 +1,5 @@
 """``--ray [ADDRESS]`` (``ktui run``, ``ktui serve``): the Ray placement of the run queue, one
-``RayRunner`` per actor (``ktui.run.ray_pool``), and the plain printer of runs that interleave."""
+``RayRunner`` per actor (``ktui.dispatch.ray_pool``), and the plain printer of runs that interleave."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from ktui.cli.options import worker_config
 def ray_pool(args: argparse.Namespace, fresh_each_run: bool = False):
     """The ``RayPool`` that ``--ray`` asks for, or None once it has said why there is none (Ray is
     not installed, no cluster answers at the address)."""
-    from ktui.run.ray_pool import RayMissing, RayPool  # deferred: Ray is an optional extra
+    from ktui.dispatch.ray_pool import RayMissing, RayPool  # deferred: Ray is an optional extra
 
     try:
         return RayPool(args.ray, worker_config(args), fresh_each_run=fresh_each_run)

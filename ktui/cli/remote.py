@@ -22,9 +22,9 @@ def add_parser(subparsers) -> None:
 
 def cmd_check(args: argparse.Namespace) -> int:
     # deferred for start-up speed
-    from ktui.run.remote.address import parse_remote
-    from ktui.run.remote.check import check_lines, probe
-    from ktui.run.remote.link import Link, LinkDown
+    from ktui.dispatch.remote.address import parse_remote
+    from ktui.dispatch.remote.check import check_lines, probe
+    from ktui.dispatch.remote.link import Link, LinkDown
 
     try:
         address = parse_remote(args.host)

@@ -49,10 +49,10 @@ def add_parser(subparsers) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     # deferred for start-up speed
-    from ktui.run.owner import OwnerLink, OwnerServer, Ownership
-    from ktui.run.queue import RunQueue
-    from ktui.run.runner import WorkerStartError
-    from ktui.run.session import Session
+    from ktui.dispatch.owner import OwnerLink, OwnerServer, Ownership
+    from ktui.dispatch.queue import RunQueue
+    from ktui.dispatch.runner import WorkerStartError
+    from ktui.dispatch.session import Session
     from ktui.workspace.kernels import ProblemError, discover, state_dir
 
     args.paths = [*getattr(args, "ray_paths", []), *args.paths]  # `--ray kernels/`: the folder is a path
@@ -134,8 +134,8 @@ def _unheard(item) -> None:
 def _through_owner(link, state: Path, args: argparse.Namespace, options, printer) -> int:
     """The verdicts' exit code of the runs the workspace's owner made for us, their events printed as
     they come; a reference that changed during a run has the kernel run once more, as without an owner."""
+    from ktui.dispatch.owner import OwnerGone, OwnerLink
     from ktui.protocol.events import RunFinished, RunStarted  # deferred for start-up speed
-    from ktui.run.owner import OwnerGone, OwnerLink
 
     verdicts, again, starts = [], [], {}
     try:
@@ -169,7 +169,7 @@ def reached(runner) -> bool:
     link = getattr(runner, "link", None)
     if link is None:
         return True
-    from ktui.run.remote.link import LinkDown  # deferred for start-up speed
+    from ktui.dispatch.remote.link import LinkDown  # deferred for start-up speed
 
     try:
         link.connect()
@@ -186,7 +186,7 @@ def _audited(args: argparse.Namespace, kernels, options, code: int) -> int:
     if args.no_audit:
         return code
     from ktui.cli.printers import print_first_audits  # deferred for start-up speed
-    from ktui.run.first_audit import audit_new_references
+    from ktui.dispatch.first_audit import audit_new_references
 
     try:
         print_first_audits(audit_new_references(kernels, options), as_json=args.json)

@@ -26,9 +26,9 @@ def add_parser(subparsers) -> None:
 
 def cmd_sanitize(args: argparse.Namespace) -> int:
     # deferred for start-up speed
-    from ktui.inspect.external import CannotRun, ToolFailed
-    from ktui.inspect.sanitize import sanitize
-    from ktui.run.owner import OwnerGone, gpu_turn_for
+    from ktui.dispatch.owner import OwnerGone, gpu_turn_for
+    from ktui.profiling.external import CannotRun, ToolFailed
+    from ktui.profiling.sanitize import sanitize
 
     def progress(message: str) -> None:
         if not args.json:

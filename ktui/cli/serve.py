@@ -1,5 +1,5 @@
 """``ktui serve``: own a workspace's GPUs with a warm worker and no UI, so that every ``ktui run``
-and ``ktui mcp`` of the workspace submits to it (``ktui.run.owner``) instead of starting its own."""
+and ``ktui mcp`` of the workspace submits to it (``ktui.dispatch.owner``) instead of starting its own."""
 
 from __future__ import annotations
 
@@ -27,11 +27,11 @@ def add_parser(subparsers) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     # deferred for start-up speed
+    from ktui.dispatch.owner import OwnerServer, Ownership, owner_pid
+    from ktui.dispatch.queue import RunQueue
+    from ktui.dispatch.session import Session
     from ktui.protocol.events import RunFinished
     from ktui.protocol.job import Options
-    from ktui.run.owner import OwnerServer, Ownership, owner_pid
-    from ktui.run.queue import RunQueue
-    from ktui.run.session import Session
     from ktui.workspace.folder import Workspace
     from ktui.workspace.kernels import ProblemError, state_dir
 

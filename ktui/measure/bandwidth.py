@@ -3,7 +3,7 @@
 HBM sustains more when reads outnumber writes, so a 1:1 copy is not the ceiling of every honest
 memory-bound kernel (on an H200 a Triton add, 2 reads and 1 write, read 104% of the best copy).
 ``ktui calibrate`` therefore times a few access patterns with ktui's own Triton kernels
-(``ktui.loop.timing.bandwidth``: the measuring, in the calibration's process), each over buffers
+(``ktui.worker.timing.bandwidth``: the measuring, in the calibration's process), each over buffers
 far larger than the L2 and each counting the bytes it really moves, plus torch's ``copy_``. Every pattern's figure is kept in the
 calibration's details, labelled; the calibration's one bandwidth figure is the best of them, and
 a benchmark is held to the pattern that matches its own mix of reads and writes (``mixes``, and

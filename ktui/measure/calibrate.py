@@ -14,7 +14,7 @@ as the device allows. So ktui measures two ceilings the way a kernel would meet 
   model of floor and transfer fits copies from tiny to large, stored as ``launch_floor``.
 
 Both are timed with the benchmark's own timer, in a process of its own (``python -m
-ktui.loop.timing.calibrate``, started by ``ktui calibrate``): the process that shows results
+ktui.worker.timing.calibrate``, started by ``ktui calibrate``): the process that shows results
 (this module: the file, the report, the measuring process's replies) never imports torch or runs
 a kernel. Results go to ``<root>/.ktui/calibration.json``,
 keyed by device name and driver (a driver update can change both), and the benchmark rung uses
@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterable
 
 from ktui.measure import bandwidth as _bandwidth
 from ktui.measure import launchfloor as _launchfloor
-from ktui.measure.devices import lookup
+from ktui.measure.datasheets import lookup
 from ktui.measure.roofline import Ceiling
 from ktui.protocol.files import write_atomic
 from ktui.protocol.statedir import calibration_file
@@ -140,7 +140,7 @@ class Reply:
 
 
 def read_reply(lines: Iterable[str], progress: Callable[[str], None]) -> Reply:
-    """Read the measuring process's lines (``ktui.loop.timing.calibrate.main``'s protocol), telling
+    """Read the measuring process's lines (``ktui.worker.timing.calibrate.main``'s protocol), telling
     its progress as it comes."""
     reply = Reply()
     for line in lines:

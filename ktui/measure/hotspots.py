@@ -24,7 +24,7 @@ from ktui.measure import sass
 
 JSON_FILE = "hotspots.json"
 TEXT_FILE = "hotspots.txt"
-MEASURED_FILE = "hotspots_measured.json"  # ``ktui profile``'s hot lines (``ktui.inspect.ncu.source``)
+MEASURED_FILE = "hotspots_measured.json"  # ``ktui profile``'s hot lines (``ktui.profiling.ncu.source``)
 
 # The classes, in the order they are shown; "spill" is local memory (LDL/STL).
 CLASSES = ("global_load", "global_store", "shared_load", "shared_store", "mma", "fma", "branch", "spill", "other")

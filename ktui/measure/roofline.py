@@ -12,7 +12,7 @@ term that decides it named: launch-bound, memory-bound or compute-bound. Without
 launch floor the attainable time is the larger transfer floor alone, and the figures say so.
 
 Ceilings come from ``ktui calibrate`` (this device, measured) in preference to the datasheet
-table (``ktui.measure.devices``). HBM sustains more the larger the share of reads, so a calibrated
+table (``ktui.measure.datasheets``). HBM sustains more the larger the share of reads, so a calibrated
 memory ceiling is the one measured for the access mix at or just above the kernel's own share of
 reads (``Ceiling.for_reads``): a softmax (half reads) is held to the 1:1 copy, an add (two thirds)
 to the 2-read-1-write add, a reduction to the read-only sum. A calibrated ceiling is an achieved rate, not a peak, so a kernel may
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from ktui.measure.devices import DeviceSpec
+from ktui.measure.datasheets import DeviceSpec
 
 # Without a datasheet entry, "impossible" means beating the calibrated floor by this factor: a
 # plain copy and a cuBLAS matmul reach roughly 80-90% of their peaks, so a quarter more than the

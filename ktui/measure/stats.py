@@ -1,7 +1,7 @@
 """The statistics of kernel timing: summaries, when to stop sampling, ratios with confidence.
 
 Pure functions of lists of numbers, so every rule the benchmark follows can be checked on a CPU
-with synthetic samples. The GPU side (``ktui.loop.timing.sampler``) only collects the samples.
+with synthetic samples. The GPU side (``ktui.worker.timing.sampler``) only collects the samples.
 
 - The headline figure is the **median**: GPU timings have a hard floor and a long right tail
   (a preempted launch, a clock dip), so the mean chases outliers and the median does not.

@@ -9,14 +9,14 @@ from typing import Any
 from ktui.protocol.rungs import DEFAULT_TIMEOUTS, rung_family
 
 # The problem formats a Job may carry (``Job.format``): detected from text in the parent
-# (``ktui.workspace.formats``), loaded by their adapters in the worker (``ktui.loop.formats``).
+# (``ktui.workspace.formats``), loaded by their adapters in the worker (``ktui.worker.formats``).
 NATIVE = "native"
 GPUMODE = "gpumode"
 KERNELBENCH = "kernelbench"
 
 @dataclass(frozen=True)
 class BenchSettings:
-    """How the benchmark rung times (see ``ktui.loop.timing.sampler`` and ``ktui.measure.stats``)."""
+    """How the benchmark rung times (see ``ktui.worker.timing.sampler`` and ``ktui.measure.stats``)."""
 
     hot_cache: bool = False  # no L2 flush, one input set: time the kernel with its data in cache
     cuda_graph: bool = False  # also time CUDA-graph replays (no launch overhead), as extra figures
@@ -90,7 +90,7 @@ class Job:
     source: str  # the exact text that was hashed: the worker runs this, not a later save
     run_dir: str
     options: Options = field(default_factory=Options)
-    format: str = "native"  # "native" | "gpumode" | "kernelbench" (see ktui.loop.formats)
+    format: str = "native"  # "native" | "gpumode" | "kernelbench" (see ktui.worker.formats)
     problem: dict[str, Any] = field(default_factory=dict)  # format-specific, e.g. GPU MODE's task.yml shapes
     # The reference as it was hashed (``reference_hash``), read before any user code ran: path →
     # text, the reference first, then the files it needs. The worker judges with these texts, never

@@ -28,13 +28,13 @@ PR_SET_CHILD_SUBREAPER = 36
 # Written by the worker on its stderr when a job's user code is done, before its run_finished: the
 # parent then knows it has every byte the job printed, a last line without its newline included.
 OUTPUT_END = "\x00ktui:end-of-job-output\x00"
-# The NVTX range the profiled process (``ktui.loop.target``) pushes around the kernel's calls, and
-# the one the profiler (``ktui.inspect.profile``) tells Nsight Compute to keep.
+# The NVTX range the profiled process (``ktui.worker.target``) pushes around the kernel's calls, and
+# the one the profiler (``ktui.profiling.profile``) tells Nsight Compute to keep.
 NVTX_RANGE = "ktui_custom_kernel"
 STACK_SIGNAL = signal.SIGUSR1  # the worker answers it with every thread's Python stack on stderr
 TOKEN_ENV = "KTUI_WORKER_TOKEN"  # set in the worker's environment, inherited by what user code starts
 PARENT_ENV = "KTUI_WORKER_PARENT"  # the pid of the process that started the worker
-# Confinement (ktui.loop.confine): the parent names what a worker may write and its temp folder.
+# Confinement (ktui.worker.confine): the parent names what a worker may write and its temp folder.
 NO_CONFINE_ENV = "KTUI_NO_CONFINE"  # "1": run user code unconfined
 WRITABLE_ENV = "KTUI_WRITABLE"  # folders (os.pathsep) a worker's runs write: the workspaces' .ktui/runs
 TMP_ENV = "KTUI_TMP"  # the worker's private temp folder, made and removed by the parent

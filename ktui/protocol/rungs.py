@@ -3,7 +3,7 @@
 Each row names a rung (or the family of per-shape rungs ``correctness[…]``, ``benchmark[…]``), its
 default time limit (``--timeout RUNG=SECONDS`` raises it), what it needs before it can run (the
 ladder skips it, saying so, when that is missing) and the figures its line shows. The worker
-registers one implementation per row (``ktui.loop.rungs.registry``); the renderer and the
+registers one implementation per row (``ktui.worker.rungs.registry``); the renderer and the
 dashboard, which may not import the worker, read the rows. A rung is one module plus its row.
 """
 

@@ -22,12 +22,12 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import TabbedContent
 
+from ktui.dispatch.notices import Notice
+from ktui.dispatch.runner import Runner
 from ktui.history.store import Store
 from ktui.protocol.events import Event, Output, RunFinished
 from ktui.protocol.job import Options
 from ktui.protocol.processes import stopped_by
-from ktui.run.notices import Notice
-from ktui.run.runner import Runner
 from ktui.tui.actions import DashboardActions
 from ktui.tui.dashboard import PANES, WIDE, Dashboard
 from ktui.tui.key_bar import KeyBar

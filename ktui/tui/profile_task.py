@@ -1,7 +1,7 @@
 """Profiling from the watch loop: ``python -m ktui profile PATH --json`` in a child process.
 
 The dashboard's ``p`` queues this as a scheduler task, so a profile never shares the GPU with a
-run. The child is the CLI an agent would call (``ktui.run.child``: its own session, so a save does
+run. The child is the CLI an agent would call (``ktui.dispatch.child``: its own session, so a save does
 not cancel it; quitting the dashboard kills it and what it started); its JSON lines become
 ``watch_profile`` notices.
 """
@@ -12,9 +12,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from ktui.run.child import KtuiChild, ktui_argv
-from ktui.run.notices import Notice
-from ktui.run.owner import TURN_HELD_ENV
+from ktui.dispatch.child import KtuiChild, ktui_argv
+from ktui.dispatch.notices import Notice
+from ktui.dispatch.owner import TURN_HELD_ENV
 from ktui.workspace.kernels import Kernel
 
 PROFILE_TIMEOUT_S = 900.0

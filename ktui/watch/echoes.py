@@ -1,6 +1,6 @@
 """A kernel that keeps saving its own files must not make ``ktui watch`` re-run it forever.
 
-Confined (``ktui.loop.confine``), a kernel cannot write its source, its reference or a helper
+Confined (``ktui.worker.confine``), a kernel cannot write its source, its reference or a helper
 module; unconfined (``KTUI_NO_CONFINE=1``, a kernel without Landlock) it can, and each such save
 starts it again. An *echo* is a save that reaches a kernel while its own run is in flight, or
 within the watcher's debounce after it ended: a file that run could have written. After
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from ktui.run.notices import Notice
+from ktui.dispatch.notices import Notice
 
 LIMIT = 3  # re-runs caused by a kernel's own saves, in a row, before it is stopped
 

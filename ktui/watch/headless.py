@@ -15,9 +15,9 @@ import threading
 import time
 from typing import IO
 
+from ktui.dispatch.notices import Notice
 from ktui.protocol.events import Event, Output
 from ktui.protocol.processes import stopped_by
-from ktui.run.notices import Notice
 from ktui.watch.loop import WatchLoop
 
 

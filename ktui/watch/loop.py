@@ -4,7 +4,7 @@
 with a different listener. The listener receives the loop's events (``ktui.protocol.events``) and the
 loop's notices (``watch_*``: saves, queue, watcher state, device, problems), from background
 threads — a UI must hand them to its own thread. Each reference version is audited once, in the
-background (``ktui.watch.audits``): its verdict is a ``watch_audit`` notice.
+background (``ktui.watch.background_audits``): its verdict is a ``watch_audit`` notice.
 """
 
 from __future__ import annotations
@@ -15,17 +15,17 @@ from typing import Callable, ClassVar
 
 from watchdog.observers import Observer
 
+from ktui.dispatch.notices import Notice
+from ktui.dispatch.owner import OwnerServer, Ownership
+from ktui.dispatch.pool import DevicePool
+from ktui.dispatch.queue import Listener, RunQueue, Task
+from ktui.dispatch.runner import LocalRunner, Runner, WorkerConfig
+from ktui.dispatch.session import Session
 from ktui.history.current import is_current
 from ktui.history.store import Store
 from ktui.protocol.job import Options
 from ktui.protocol.statedir import runs_folder
-from ktui.run.notices import Notice
-from ktui.run.owner import OwnerServer, Ownership
-from ktui.run.pool import DevicePool
-from ktui.run.queue import Listener, RunQueue, Task
-from ktui.run.runner import LocalRunner, Runner, WorkerConfig
-from ktui.run.session import Session
-from ktui.watch.audits import BackgroundAudits
+from ktui.watch.background_audits import BackgroundAudits
 from ktui.watch.echoes import Echoes
 from ktui.watch.watcher import DEFAULT_DEBOUNCE_S, Save, Watcher, WatcherState
 from ktui.workspace.folder import KernelIndex, Workspace
@@ -73,7 +73,7 @@ class WatchSettings:
     catch_up: bool = True  # run kernels whose stored result is not for what is on disk
     audit: bool = True  # audit each reference version once, in the background (cached in .ktui/audits/)
     # Where its runs happen, in words (``cli.options.placement``): set, the watch owns the
-    # workspace's GPUs while it runs (``ktui.run.owner``) and runs other commands' jobs too.
+    # workspace's GPUs while it runs (``ktui.dispatch.owner``) and runs other commands' jobs too.
     owner_placement: str | None = None
 
 

@@ -457,9 +457,9 @@ def test_the_server_exits_when_its_client_closes_stdin_even_after_a_16_mib_argum
 
 def test_hotspots_answers_the_measured_hot_lines_of_a_profiled_version(tmp_path):
     """A version's folder as ``ktui profile`` leaves it (the static table of the CPU-tier matmul and
-    the measured lines of the SYNTHETIC source page, tests/inspect/test_ncu_source.py)."""
-    from ktui.inspect.ncu import source as ncu_source
+    the measured lines of the SYNTHETIC source page, tests/profiling/test_ncu_source.py)."""
     from ktui.measure import hotspots
+    from ktui.profiling.ncu import source as ncu_source
 
     ws = make_workspace(tmp_path / "ws", kernels=["gemm_bf16_triton"])
     folder = ws / ".ktui" / "runs" / "gemm_bf16_triton" / "1"

@@ -7,7 +7,7 @@ tracked files (never copied in):
         --gpumode .corpora/gpumode/problems/pmpp_v2 [--shapes 2] [--limit N] [--only 19_ReLU] [--out rows.json]
 
 Every KernelBench problem file and every GPU MODE problem folder is audited in one warm audit
-process (``ktui.run.audit.Auditor``), with nothing cached or written into the checkouts. Reduced
+process (``ktui.dispatch.auditor.Auditor``), with nothing cached or written into the checkouts. Reduced
 repetitions, not reduced sizes: ``--shapes`` audits the first N test shapes (KernelBench's 5
 trials become N; GPU MODE problems keep all of theirs unless ``--gpumode-shapes`` says otherwise).
 It prints one markdown row per problem — its verdict, the mutants and checks that pass, the
@@ -28,8 +28,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from ktui.dispatch.auditor import AuditOptions, Auditor, find_targets  # noqa: E402
 from ktui.protocol.events import RunFinished, RunStarted  # noqa: E402
-from ktui.run.audit import AuditOptions, Auditor, find_targets  # noqa: E402
 from ktui.workspace.kernels import ProblemError  # noqa: E402
 
 

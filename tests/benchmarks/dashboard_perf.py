@@ -145,7 +145,7 @@ def tagged(tag: str) -> list[int]:
 
 
 def workers_of(tag: str, app_pid: int) -> list[int]:
-    return [p for p in tagged(tag) if p != app_pid and b"ktui.loop.worker" in Path(f"/proc/{p}/cmdline").read_bytes()]
+    return [p for p in tagged(tag) if p != app_pid and b"ktui.worker.main" in Path(f"/proc/{p}/cmdline").read_bytes()]
 
 
 def save(path: Path, text: str) -> float:

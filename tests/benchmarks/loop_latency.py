@@ -26,10 +26,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from ktui.dispatch.runner import LocalRunner, WorkerConfig  # noqa: E402
+from ktui.dispatch.session import Session  # noqa: E402
 from ktui.protocol.events import RunFinished, RunStarted  # noqa: E402
 from ktui.protocol.job import Options  # noqa: E402
-from ktui.run.runner import LocalRunner, WorkerConfig  # noqa: E402
-from ktui.run.session import Session  # noqa: E402
 from ktui.workspace.kernels import kernel_at  # noqa: E402
 
 MARK = "    row = tl.program_id(0)\n"

@@ -33,9 +33,9 @@ sys.path.insert(0, str(REPO / "tests" / "run"))
 from conftest import make_workspace  # noqa: E402
 from ray_driven import judged  # noqa: E402
 
+from ktui.dispatch.ray_pool import RayPool  # noqa: E402
+from ktui.dispatch.runner import WorkerConfig  # noqa: E402
 from ktui.protocol.job import Options  # noqa: E402
-from ktui.run.ray_pool import RayPool  # noqa: E402
-from ktui.run.runner import WorkerConfig  # noqa: E402
 from ktui.workspace.kernels import discover  # noqa: E402
 
 SOURCES = [REPO / "kernels" / "add_triton.py", REPO / "kernels" / "softmax_triton.py",

@@ -38,12 +38,12 @@ ktui() { "$PY" -m ktui "$@"; }
   nvidia-smi -L 2>&1; nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>&1
   "$PY" -c "import sys, torch, triton; print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__)" 2>&1
 } >> "$LOG"
-NCU="$("$PY" -c "from ktui.inspect.profile import find_ncu; print(find_ncu())" 2>>"$LOG")"
-SAN="$("$PY" -c "from ktui.inspect.sanitize import find_sanitizer; print(find_sanitizer())" 2>>"$LOG")"
+NCU="$("$PY" -c "from ktui.profiling.profile import find_ncu; print(find_ncu())" 2>>"$LOG")"
+SAN="$("$PY" -c "from ktui.profiling.sanitize import find_sanitizer; print(find_sanitizer())" 2>>"$LOG")"
 echo "ncu: ${NCU:-missing}; compute-sanitizer: ${SAN:-missing}" >> "$LOG"
 [ -n "$NCU" ] && "$NCU" --version >> "$LOG" 2>&1
 [ -n "$SAN" ] && "$SAN" --version >> "$LOG" 2>&1
-"$PY" -c "from ktui.inspect.profile import ncu_report_module; print('ncu_report module:', ncu_report_module('$NCU'))" >> "$LOG" 2>&1
+"$PY" -c "from ktui.profiling.profile import ncu_report_module; print('ncu_report module:', ncu_report_module('$NCU'))" >> "$LOG" 2>&1
 
 # -- a workspace with the shipped softmax and the fixtures ----------------------------------------
 cp "$REPO"/references/*.py "$WS/references/"
@@ -107,7 +107,7 @@ step sanitize-clean 300 "$PY" -m ktui sanitize kernels/softmax_triton.py
 
 if [ "${RUN_GPU_TESTS:-0}" = 1 ]; then
   echo "### pytest -m gpu" >> "$LOG"
-  ( cd "$REPO" && timeout 600 "$PY" -m pytest -m gpu -q -p no:cacheprovider tests/inspect/test_profile_gpu.py ) >> "$LOG" 2>&1
+  ( cd "$REPO" && timeout 600 "$PY" -m pytest -m gpu -q -p no:cacheprovider tests/profiling/test_profile_gpu.py ) >> "$LOG" 2>&1
   echo "### pytest -m gpu: exit $?" >> "$LOG"
 fi
 

@@ -32,7 +32,7 @@ step() {  # step NAME TIMEOUT CMD...: run in the workspace with a time limit, lo
   echo "date: $(date -u +%FT%TZ)"; echo "repo commit: $(git -C "$REPO" rev-parse HEAD 2>/dev/null)"
   nvidia-smi -L 2>&1
 } >> "$LOG"
-NCU="$("$PY" -c "from ktui.inspect.profile import find_ncu; print(find_ncu())" 2>>"$LOG")"
+NCU="$("$PY" -c "from ktui.profiling.profile import find_ncu; print(find_ncu())" 2>>"$LOG")"
 ND="$("$PY" -c "from ktui.measure.sass import find_tool; print(find_tool('nvdisasm'))" 2>>"$LOG")"
 echo "ncu: ${NCU:-missing}" >> "$LOG"; [ -n "$NCU" ] && "$NCU" --version >> "$LOG" 2>&1
 

@@ -2,7 +2,7 @@
 
 For the shipped kernels at sizes from ~5 µs to a few ms, on the local GPU:
 
-- **ktui**: the benchmark rung's own timer (``ktui.loop.timing.sampler.Sampler`` with the default
+- **ktui**: the benchmark rung's own timer (``ktui.worker.timing.sampler.Sampler`` with the default
   settings: read flush of 2 × L2, three rotating input sets, spin pad, warm-up by time, stop at
   0.5% relative standard error or 3 s), in ``--repeats`` separate processes (default 5);
 - **spread**: ``max/min - 1`` of those per-process medians (run-to-run, not within-run);
@@ -100,10 +100,10 @@ def child_measure(cases: list[Case], out: Path) -> None:
     import torch
     import triton.testing
 
-    from ktui.loop.timing.clocks import ClockMonitor
-    from ktui.loop.timing.sampler import Flush, Sampler
     from ktui.measure.stats import StoppingRule, summarize
     from ktui.protocol.job import BenchSettings
+    from ktui.worker.timing.clocks import ClockMonitor
+    from ktui.worker.timing.sampler import Flush, Sampler
 
     settings = BenchSettings()
     rule = StoppingRule(settings.rse_target, settings.min_samples, settings.time_s, settings.max_samples)
@@ -254,7 +254,7 @@ def environment() -> dict:
     import torch
     import triton
 
-    from ktui.loop.timing.clocks import driver_version
+    from ktui.worker.timing.clocks import driver_version
 
     driver, source = driver_version()
     return {"device": torch.cuda.get_device_name(), "driver": driver, "driver_source": source,

@@ -7,15 +7,15 @@ import pytest
 
 from ktui.cli.main import build_parser
 from ktui.cli.options import bench_settings
-from ktui.loop.errors import RungFailure
-from ktui.loop.ladder import summarize
-from ktui.loop.rungs.bench import message, roofline_done, timing_figures
-from ktui.loop.timing.clocks import ClockLog, ClockReading, parse_smi_line, reason_names
-from ktui.loop.timing.sampler import CallTiming, Measurement
 from ktui.measure.roofline import Ceiling, evaluate
 from ktui.protocol.events import RungFinished
 from ktui.protocol.job import BenchSettings, Job, Options
-from ktui.run.render import rung_line, summary_line
+from ktui.protocol.lines import rung_line, summary_line
+from ktui.worker.errors import RungFailure
+from ktui.worker.ladder import summarize
+from ktui.worker.rungs.bench import message, roofline_done, timing_figures
+from ktui.worker.timing.clocks import ClockLog, ClockReading, parse_smi_line, reason_names
+from ktui.worker.timing.sampler import CallTiming, Measurement
 
 
 def measurement(kernel_us=50.0, ref_us=100.0, n=200, exposed=0, clocks=None) -> Measurement:

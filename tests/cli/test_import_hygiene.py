@@ -61,7 +61,7 @@ def test_help_lists_every_command_without_loading_torch_or_any_command_module(tm
 
 def test_the_parent_of_ktui_run_loads_neither_torch_nor_the_dashboard(ran):
     _, names = ran
-    assert "ktui.run.session" in names  # the parent really ran the loop
+    assert "ktui.dispatch.session" in names  # the parent really ran the loop
     assert heavy(names) == set()
     assert {name.split(".")[0] for name in names} & {"textual", "numpy"} == set()
 
@@ -99,5 +99,5 @@ def test_on_a_gpu_the_parent_of_ktui_run_loads_no_torch_and_exits_with_its_verdi
     assert "· gpu ·" in lines[0], lines[0]
     names = {line.rsplit("|", 1)[1].strip() for line in (tmp_path / "importtime.txt").read_text().splitlines()
              if line.startswith("import time:")}
-    assert "ktui.run.session" in names and heavy(names) == set()
+    assert "ktui.dispatch.session" in names and heavy(names) == set()
     assert exit_after_s < 2.0

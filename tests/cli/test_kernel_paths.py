@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, ktui, make_workspace, parse_events
 
-from ktui.inspect.external import preflight, prepare
+from ktui.profiling.external import preflight, prepare
 from ktui.tui.profile_task import ProfileFinished, profile_task
 from ktui.workspace.folder import Workspace
 from ktui.workspace.kernels import kernel_for
@@ -86,7 +86,7 @@ def tools(tmp_path_factory) -> dict[str, str]:
 
 def _loads_in_the_tools_own_process(case: Case, tests: bool = False) -> dict:
     """The pre-flight ``profile`` and ``sanitize`` run on a GPU machine before their tool: the kernel
-    loaded in ``python -m ktui.loop.target`` with its helper modules, its reference and its format."""
+    loaded in ``python -m ktui.worker.target`` with its helper modules, its reference and its format."""
     reference = case.cwd / case.reference[1] if case.reference else None
     target = prepare(case.cwd / case.path, reference=reference)
     try:

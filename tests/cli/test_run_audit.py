@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, finished, ktui, parse_events
 
-from ktui.run.audit import cached
-from ktui.run.first_audit import short_reason
+from ktui.dispatch.auditor import cached
+from ktui.dispatch.first_audit import short_reason
 
 KB = FIXTURES / "kernelbench"
 RUN = ("run", "--cpu", "--no-bench", "--seed", "1", "relu_copy_modelnew.py", "--reference", "19_ReLU.py")

@@ -1,6 +1,6 @@
 """Versions compared on the same per-shape figures: fraction of the attainable time, bound, stop decision.
 
-The summaries are those ``ktui.loop.ladder.summarize`` writes, with add_triton's H200 fractions
+The summaries are those ``ktui.worker.ladder.summarize`` writes, with add_triton's H200 fractions
 (issue 29: 3.81, 14.3, 183.8 µs against a 3.5 µs launch floor, the max model; see
 tests/measure/test_launch_floor.py) for v2, and a slower made-up v1 to compare it with.
 """

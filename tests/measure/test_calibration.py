@@ -5,10 +5,10 @@ import json
 import pytest
 from conftest import ktui, make_workspace
 
-from ktui.loop.rungs.bench import ceilings
 from ktui.measure import bandwidth, calibrate
 from ktui.measure.calibrate import Calibration, CalibrationError
 from ktui.measure.roofline import evaluate
+from ktui.worker.rungs.bench import ceilings
 
 
 def h200(driver="570.124.06", bandwidth=4310.0, bf16=760.0) -> Calibration:
@@ -227,7 +227,7 @@ def test_a_calibration_saved_before_the_patterns_holds_every_kernel_to_its_one_f
 def test_the_read_share_counts_input_tensors_against_the_output():
     import torch
 
-    from ktui.loop.rungs.bench import read_share
+    from ktui.worker.rungs.bench import read_share
 
     x, y = torch.empty(1000), torch.empty(1000)
     assert read_share((x, y), torch.empty(1000)) == pytest.approx(2 / 3)

@@ -18,10 +18,10 @@ import json
 
 import pytest
 
-from ktui.loop.rungs.bench import ceilings
 from ktui.measure import calibrate, launchfloor, roofline
 from ktui.measure.calibrate import Calibration
 from ktui.measure.roofline import Ceiling, LaunchFloor, Mix
+from ktui.worker.rungs.bench import ceilings
 
 pytestmark = pytest.mark.unit
 
@@ -87,7 +87,7 @@ def test_the_launch_floor_is_no_peak_a_kernel_could_be_impossible_against():
 
 
 def roofline_spec():
-    from ktui.measure.devices import lookup
+    from ktui.measure.datasheets import lookup
 
     return lookup("NVIDIA H200")
 

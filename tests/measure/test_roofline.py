@@ -2,7 +2,7 @@
 
 import pytest
 
-from ktui.measure import devices, roofline
+from ktui.measure import datasheets, roofline
 from ktui.measure.roofline import Ceiling
 
 pytestmark = pytest.mark.unit
@@ -89,7 +89,7 @@ def test_a_non_positive_time_is_rejected():
 
 
 def test_calibrated_rates_replace_the_datasheet_part_by_part():
-    spec = devices.lookup("NVIDIA H200")
+    spec = datasheets.lookup("NVIDIA H200")
     calibrated = Ceiling("NVIDIA H200", 4300.0, {"bf16": 750.0}, {"bandwidth": "calibrated X", "bf16": "calibrated X"})
     c = roofline.choose_ceiling("NVIDIA H200", spec, calibrated)
     assert c.bandwidth_gbs == 4300 and c.tflops["bf16"] == 750 and c.tflops["fp32"] == 67
@@ -101,7 +101,7 @@ def test_without_a_datasheet_entry_impossible_allows_a_margin_over_the_calibrati
     calibrated = Ceiling("Odd GPU", 1000.0, {"fp32": 10.0}, {"bandwidth": "calibrated", "fp32": "calibrated"})
     limit = roofline.impossibility_limit(None, calibrated)
     assert limit.bandwidth_gbs == pytest.approx(1000 * roofline.CALIBRATED_IMPOSSIBLE_MARGIN)
-    assert roofline.impossibility_limit(devices.lookup("NVIDIA H200"), calibrated).bandwidth_gbs == 4800
+    assert roofline.impossibility_limit(datasheets.lookup("NVIDIA H200"), calibrated).bandwidth_gbs == 4800
 
 
 @pytest.mark.parametrize("dtype, key", [
@@ -128,23 +128,23 @@ def test_dtype_names_map_to_ceiling_keys(dtype, key):
     ("NVIDIA GeForce RTX 5090", "NVIDIA GeForce RTX 5090"),
 ])
 def test_device_names_as_drivers_report_them_find_their_datasheet(reported, canonical):
-    assert devices.lookup(reported).name == canonical
+    assert datasheets.lookup(reported).name == canonical
 
 
 @pytest.mark.parametrize("reported", [
     "NVIDIA GeForce RTX 4090 Laptop GPU", "NVIDIA GeForce RTX 4090 D", "NVIDIA L40", "NVIDIA GB200", "Tesla T4", "",
 ])
 def test_other_devices_and_variants_with_other_peaks_are_not_guessed(reported):
-    assert devices.lookup(reported) is None
+    assert datasheets.lookup(reported) is None
 
 
 def test_every_datasheet_entry_is_complete_and_dense():
-    for spec in devices.TABLE:
+    for spec in datasheets.TABLE:
         assert spec.bandwidth_gbs > 0 and spec.source
         for key in ("fp64", "fp32", "tf32", "fp16", "bf16"):
             assert spec.tflops[key] > 0, (spec.name, key)
         assert spec.tflops["fp16"] >= spec.tflops["tf32"] >= spec.tflops["fp32"] / 2
         if "fp8" in spec.tflops:
             assert spec.tflops["fp8"] >= spec.tflops["fp16"]
-    h200 = devices.lookup("NVIDIA H200")
+    h200 = datasheets.lookup("NVIDIA H200")
     assert h200.tflops["bf16"] == pytest.approx(1979 / 2) and h200.bandwidth_gbs == 4800 and h200.l2_mb == 50

@@ -5,9 +5,9 @@ import random
 
 import pytest
 
-from ktui.loop.timing.bootstrap import ratio_of_medians
 from ktui.measure import stats
 from ktui.measure.stats import CAP, FASTER, MAX_SAMPLES, NOISE, SLOWER, WITHIN_NOISE, Interval, StoppingRule
+from ktui.worker.timing.bootstrap import ratio_of_medians
 
 pytestmark = pytest.mark.unit
 

@@ -64,7 +64,7 @@ SYNTHETIC_GPU = [  # version, verdict, speedup, roofline fraction
 
 def add_synthetic_gpu_history(ws: Path, now: float) -> str:
     """Add ``kernels/softmax_h200.py`` and six made-up GPU runs (plus a made-up ncu profile of v4)."""
-    from ktui.inspect.ncu import KernelProfile, NcuSummary, write
+    from ktui.profiling.ncu import KernelProfile, NcuSummary, write
     from ktui.protocol.events import RunFinished
     from ktui.workspace.kernels import content_hash
 

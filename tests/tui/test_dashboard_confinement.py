@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from ktui.dispatch.notices import RunnerReady
 from ktui.protocol.events import RunStarted
-from ktui.run.notices import RunnerReady
 from ktui.tui.state import DashboardState, KernelView
 from ktui.watch.echoes import RerunsStopped
 

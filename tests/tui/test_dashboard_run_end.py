@@ -15,11 +15,11 @@ import pytest
 from conftest import make_workspace
 from test_dashboard import idle, plain, row, until
 
+from ktui.dispatch.gpus import Device
+from ktui.dispatch.notices import QueueChanged
+from ktui.dispatch.pool import DevicePool
+from ktui.dispatch.runner import WorkerConfig
 from ktui.protocol.job import Options
-from ktui.run.devices import Device
-from ktui.run.notices import QueueChanged
-from ktui.run.pool import DevicePool
-from ktui.run.runner import WorkerConfig
 from ktui.tui.app import KtuiApp
 from ktui.tui.state import DashboardState, KernelView
 from ktui.watch.loop import WatchSettings

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, REPO
 
+from ktui.dispatch.notices import QueueChanged
 from ktui.protocol.events import RunFinished, RunStarted
 from ktui.protocol.job import Options
-from ktui.run.notices import QueueChanged
-from ktui.watch.audits import AuditFinished
+from ktui.watch.background_audits import AuditFinished
 from ktui.watch.loop import WatchLoop, WatchSettings
 from ktui.workspace.folder import Workspace
 

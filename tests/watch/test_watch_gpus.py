@@ -10,12 +10,12 @@ import pytest
 from conftest import FIXTURES, REPO, make_workspace
 from test_watch_loop import Collector, save_atomically
 
+from ktui.dispatch.gpus import Device
+from ktui.dispatch.notices import QueueChanged
+from ktui.dispatch.pool import DevicePool
+from ktui.dispatch.runner import WorkerConfig
 from ktui.protocol.events import RunFinished, RungFinished, RungStarted, RunStarted
 from ktui.protocol.job import Options
-from ktui.run.devices import Device
-from ktui.run.notices import QueueChanged
-from ktui.run.pool import DevicePool
-from ktui.run.runner import WorkerConfig
 from ktui.watch.loop import WatchLoop, WatchSettings
 from ktui.workspace.folder import Workspace
 from ktui.workspace.kernels import content_hash

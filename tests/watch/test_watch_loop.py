@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, REPO, make_workspace
 
+from ktui.dispatch.notices import QueueChanged
 from ktui.protocol.events import RunFinished, RungStarted, RunStarted
 from ktui.protocol.job import Options
-from ktui.run.notices import QueueChanged
 from ktui.watch.loop import Saved, WatchLoop, WatchSettings
 from ktui.workspace.folder import Workspace
 from ktui.workspace.kernels import content_hash

@@ -10,7 +10,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from ktui.inspect import ncu
+from ktui.profiling import ncu
 from ktui.tui.searchable import PaneText, TextPane
 from ktui.tui.state import KernelView, ProfileStatus
 from ktui.tui.text import ago

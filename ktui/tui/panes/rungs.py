@@ -10,7 +10,7 @@ from textual.reactive import reactive
 from textual.widgets import DataTable, Static
 
 from ktui.protocol.job import rung_family
-from ktui.run.render import key_figures, summary_line
+from ktui.protocol.lines import key_figures, summary_line
 from ktui.tui.searchable import Shown
 from ktui.tui.state import KernelView
 from ktui.tui.text import STATUS_LABELS, shown

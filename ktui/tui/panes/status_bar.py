@@ -30,7 +30,7 @@ class StatusInfo:
     activity: str = ""  # e.g. a profile in progress
     remote: str = ""  # ``remote HOST · LINK STATE`` for ``--remote``, "" for a local worker
     weak_test: tuple[str, ...] = ()  # the selected kernel's reference has a weak test: why (its audit)
-    unconfined: str = ""  # "not confined: <why>": user code may write anywhere (``ktui.loop.confine``)
+    unconfined: str = ""  # "not confined: <why>": user code may write anywhere (``ktui.worker.confine``)
 
 
 class StatusBar(Shown):

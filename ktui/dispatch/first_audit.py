@@ -1,0 +1,107 @@
+"""``ktui run``'s audit: after the verdicts, each reference version never audited gets the fast checks.
+
+A kernel that passes a weak test (ReLU on inputs that are never negative: a copy passes) has
+proved nothing, and a user should not need to know ``ktui audit`` exists to hear it. So ``ktui run``,
+once every verdict is printed and its exit code decided, audits each reference version its kernels
+were judged against that ``.ktui/audits/`` has no record of (the one cache of ``ktui.dispatch.auditor``,
+also ``ktui audit``'s and the watch loop's): the fast checks only (zeros, a copy of an input, one
+constant, and the reference's own checks: an input that does not matter), in the audit's own
+process (``Auditor``). The record is cached, so a later run of the same reference version audits
+nothing and its summary says ``weak test`` from the cache. A weak test is a notice: it never
+changes the exit code, and nothing here runs before a verdict.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ktui.dispatch.auditor import STRONG, WEAK, AuditOptions, Auditor, AuditTarget, cached, kernel_target
+from ktui.dispatch.runner import WorkerStartError
+from ktui.protocol.events import ERROR, RunFinished
+from ktui.protocol.job import Options
+from ktui.workspace.kernels import Kernel, ProblemError, state_dir
+
+
+@dataclass
+class FirstAudit:
+    """One reference version's fast audit, as ``ktui run`` tells it."""
+
+    reference: Path
+    reference_hash: str
+    kernels: list[str] = field(default_factory=list)
+    verdict: str = ERROR  # strong | weak | error
+    reasons: list[str] = field(default_factory=list)
+    message: str = ""  # why it could not be audited
+    duration_s: float = 0.0
+
+    @property
+    def weak(self) -> list[str]:
+        """Each reason in a few words: ``a copy of input 0 passes``."""
+        return [short_reason(r) for r in self.reasons]
+
+    def to_json(self) -> dict:
+        """``--json``'s line: an object of its own type, beside the events."""
+        return {"type": "audit", "reference": str(self.reference), "reference_hash": self.reference_hash,
+                "kernels": self.kernels, "verdict": self.verdict, "reasons": self.reasons, "weak": self.weak,
+                "message": self.message, "checks": "fast", "duration_s": self.duration_s}
+
+
+def short_reason(reason: str) -> str:
+    """``a kernel that returns a copy of input 0 passes on every test shape — …`` → ``a copy of input 0 passes``."""
+    head = reason.split(" — ", 1)[0].removesuffix(" on every test shape")
+    return head.removeprefix("a kernel that returns ")
+
+
+def unaudited(kernels: Iterable[Kernel]) -> list[tuple[AuditTarget, str, list[str]]]:
+    """The reference versions of ``kernels`` that no cached audit covers, each once, with its kernels."""
+    found: dict[tuple[Path, str], tuple[AuditTarget, str, list[str]]] = {}
+    for kernel in kernels:
+        if kernel.reference is None:
+            continue
+        try:
+            target = kernel_target(kernel)
+            digest = target.hash()
+        except (ProblemError, OSError):
+            continue  # the run already said what is wrong with the reference
+        key = (target.root, digest)
+        if key not in found:
+            if cached(state_dir(target.root), digest, any_shapes=True, fast_ok=True) is not None:
+                continue
+            found[key] = (target, digest, [])
+        found[key][2].append(kernel.id)
+    return list(found.values())
+
+
+def audit_new_references(kernels: Iterable[Kernel], options: Options) -> Iterable[FirstAudit]:
+    """The fast audit of each reference version of ``kernels`` never audited, one after another."""
+    todo = unaudited(kernels)
+    if not todo:
+        return
+    auditor = Auditor(AuditOptions(arch=options.arch, force_cpu=options.force_cpu, seed=options.seed, fast=True))
+    try:
+        for target, digest, ids in todo:
+            yield _audit(auditor, target, digest, ids)
+    finally:
+        auditor.close()
+
+
+def _audit(auditor: Auditor, target: AuditTarget, digest: str, ids: list[str]) -> FirstAudit:
+    result = FirstAudit(target.reference, digest, ids)
+    started = time.monotonic()
+    finish = None
+    try:
+        for event in auditor.audit(target):  # caches a strong or weak verdict
+            if isinstance(event, RunFinished):
+                finish = event
+    except (WorkerStartError, ProblemError, OSError) as exc:
+        result.message = str(exc)
+    result.duration_s = round(time.monotonic() - started, 2)
+    if finish is not None and finish.verdict in (STRONG, WEAK):
+        result.verdict, result.reasons = finish.verdict, list(finish.summary.get("reasons") or [])
+    elif finish is not None:
+        result.message = finish.message or "the audit gave no verdict"
+    result.message = result.message.splitlines()[0] if result.message else result.message
+    return result

@@ -1,0 +1,517 @@
+"""The one run queue: which run happens next — one at a time per GPU, never two of one kernel,
+the newest content always. Every surface drives it: the watch (saves, key presses, background
+audits), ``ktui run`` and the MCP server (``batch``: kernels in, verdicts out as they finish).
+
+Saves arrive from the watcher thread, key presses from the UI; runs happen here, in one thread
+per runner (one runner per GPU: ``ktui.dispatch.pool``), through a ``Session`` (so the store and
+``.ktui/latest/`` see every event). Runs of different kernels queue for the next free GPU, and a
+kernel saved while it runs has its stale run cancelled (``Runner.cancel`` kills that worker's
+process group, and only if that run is still the one in flight) and goes to the front of the
+queue; no other GPU takes it before the stale run has ended. The job snapshots the file when it
+starts, so whatever was saved last is what runs. Tasks (a profile) run on the first GPU only,
+the one their own process sees first.
+
+An entry carries the kernel and, when it has them, its own options (a batch's); a watch run
+reads the queue's options when it starts. ``resolve`` reads a kernel afresh when its run starts
+(its reference may have changed since the save); without it the entry's kernel runs as submitted.
+
+Background work (``submit_background``: the reference audits of ``ktui.watch.background_audits``) has the
+lowest priority: it starts only when no run or task waits or runs, and any submit pre-empts it —
+its ``cancel`` is set, it ends what it started, and it starts again from the beginning once the
+queue is empty. It never shares the machine with a run, so never with a timed benchmark.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+from ktui.dispatch.notices import JobProblem, Notice, QueueChanged, RunnerReady
+from ktui.dispatch.runner import REPLACED, Runner, WorkerStartError
+from ktui.dispatch.session import Consumer, Session
+from ktui.protocol.events import Event, RunFinished, RunStarted
+from ktui.protocol.job import Options
+from ktui.workspace.kernels import Kernel
+
+Listener = Callable[[Event | Notice], None]
+# Runs a job other than the ladder (a profile) in the queue's thread; it reports through the
+# listener and must return when ``cancelled`` is set.
+Task = Callable[[Kernel, threading.Event], None]
+# Background work: runs until done (returns True) or until ``cancel`` is set (returns False: it was
+# pre-empted and runs again later). A False without ``cancel`` is not retried.
+Background = Callable[[threading.Event], bool]
+BACKGROUND = "background"
+RUN = "run"
+TURN = "turn"  # another process's turn on the first GPU (a profile, an audit): work that waits for it to end
+STOPPED = "cancelled: ktui stopped before this run finished"
+
+
+class Batch:
+    """What one ``batch`` call waits on: each of its entries ends here, with a verdict or without;
+    a caller that holds it can cancel that batch's runs alone (``RunQueue.cancel``)."""
+
+    def __init__(self, heard: Callable[[Event], None] | None = None) -> None:
+        self.items: queue.Queue[tuple[str, object]] = queue.Queue()
+        self.heard = heard  # each event of the batch's runs, as it comes (a caller over the owner's socket)
+
+    def finished(self, kernel: Kernel, event: RunFinished) -> None:
+        self.items.put(("finished", (kernel, event)))
+
+    def failed(self, exc: BaseException) -> None:
+        self.items.put(("failed", exc))
+
+    def ended(self) -> None:
+        self.items.put(("ended", None))
+
+
+@dataclass
+class _Entry:
+    kind: str  # RUN, a task name or BACKGROUND
+    path: Path  # the kernel's file; for background work, what it is about (a reference)
+    kernel: Kernel | None = field(default=None, compare=False)
+    work: Background | None = field(default=None, compare=False)
+    options: Options | None = field(default=None, compare=False)  # None: the queue's options when it starts
+    again: bool = False  # a second run: its reference changed during the first
+    batch: Batch | None = field(default=None, compare=False)
+
+    def key(self) -> tuple[str, Path]:
+        return self.kind, self.path
+
+
+@dataclass
+class _Current:
+    entry: _Entry
+    kernel_id: str
+    stale: bool = False  # saved again since this run's snapshot
+    live: bool = False  # the worker has the job: cancelling now kills the right process
+    cancel: threading.Event = field(default_factory=threading.Event)
+    reason: str = REPLACED  # what a cancel of this run says
+    run_id: str = ""  # the job the worker has (set with ``live``)
+    finished: bool = False  # background work that was not pre-empted
+
+
+class RunQueue:
+    def __init__(
+        self,
+        session: Session,
+        options: Options,
+        listener: Listener,
+        resolve: Callable[[Path], Kernel | None] | None = None,
+        tasks: dict[str, Task] | None = None,
+        warm_up: bool = True,
+        runners: list[Runner] | None = None,
+        consumers: list[Consumer] | None = None,
+    ):
+        self.session = session
+        self.runners: list[Runner] = list(runners or [session.runner])  # one per GPU, the session's first
+        self.options = options
+        self.listener = listener
+        self.resolve = resolve
+        self.tasks = tasks or {}
+        self._consumers = list(consumers or [])  # what the sessions of other workspaces hand events to
+        self._followers: list[Listener] = []  # told everything the listener is (``follow``): callers over the owner's socket
+        self._sessions: dict[Path, Session] = {session.root: session}
+        self._queue: list[_Entry] = []
+        self._background: list[_Entry] = []  # starts only when _queue is empty
+        self._ids: dict[Path, str] = {}
+        self._ended: dict[Path, float] = {}  # when each kernel's last run ended (time.monotonic)
+        self._again: set[Path] = set()  # kernels whose reference changed during their last run (Session.mark_again)
+        self._seq = 0  # the last snapshot's number
+        self._slots: list[_Current | None] = [None] * len(self.runners)  # what each runner runs now
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._warm_up = warm_up
+        self._threads = [threading.Thread(target=self._main, args=(slot,), name=f"ktui-queue-{slot}", daemon=True)
+                         for slot in range(len(self.runners))]
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def _running(self) -> list[tuple[int, _Current]]:
+        return [(slot, cur) for slot, cur in enumerate(self._slots) if cur is not None]
+
+    # -- asking for work (any thread) ----------------------------------------------------------
+    def set_options(self, options: Options) -> None:
+        """Swap in new options whole: a job reads them once, when it is prepared."""
+        with self._cond:
+            self.options = options
+
+    def submit(self, kernel: Kernel, restart: bool = True, reference: bool = False) -> None:
+        """Run ``kernel`` (its newest content). If it is running now and ``restart``, cancel that run;
+        ``reference``: what changed is its reference (or a file it needs), not the kernel."""
+        self._enqueue(_Entry(RUN, kernel.path, kernel), kernel.id, restart, reference)
+
+    def submit_task(self, name: str, kernel: Kernel) -> None:
+        if name not in self.tasks:
+            raise KeyError(name)
+        self._enqueue(_Entry(name, kernel.path, kernel), kernel.id, restart=False)
+
+    def submit_background(self, path: Path, label: str, work: Background) -> None:
+        """Queue low-priority ``work`` about ``path`` (once: a second submit while it waits or runs
+        is dropped — the work reads what it needs when it starts)."""
+        entry = _Entry(BACKGROUND, Path(path), work=work)
+        with self._cond:
+            if self._stopping or any(cur.entry.key() == entry.key() for _, cur in self._running()):
+                return
+            if all(e.key() != entry.key() for e in self._background):
+                self._ids[entry.path] = label
+                self._background.append(entry)
+            self._cond.notify_all()
+
+    def submit_turn(self, label: str, work: Callable[[threading.Event], None]) -> None:
+        """Give ``work`` the first GPU, in turn with the runs (before background work): it returns
+        when the process it stands for is done with the GPU, or soon after ``cancel`` is set."""
+        entry = _Entry(TURN, Path(f"{label} {id(work)}"), work=work)
+        self._enqueue(entry, label, restart=False)
+
+    def batch(self, kernels: list[Kernel], options: Options, again: bool = False,
+              heard: Callable[[Event], None] | None = None, handle: Batch | None = None,
+              ) -> Iterator[tuple[Kernel, RunFinished]]:
+        """Run ``kernels`` with ``options`` and yield each one's verdict as it finishes (in order on
+        one GPU). A run that could not happen (its worker would not start, a consumer failed) is
+        raised here. Stopping early (closing the iterator) drops what has not started and cancels
+        what runs; ``again``: second runs, their reference changed during the first; ``heard``: told
+        each event of these runs (in the queue's thread), besides the queue's listener; ``handle``: a
+        ``Batch`` the caller keeps to cancel these runs from another thread."""
+        batch = handle or Batch(heard)
+        for kernel in kernels:
+            self._enqueue(_Entry(RUN, kernel.path, kernel, options=options, again=again, batch=batch),
+                          kernel.id, restart=False)
+        left = len(kernels)
+        try:
+            while left:
+                what, item = batch.items.get()
+                if what == "ended":
+                    left -= 1
+                elif what == "finished":
+                    yield item  # type: ignore[misc]
+                else:
+                    raise item  # type: ignore[misc]
+        finally:
+            if left:
+                self.cancel(STOPPED, batch)
+
+    def cancel(self, reason: str, batch: Batch | None = None) -> None:
+        """Drop the queued runs and cancel those in flight with ``reason`` (only ``batch``'s, when
+        given); a run not yet in a worker never reaches one."""
+        kills: list[tuple[Runner, str]] = []
+        with self._cond:
+            dropped = [e for e in self._queue if e.kind == RUN and (batch is None or e.batch is batch)]
+            self._queue = [e for e in self._queue if e not in dropped]
+            for slot, cur in self._running():
+                if cur.entry.kind == RUN and (batch is None or cur.entry.batch is batch):
+                    cur.reason = reason
+                    cur.cancel.set()
+                    if cur.live:
+                        kills.append((self.runners[slot], cur.run_id))
+            self._cond.notify_all()
+        for entry in dropped:
+            _ended(entry)
+        for runner, run_id in kills:
+            _cancel(runner, run_id, reason)
+        self._notify_queue()
+
+    def _enqueue(self, entry: _Entry, kernel_id: str, restart: bool, reference: bool = False) -> None:
+        kill: tuple[Runner, str] | None = None
+        replaced: _Entry | None = None
+        with self._cond:
+            if self._stopping:
+                dropped = True
+            else:
+                dropped = False
+                self._ids[entry.path] = kernel_id
+                running = self._running()
+                for _, cur in running:
+                    if cur.entry.kind == BACKGROUND:
+                        cur.cancel.set()  # pre-empted: a run never waits for background work
+                same = next(((slot, cur) for slot, cur in running if cur.entry.key() == entry.key()), None)
+                free = self._free_slot(entry)
+                queued = next((i for i, e in enumerate(self._queue) if e.key() == entry.key()), None)
+                if same is not None and restart:
+                    slot, current = same
+                    current.stale = True
+                    current.cancel.set()
+                    if reference and entry.kind == RUN:
+                        self._again.add(entry.path)  # its reference changed during the run: the next one is a second run
+                    if current.live and entry.kind == RUN:
+                        kill = self.runners[slot], current.run_id
+                    if queued is not None:
+                        replaced = self._queue.pop(queued)
+                    self._queue.insert(0, entry)
+                elif same is not None and entry.batch is None:
+                    pass  # already running: the run in flight stands
+                elif same is None and free is not None and not self._queue:
+                    # Idle: the job starts now. Hand it to the run thread directly, so the first
+                    # notice already says "running" (no "queued" in between while that thread wakes).
+                    self._slots[free] = _Current(entry, kernel_id)
+                elif queued is None:
+                    self._queue.append(entry)
+                elif entry.batch is not None:
+                    replaced, self._queue[queued] = self._queue[queued], entry  # the caller waiting wins
+                self._cond.notify_all()
+        if dropped:
+            _ended(entry)
+            return
+        if replaced is not None and replaced.batch is not None and replaced.batch is not entry.batch:
+            _ended(replaced)
+        if kill is not None:
+            # LocalRunner.cancel may wait for its lock while a worker starts: never block the caller.
+            runner, run_id = kill
+            threading.Thread(target=_cancel, args=(runner, run_id), name="ktui-cancel", daemon=True).start()
+        self._notify_queue()
+
+    def _free_slot(self, entry: _Entry) -> int | None:
+        """The runner that may take ``entry`` now: a free one (a task: the first only), none while
+        background work runs or ``entry``'s kernel still runs (a stale run being cancelled)."""
+        if self._blocked(entry):
+            return None
+        slots = [0] if entry.kind not in (RUN, BACKGROUND) else range(len(self._slots))
+        return next((slot for slot in slots if self._slots[slot] is None), None)
+
+    def forget(self, path: Path) -> None:
+        """A kernel file was removed: drop its queued work (a run in flight finishes or fails)."""
+        with self._cond:
+            dropped = [e for e in self._queue if e.path == path]
+            self._queue = [e for e in self._queue if e.path != path]
+            self._background = [e for e in self._background if e.path != path]
+        for entry in dropped:
+            _ended(entry)
+        self._notify_queue()
+
+    def snapshot(self) -> QueueChanged:
+        with self._cond:
+            running = [cur for _, cur in self._running()]
+            runs = [cur.kernel_id for cur in running if cur.entry.kind != BACKGROUND]
+            background = next((cur.kernel_id for cur in running if cur.entry.kind == BACKGROUND), None)
+            self._seq += 1
+            return QueueChanged(
+                running=runs[0] if runs else None,
+                queued=tuple(self._ids.get(e.path, e.path.stem) for e in self._queue),
+                cancelling=any(cur.stale for cur in running),
+                background=background,
+                also_running=tuple(runs[1:]),
+                seq=self._seq,
+            )
+
+    def ran_lately(self, path: Path, within_s: float) -> bool:
+        """Whether a run of the kernel at ``path`` is in flight or ended less than ``within_s`` ago:
+        a save arriving now may be that run's own (``ktui.watch.echoes``)."""
+        with self._cond:
+            if any(cur.entry.key() == (RUN, path) for _, cur in self._running()):
+                return True
+            ended = self._ended.get(path)
+        return ended is not None and time.monotonic() - ended < within_s
+
+    def busy(self, path: Path) -> bool:
+        """Whether a run of the kernel at ``path`` is queued or in flight: its verdict is coming."""
+        with self._cond:
+            return any(e.key() == (RUN, path) for e in self._queue) or any(
+                cur.entry.key() == (RUN, path) for _, cur in self._running())
+
+    def follow(self, listener: Listener) -> None:
+        """Tell ``listener`` every event and notice from now on, besides the queue's own listener
+        (in the thread that emits it: it must not block), until ``unfollow``."""
+        with self._cond:
+            self._followers.append(listener)
+
+    def unfollow(self, listener: Listener) -> None:
+        with self._cond:
+            if listener in self._followers:
+                self._followers.remove(listener)
+
+    @property
+    def idle(self) -> bool:
+        with self._cond:
+            return not self._running() and not self._queue
+
+    def close(self, reason: str = "cancelled: the watch stopped") -> None:
+        """Stop: the run in flight is cancelled with ``reason``; nothing queued runs."""
+        with self._cond:
+            self._stopping = True
+            dropped = list(self._queue)
+            self._queue.clear()
+            self._background.clear()
+            running = self._running()
+            for _, current in running:
+                current.reason = reason
+                current.cancel.set()
+            self._cond.notify_all()
+        for entry in dropped:
+            _ended(entry)
+        for slot, current in running:
+            if current.entry.kind != BACKGROUND:
+                self.runners[slot].cancel(reason)
+        for thread in self._threads:
+            if thread.is_alive():
+                thread.join(timeout=15)
+        for runner in self.runners[1:]:  # the first is the session's own, closed with it
+            runner.close()
+        for session in self._sessions.values():
+            if session is not self.session:
+                session.store.close()  # shares the first runner, closed below
+        self.session.close()
+
+    # -- the run thread ------------------------------------------------------------------------
+    def _notify_queue(self) -> None:
+        self._emit(self.snapshot())
+
+    def _emit(self, item: Event | Notice) -> None:
+        with self._cond:
+            followers = list(self._followers)
+        for listener in (self.listener, *followers):
+            try:
+                listener(item)
+            except Exception:
+                traceback.print_exc()
+
+    def _main(self, slot: int) -> None:
+        if self._warm_up:
+            self._describe(slot)
+        while True:
+            with self._cond:
+                while True:
+                    if self._stopping:
+                        return
+                    handed = self._slots[slot] is not None
+                    if handed or self._take(slot):
+                        break
+                    self._cond.wait()
+                current = self._slots[slot]
+                assert current is not None
+            if not handed:
+                self._notify_queue()
+            batch = current.entry.batch
+            try:
+                self._run(current, slot)
+            except WorkerStartError as exc:
+                if batch is not None:
+                    batch.failed(exc)
+                else:
+                    self._emit(JobProblem(current.kernel_id, str(exc)))
+            except Exception as exc:
+                if batch is not None:
+                    batch.failed(exc)
+                else:
+                    detail = traceback.format_exc(limit=6)
+                    self._emit(JobProblem(current.kernel_id, f"ktui could not run this job: {exc!r}\n{detail}"))
+            finally:
+                with self._cond:
+                    self._slots[slot] = None
+                    if current.entry.kind == RUN:
+                        self._ended[current.entry.path] = time.monotonic()
+                    if (current.entry.kind == BACKGROUND and not current.finished and current.cancel.is_set()
+                            and not self._stopping):
+                        self._background.insert(0, current.entry)  # pre-empted: again once the runs are done
+                    self._cond.notify_all()  # another runner may take what waited for this one
+                _ended(current.entry)
+                self._notify_queue()
+
+    def _blocked(self, entry: _Entry) -> bool:
+        """Background work runs (it has the machine to itself), or ``entry``'s kernel still runs."""
+        return any(cur.entry.kind == BACKGROUND or cur.entry.key() == entry.key() for _, cur in self._running())
+
+    def _take(self, slot: int) -> bool:
+        """Give runner ``slot`` the first queued entry it may run (the caller holds the lock), or
+        background work when nothing runs or waits anywhere."""
+        for i, entry in enumerate(self._queue):
+            if not self._blocked(entry) and (entry.kind == RUN or slot == 0):
+                self._slots[slot] = _Current(self._queue.pop(i), self._ids.get(entry.path, entry.path.stem))
+                return True
+        if self._background and not self._queue and not self._running():
+            entry = self._background.pop(0)
+            self._slots[slot] = _Current(entry, self._ids.get(entry.path, entry.path.stem))
+            return True
+        return False
+
+    def _describe(self, slot: int) -> None:
+        """Start runner ``slot``'s worker; the first one says where runs happen."""
+        try:
+            info = self.runners[slot].describe()
+        except WorkerStartError as exc:
+            self._emit(JobProblem("", str(exc)))
+            return
+        if slot == 0:
+            gpus = tuple(getattr(getattr(r, "config", None), "gpu", "") for r in self.runners)
+            self._emit(RunnerReady(tier=info.get("tier", "?"), device=info.get("device", "?"), arch=info.get("arch", "?"),
+                                   gpus=gpus if len(self.runners) > 1 else (), confined=info.get("confined"),
+                                   confinement=info.get("confinement", "")))
+
+    def _session(self, kernel: Kernel) -> Session:
+        """The session of ``kernel``'s workspace (``ktui run`` may name kernels of several)."""
+        root = Path(kernel.root).resolve()
+        with self._cond:
+            session = self._sessions.get(root)
+            if session is None:
+                session = self._sessions[root] = Session(root, runner=self.runners[0], consumers=self._consumers)
+            return session
+
+    def _run(self, current: _Current, slot: int) -> None:
+        entry = current.entry
+        if entry.kind == BACKGROUND:
+            assert entry.work is not None
+            current.finished = entry.work(current.cancel)
+            return
+        if entry.kind == TURN:
+            assert entry.work is not None
+            entry.work(current.cancel)
+            return
+        kernel = self.resolve(entry.path) if self.resolve is not None else entry.kernel
+        if kernel is None:
+            message = f"{entry.path}: the file is gone or unreadable"
+            if entry.batch is not None:
+                raise FileNotFoundError(message)
+            self._emit(JobProblem(current.kernel_id, message))
+            return
+        if entry.kind != RUN:
+            self.tasks[entry.kind](kernel, current.cancel)
+            return
+        if current.cancel.is_set():
+            return  # cancelled before it started
+        session = self._session(kernel)
+        with self._cond:
+            options = entry.options or self.options
+        job = session.prepare(kernel, options)
+        if current.cancel.is_set():
+            return  # saved again while preparing: the newer content is already queued
+        with self._cond:
+            again = entry.again or entry.path in self._again
+            self._again.discard(entry.path)
+        if again:
+            session.mark_again(job)
+        runner = self.runners[slot]
+        for event in session.events(job, runner=runner):
+            if isinstance(event, RunFinished) and event.summary.get("reference_changed") and entry.batch is None:
+                with self._cond:
+                    self._again.add(entry.path)
+            if not isinstance(event, RunStarted) and not current.live:
+                # The worker has the job from here on: a pending cancel can kill it now.
+                with self._cond:
+                    current.live = True
+                    current.run_id = job.run_id
+                    pending = current.cancel.is_set()
+                if pending and not isinstance(event, RunFinished):
+                    _cancel(runner, job.run_id, current.reason)
+            self._emit(event)
+            if entry.batch is not None and entry.batch.heard is not None:
+                entry.batch.heard(event)
+            if isinstance(event, RunFinished) and entry.batch is not None:
+                entry.batch.finished(kernel, event)
+
+
+def _ended(entry: _Entry) -> None:
+    if entry.batch is not None:
+        entry.batch.ended()
+
+
+def _cancel(runner: Runner, run_id: str, reason: str = REPLACED) -> None:
+    """Cancel ``run_id`` on ``runner``, if it is still the run in flight there."""
+    try:
+        runner.cancel(reason, run_id=run_id)  # type: ignore[call-arg]
+    except TypeError:  # a runner that only knows its run in flight
+        runner.cancel(reason)

@@ -1,3 +1,0 @@
-"""One module per rung of the ladder, in the order they run: precheck, compile, dumps, run,
-correctness, integrity (in ``ktui.loop.integrity``), dependence, bench.
-"""

@@ -1,0 +1,221 @@
+"""What the audit knows of one test shape: inputs from two fresh seeds and the reference's answers.
+
+Seed ``a`` is drawn twice (are the inputs and the answer reproducible?), seed ``b`` once (do they
+change with the seed?); the mutants are judged on ``b``'s inputs, and the previous call's answer
+a replaying kernel would return is ``a``'s. The reference always runs on a private copy: a GPU MODE
+reference writes into the output buffer it finds in ``data``.
+
+A reference that raises, returns no tensors or returns nothing stops the audit with an
+``AuditError`` that names the user's file and line, as ``ktui run`` would.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import torch
+
+from ktui.protocol.events import ErrorInfo
+from ktui.protocol.job import GPUMODE, KERNELBENCH
+from ktui.worker.context import RunContext
+from ktui.worker.errors import error_info, location
+from ktui.worker.metrics import compare, flat_chunks
+from ktui.worker.outcome import InputGenerationError
+from ktui.worker.outputs import flatten
+from ktui.worker.tier import clone_tree, same_values, synchronize, tensors_in
+
+Position = tuple  # a tensor's place inside the inputs: indices and keys from the top
+
+
+class AuditError(Exception):
+    """The reference cannot be audited (it raised, returned nothing…): the message says where."""
+
+    def __init__(self, message: str, error: ErrorInfo | None = None):
+        super().__init__(message)
+        self.message = message
+        self.error = error
+
+
+@dataclass
+class Draw:
+    shape: dict
+    label: str
+    seed_a: int
+    seed_b: int
+    inputs_a: tuple
+    ref_a: Any
+    inputs_b: tuple  # what the mutants are judged on
+    ref_b: Any  # the right answer for ``inputs_b``
+    inputs_reproducible: bool  # seed ``a`` drawn again gave the same inputs
+    answer_repeat: dict = field(default_factory=dict)  # the reference run twice on ``inputs_a``
+    leaves: list[tuple[Position, str]] = field(default_factory=list)  # the inputs (output buffers left out)
+
+
+def draw(ctx: RunContext, shape: dict, label: str) -> Draw:
+    seed_a, seed_b = ctx.next_seed(), ctx.next_seed()
+    inputs_a = generate(ctx, shape, seed_a)
+    again = generate(ctx, shape, seed_a)
+    reproducible = same_values(inputs_a, again)
+    del again
+    ref_a = reference(ctx, inputs_a, label, seed_a)
+    repeat = answer_difference(ctx, ref_a, reference(ctx, inputs_a, label, seed_a))
+    inputs_b = generate(ctx, shape, seed_b)
+    ref_b = reference(ctx, inputs_b, label, seed_b)
+    watched = {id(t) for t in tensors_in(ctx.watched_inputs(inputs_b))}
+    leaves = [(path, leaf_name(ctx, path)) for path, t in tree_leaves(inputs_b) if id(t) in watched]
+    return Draw(shape, label, seed_a, seed_b, inputs_a, ref_a, inputs_b, ref_b, reproducible, repeat, leaves)
+
+
+def generate(ctx: RunContext, shape: dict, seed: int) -> tuple:
+    try:
+        inputs = ctx.generate(shape, seed)
+    except InputGenerationError as exc:
+        cause = exc.__cause__
+        info = error_info(cause, ctx.user_files) if cause is not None else _at_definition(ctx, "generate", exc)
+        raise AuditError(_located(str(exc), info), info) from None
+    synchronize(ctx.tier)
+    return inputs
+
+
+def reference(ctx: RunContext, inputs: tuple, label: str, seed: int) -> Any:
+    """The reference's answer for a private copy of ``inputs``."""
+    name = reference_name(ctx)
+    try:
+        out = ctx.ref_kernel(*clone_tree(inputs))
+        synchronize(ctx.tier)
+    except Exception as exc:
+        info = error_info(exc, ctx.user_files)
+        raise AuditError(_located(f"{name} raised on {label} (seed {seed}): {info.type}: {info.message}", info),
+                         info) from None
+    if not tensors_in(out):
+        what = "None" if out is None else type(out).__name__
+        problem = AuditError(f"{name} returned {what} on {label}: it must return its output tensor(s)")
+        info = _at_definition(ctx, "reference", problem)
+        raise AuditError(_located(problem.message, info), info)
+    return out
+
+
+def reference_name(ctx: RunContext) -> str:
+    return "Model.forward" if ctx.job.format == KERNELBENCH else "ref_kernel"
+
+
+def answer_difference(ctx: RunContext, first: Any, second: Any) -> dict:
+    """How two answers to the same inputs differ: ``identical``, or the largest difference and
+    whether ktui's tolerance covers it."""
+    if same_values(first, second):
+        return {"identical": True}
+    worst, within = 0.0, True
+    for a, b in zip(flatten(first), flatten(second)):
+        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or a.shape != b.shape:
+            return {"identical": False, "within_tolerance": False, "max_abs": float("inf")}
+        result = compare(b, a, ctx.tolerances)
+        worst = max(worst, float(result.figures.get("max_abs", 0.0)))
+        within = within and result.passed
+    return {"identical": False, "within_tolerance": within, "max_abs": worst}
+
+
+@dataclass(frozen=True)
+class Spread:
+    """A tensor's finite values in figures: how many, smallest, largest, mean, mean magnitude."""
+
+    count: int
+    low: float
+    high: float
+    mean: float
+    mean_magnitude: float
+
+    @property
+    def top(self) -> float:
+        return max(abs(self.low), abs(self.high))
+
+
+def spread_of(t: torch.Tensor) -> Spread | None:
+    """``t``'s finite values summed up one chunk at a time in float64 (a 6 GB output needs no 12 GB
+    copy); None when it holds none, or is complex."""
+    if t.dtype.is_complex:
+        return None
+    count, low, high, total, magnitude = 0, float("inf"), float("-inf"), 0.0, 0.0
+    for _, piece in flat_chunks(t.detach()):
+        values = piece.to(torch.float64)
+        if t.dtype.is_floating_point:
+            values = values[torch.isfinite(values)]
+        if not values.numel():
+            continue
+        count += values.numel()
+        low, high = min(low, float(values.min())), max(high, float(values.max()))
+        total += float(values.sum())
+        magnitude += float(values.abs().sum())
+    return Spread(count, low, high, total / count, magnitude / count) if count else None
+
+
+# -- positions inside the inputs ------------------------------------------------------------------
+def tree_leaves(obj: Any, path: Position = ()) -> Iterator[tuple[Position, torch.Tensor]]:
+    if isinstance(obj, torch.Tensor):
+        yield path, obj
+    elif isinstance(obj, (tuple, list)):
+        for i, item in enumerate(obj):
+            yield from tree_leaves(item, (*path, i))
+    elif isinstance(obj, dict):
+        for key, item in obj.items():
+            yield from tree_leaves(item, (*path, key))
+
+
+def leaf_at(obj: Any, path: Position) -> Any:
+    for step in path:
+        obj = obj[step]
+    return obj
+
+
+def with_leaf(obj: Any, path: Position, value: Any) -> Any:
+    """``obj`` with the leaf at ``path`` replaced (containers rebuilt, the rest shared)."""
+    if not path:
+        return value
+    head, rest = path[0], path[1:]
+    if isinstance(obj, dict):
+        return {**obj, head: with_leaf(obj[head], rest, value)}
+    items = list(obj)
+    items[head] = with_leaf(items[head], rest, value)
+    if isinstance(obj, tuple):
+        return type(obj)(*items) if hasattr(obj, "_fields") else tuple(items)  # a namedtuple keeps its type
+    return items
+
+
+def leaf_name(ctx: RunContext, path: Position) -> str:
+    """How a message names an input: ``input 0`` (native, KernelBench), ``data[1]`` (GPU MODE)."""
+    if ctx.job.format == GPUMODE:
+        return "data" + "".join(f"[{step!r}]" for step in path[1:])
+    head, rest = path[0], path[1:]
+    return f"input {head}" + "".join(f"[{step!r}]" for step in rest)
+
+
+# -- where the user's code is ---------------------------------------------------------------------
+def _at_definition(ctx: RunContext, role: str, exc: BaseException) -> ErrorInfo:
+    """An error in what a function returned, placed at that function's ``def``."""
+    fn = _user_function(ctx, role)
+    loc = None
+    try:
+        file = inspect.getsourcefile(fn) if fn is not None else None
+        line = fn.__code__.co_firstlineno if fn is not None else None
+    except TypeError:
+        file = line = None
+    if file and line:
+        loc = location(file, line)
+    return ErrorInfo(type=type(exc).__name__, message=str(exc), location=loc)
+
+
+def _user_function(ctx: RunContext, role: str):
+    module = ctx.reference
+    if ctx.job.format == KERNELBENCH:
+        fn = getattr(module, "get_inputs", None) if role == "generate" else getattr(getattr(module, "Model", None), "forward", None)
+    else:
+        fn = getattr(module, "generate_input" if role == "generate" else "ref_kernel", None)
+    return inspect.unwrap(fn) if callable(fn) and hasattr(fn, "__code__") else None
+
+
+def _located(message: str, info: ErrorInfo | None) -> str:
+    """``badgen.py:11: <message>`` when the user's line is known."""
+    loc = info.location if info is not None else None
+    return f"{Path(loc.file).name}:{loc.line}: {message}" if loc is not None else message

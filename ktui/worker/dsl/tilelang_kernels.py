@@ -1,0 +1,273 @@
+"""TileLang kernels of a user module: find them, capture every compile with its artifacts, count launches.
+
+Written against tilelang 0.1.15. A ``@tilelang.jit`` function (``JITImpl``) compiles on its first
+call for a specialisation (``JITImpl.compile``: the TIR is lowered to CUDA C, which nvcc turns into
+a CUBIN through ``tilelang.contrib.nvcc.compile_cuda``) and launches through ``JITKernel.__call__``.
+Lowering and nvcc need no GPU, so the CPU tier compiles for ``--arch`` (sm_90a by default) and skips
+the launch (``LaunchSkipped``); TileLang cannot run on a CPU. Its on-disk caches are turned off, so
+every compile is one this process made and saw. tilelang is imported lazily: the worker runs
+without it, and a kernel file that needs it is told what to install.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+from types import ModuleType
+from typing import Any, Iterable, Iterator
+
+from ktui.worker.dsl.base import Capture, Dsl, LaunchSkipped, Placed
+from ktui.worker.outcome import CompiledFunction
+from ktui.worker.provenance import inside_launch
+
+_ENTRY = re.compile(r'extern "C" __global__ void (?:__launch_bounds__\((?P<bounds>[^)]*)\) )?(?P<name>\w+)\(')
+
+
+def configure_env(arch: str) -> None:
+    """Target ``arch`` and turn TileLang's caches off; call before ``import tilelang``.
+
+    ``TILELANG_DEFAULT_TARGET`` makes lowering target CUDA without asking a GPU; with the kernel
+    cache on, a second compile of the same kernel would be read from disk and never seen."""
+    os.environ["TILELANG_DEFAULT_TARGET"] = json.dumps({"kind": "cuda", "arch": arch})
+    os.environ["TILELANG_DISABLE_CACHE"] = "1"
+    os.environ.setdefault("TILELANG_PRINT_ON_COMPILATION", "0")
+    if not os.environ.get("TILELANG_CACHE_DIR", "").startswith(tempfile.gettempdir()):
+        os.environ["TILELANG_CACHE_DIR"] = tempfile.mkdtemp(prefix="ktui-tilelang-")  # the worker's private temp
+
+
+def is_tilelang_kernel(obj: Any) -> bool:
+    """True for a ``@tilelang.jit`` function (only once tilelang is imported: else none can exist)."""
+    jit = sys.modules.get("tilelang.jit")
+    return jit is not None and isinstance(obj, getattr(jit, "JITImpl", ()))
+
+
+def python_function(kernel: Any) -> Any:
+    """The user's Python function behind a ``@tilelang.jit`` function."""
+    return getattr(getattr(kernel, "func", None), "orig_func", None) or kernel
+
+
+def find_tilelang_kernels(module: ModuleType) -> dict[str, Any]:
+    """``{name: kernel}`` for the ``@tilelang.jit`` functions defined in ``module`` itself."""
+    return {name: obj for name, obj in vars(module).items()
+            if is_tilelang_kernel(obj) and getattr(python_function(obj), "__module__", None) == module.__name__}
+
+
+class TileLangCapture(Capture):
+    """Record every TileLang compile while active: TIR, CUDA C, PTX and CUBIN. With
+    ``execute=False`` a launch after the compile raises ``LaunchSkipped`` (the CPU tier)."""
+
+    def __init__(self, execute: bool, arch: str):
+        self.execute = execute
+        self.arch = arch
+        self.records: list[CompiledFunction] = []
+        self.launches = 0
+        self._cubins: list[bytes] = []
+        self._stack = contextlib.ExitStack()
+
+    def __enter__(self) -> TileLangCapture:
+        import tilelang.contrib.nvcc as nvcc
+        from tilelang.jit import JITImpl
+        from tilelang.jit.kernel import JITKernel
+
+        cap = self
+        self._stack.__enter__()
+
+        def compile_cuda(orig):
+            def wrapper(code, target_format="ptx", *args, **kwargs):
+                binary = orig(code, target_format, *args, **kwargs)
+                if target_format == "cubin":
+                    cap._cubins.append(bytes(binary))
+                return binary
+            return wrapper
+
+        def compile(orig):
+            def wrapper(impl, *args, **kwargs):
+                started, before = time.perf_counter(), len(cap._cubins)
+                try:
+                    kernel = orig(impl, *args, **kwargs)
+                except Exception as exc:
+                    _mark(exc)
+                    raise
+                cubin = cap._cubins[-1] if len(cap._cubins) > before else None
+                cap.records.append(cap._record(impl, kernel, cubin, time.perf_counter() - started))
+                return kernel
+            return wrapper
+
+        def launch(orig):
+            def wrapper(kernel, *args, **kwargs):
+                cap.launches += 1
+                if not cap.execute:
+                    raise LaunchSkipped(f"compiled {kernel.prim_func.attrs['global_symbol']}; execution skipped")
+                try:
+                    return orig(kernel, *args, **kwargs)
+                except Exception as exc:
+                    _mark(exc, "_ktui_launch_error")
+                    raise
+            return wrapper
+
+        def trace(orig):
+            # A JIT function's call binds its arguments, traces the body to TIR and compiles before
+            # any launch: what leaves it, not from a launch, is the compiler refusing the kernel.
+            def wrapper(impl, *args, **kwargs):
+                try:
+                    return orig(impl, *args, **kwargs)
+                except LaunchSkipped:
+                    raise
+                except Exception as exc:
+                    if not getattr(exc, "_ktui_launch_error", False):
+                        _mark(exc)
+                    raise
+            return wrapper
+
+        _patch(self._stack, nvcc, "compile_cuda", compile_cuda)
+        _patch(self._stack, JITImpl, "compile", compile)
+        _patch(self._stack, JITImpl, "__call__", trace)
+        _patch(self._stack, JITKernel, "__call__", launch)
+        return self
+
+    def __exit__(self, *exc: Any) -> bool:
+        return bool(self._stack.__exit__(*exc))
+
+    def compiled(self) -> list[CompiledFunction]:
+        return list(self.records)
+
+    def _record(self, impl: Any, kernel: Any, cubin: bytes | None, seconds: float) -> CompiledFunction:
+        source = kernel.get_kernel_source()
+        entries = list(_ENTRY.finditer(source))
+        fn = python_function(impl)
+        code = getattr(fn, "__code__", None)
+        artifacts: dict[str, Any] = {"tir": kernel.prim_func.script(), "cu": source}
+        try:
+            artifacts["ptx"] = kernel._get_ptx()  # nvcc once more: PTX is not kept by the CUBIN's build
+        except Exception:  # the PTX is a reading aid; the CUBIN is what runs
+            pass
+        if cubin is not None:
+            artifacts["cubin"] = cubin
+        return CompiledFunction(
+            dsl=TILELANG.name,
+            name=entries[0]["name"] if entries else str(kernel.prim_func.attrs["global_symbol"]),
+            source_fn=getattr(fn, "__qualname__", "tilelang_kernel"),
+            artifacts=artifacts,
+            metadata={
+                "arch": self.arch,
+                "kernels": [m["name"] for m in entries],
+                "launch_bounds": entries[0]["bounds"] if entries and entries[0]["bounds"] else None,
+                "compile_s": round(seconds, 4),
+                "file": code.co_filename if code else None,
+                "line": code.co_firstlineno if code else None,
+            },
+        )
+
+
+def _patch(stack: contextlib.ExitStack, owner: Any, attr: str, make: Any) -> None:
+    original = getattr(owner, attr)
+    setattr(owner, attr, make(original))
+    stack.callback(setattr, owner, attr, original)
+
+
+def _mark(exc: BaseException, flag: str = "_ktui_tilelang_compile_error") -> None:
+    with contextlib.suppress(Exception):  # an exception type without __dict__ stays unmarked
+        setattr(exc, flag, True)
+
+
+@contextlib.contextmanager
+def count_launches(received: Any, execute: bool) -> Iterator[list[int]]:
+    """Every launch goes through ``JITKernel.__call__``: counted, its arguments and what it returns
+    kept for provenance (outputs declared with ``T.empty`` are allocated by the callee, so the
+    returned tensors came from the kernel). With ``execute=False`` nothing runs and the declared
+    outputs come back poisoned, as a kernel that wrote nothing would leave them."""
+    from tilelang.jit.kernel import JITKernel
+
+    counter = [0]
+    original = JITKernel.__dict__["__call__"]
+
+    def counted(kernel, *args, **kwargs):
+        counter[0] += 1
+        received.add(args)
+        received.add(kwargs)
+        if not execute:
+            return _unwritten_outputs(kernel, args)
+        with inside_launch():
+            out = original(kernel, *args, **kwargs)
+        received.add(out)
+        return out
+
+    JITKernel.__call__ = counted
+    try:
+        yield counter
+    finally:
+        JITKernel.__call__ = original
+
+
+def _unwritten_outputs(kernel: Any, args: tuple) -> Any:
+    """What a no-op launch returns: one poisoned tensor per output the callee would allocate
+    (``out_idx``), on the inputs' device; None when the kernel writes only buffers it was handed."""
+    import torch
+
+    from ktui.worker.tier import fill_poison
+
+    out_idx = list(getattr(kernel.adapter, "result_idx", None) or [])
+    if not out_idx:
+        return None
+    device = next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device("cuda"))
+    outputs = []
+    for index in out_idx:
+        param = kernel.params[index]
+        shape = [int(s) for s in param.shape]  # a symbolic size raises: the no-op cannot stand in
+        outputs.append(fill_poison(torch.empty(shape, dtype=param.torch_dtype(), device=device)))
+    return outputs[0] if len(outputs) == 1 else outputs
+
+
+def is_compile_error(exc: BaseException) -> bool:
+    """Whether ``exc``, or what it was raised from, left a TileLang compile (tracing, lowering, nvcc)."""
+    seen = []
+    current: BaseException | None = exc
+    while current is not None and all(current is not s for s in seen):
+        if getattr(current, "_ktui_tilelang_compile_error", False):
+            return True
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return False
+
+
+class TileLangDsl(Dsl):
+    name = "tilelang"
+    title = "TileLang"
+    marks = "@tilelang.jit"
+    figure = "tilelang_kernels"
+    noun = "kernel(s)"
+    package = "tilelang"
+    install = "pip install 'ktui[tilelang]'"
+    runs_on_cpu = False
+
+    def configure(self, arch: str) -> None:
+        configure_env(arch)
+
+    def find(self, module: ModuleType) -> dict[str, Any]:
+        return find_tilelang_kernels(module)
+
+    def capture(self, ctx: Any) -> TileLangCapture:
+        return TileLangCapture(execute=ctx.tier.is_gpu, arch=ctx.tier.arch)
+
+    def counting(self, kernels: dict[str, Any], received: Any, execute: bool) -> Any:
+        return count_launches(received, execute)
+
+    def is_compile_error(self, exc: BaseException) -> bool:
+        return is_compile_error(exc)
+
+    def place(self, exc: BaseException, user_files: set[str], modules: Iterable[ModuleType]) -> Placed | None:
+        """TileLang re-executes the kernel's body under its file's name and line numbers, so the
+        deepest frame in the user's file (``errors.error_info``'s fallback) is the line at fault;
+        the message is the first line TileLang gave, without the rewritten source it prints."""
+        if not is_compile_error(exc):
+            return None
+        text = str(exc) or type(exc).__name__
+        return Placed(text.strip().splitlines()[0] if text.strip() else type(exc).__name__)
+
+
+TILELANG = TileLangDsl()

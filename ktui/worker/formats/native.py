@@ -1,0 +1,39 @@
+"""ktui's own contract: ``references/<op>.py`` with ``generate_input(seed, **shape)``,
+``ref_kernel(*inputs)``, ``TESTS``, ``BENCHMARKS``, optional ``TOLERANCES`` and ``FRESH_SHAPES``;
+the candidate's ``custom_kernel(*inputs)``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ktui.worker.errors import RungFailure
+from ktui.worker.formats.base import Problem
+
+REQUIRED_IN_REFERENCE = ("generate_input", "ref_kernel", "TESTS")
+
+
+class NativeProblem(Problem):
+    format = "native"
+
+    def __init__(self, job, tier, candidate, reference, next_seed):
+        super().__init__(job, tier, candidate, reference, next_seed)
+        self.require(REQUIRED_IN_REFERENCE)
+        if not isinstance(reference.TESTS, (list, tuple)) or not reference.TESTS:
+            raise RungFailure(f"reference {self.reference_name}: TESTS must be a non-empty list of shape dicts")
+        self.tests = list(reference.TESTS)
+        self.benchmarks = list(getattr(reference, "BENCHMARKS", []))
+        self.tolerances = getattr(reference, "TOLERANCES", None)
+        self.read_fresh_shapes()
+
+    def generate(self, shape: dict, seed: int) -> tuple:
+        data = self.reference.generate_input(seed=seed, **shape)
+        return data if isinstance(data, tuple) else (data,)
+
+    def ref_kernel(self, *inputs: Any) -> Any:
+        return self.reference.ref_kernel(*inputs)
+
+    def custom_kernel(self, *inputs: Any) -> Any:
+        return self.candidate.custom_kernel(*inputs)
+
+
+PROBLEM = NativeProblem

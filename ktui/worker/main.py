@@ -1,0 +1,168 @@
+"""The worker: a child process that runs user code, one job after another, and streams events.
+
+It imports torch and Triton once (and holds the CUDA context on a GPU), then waits for jobs on
+stdin, one JSON line each, and answers with event lines on a private copy of the original
+stdout. The user's prints go to stderr, which the parent forwards as ``output`` events, so no
+print can corrupt the protocol. Anything that kills this process — a segfault, an illegal
+memory access, ``os._exit`` — is turned into a verdict by the parent (see ``ktui.dispatch.runner``).
+
+It may write only its run folders, its temp folder, the compilers' caches and /dev
+(``ktui.worker.confine``): the history is the parent's alone.
+
+Protocol lines (worker → parent), besides the loop's events:
+    {"type": "ready", "tier": ..., "device": ..., "arch": ..., "pid": ..., "confined": bool, "confinement": ...}
+    {"type": "job_done", "run_id": ..., "healthy": bool}
+"""
+
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import io
+import json
+import os
+import sys
+import time
+from typing import IO
+
+from ktui.protocol import processes
+from ktui.worker.confine import confine, writable_from_env
+
+
+def _protocol_channel() -> IO[str]:
+    """Keep the real stdout for events; send everything printed to stderr instead.
+
+    The user's prints are written through at once, unbuffered: a kernel that prints half a line
+    and then crashes the process must still have its last words reach the parent's message.
+    """
+    channel = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
+    os.dup2(2, 1)
+    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace",
+                                  write_through=True)
+    return channel
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ktui.worker.main")
+    parser.add_argument("--arch", default=None)
+    parser.add_argument("--cpu", action="store_true", help="run the CPU tier even if a GPU is present")
+    args = parser.parse_args(argv)
+    # First of all: Landlock binds this thread and those it starts, not threads already running.
+    confinement = confine(writable_from_env())
+    channel = _protocol_channel()
+    # Before any user code: what it starts stays in this process's tree, and none of it (nor this
+    # process) outlives the parent (see ktui.protocol.processes).
+    processes.become_subreaper()
+    processes.watch_parent(int(os.environ.get(processes.PARENT_ENV) or 0))
+    # A kernel past its time limit: the parent asks for every thread's Python stack before the
+    # kill (see ktui.dispatch.stacks), written on the stderr pipe whatever user code does to sys.stderr.
+    faulthandler.register(processes.STACK_SIGNAL, file=os.fdopen(os.dup(2), "w"), all_threads=True)
+
+    def send(obj: dict) -> None:
+        channel.write(json.dumps(obj, allow_nan=False, default=str) + "\n")
+        channel.flush()
+
+    # Heavy imports happen once, here: this is what makes the worker warm.
+    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # Triton's documented default, made explicit
+    import torch
+
+    from ktui.worker.dsl.registry import DSLS
+    from ktui.worker.tier import detect
+
+    tier = detect(args.arch, force_cpu=args.cpu)
+    for dsl in DSLS:
+        dsl.configure(tier.arch)  # before user code imports the DSL
+
+    from ktui.protocol.job import Job
+    from ktui.worker import memory  # every rung module, before the snapshot below
+    from ktui.worker.integrity import HarnessGuard
+
+    if tier.is_gpu:
+        torch.cuda.init()
+    memory.warm_up()  # the fit check's fake tensors cost ~1.5 s on first use: pay it before "ready"
+    guard = HarnessGuard.snapshot()  # before any user code runs in this process
+    send({"type": "ready", "tier": tier.name, "device": tier.device, "arch": tier.arch, "pid": os.getpid(),
+          **confinement.to_json()})
+
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        job = Job.from_json(json.loads(line))
+        healthy = run_job(job, tier, lambda event: send(event.to_json()), guard, confinement)
+        processes.end_descendants()  # nothing user code started outlives its run
+        send({"type": "job_done", "run_id": job.run_id, "healthy": healthy})
+        if not healthy:
+            return 0
+    return 0
+
+
+def run_job(job, tier, emit, guard=None, confinement=None) -> bool:
+    """Climb the ladder for one job; return whether this process may take another one."""
+    from ktui.protocol.events import COMPILED, RunFinished, compile_only_text
+    from ktui.worker import memory
+    from ktui.worker.context import RunContext
+    from ktui.worker.ladder import Ladder, compile_only, summarize, verdict
+    from ktui.worker.modules import job_imports
+
+    started = time.perf_counter()
+    ctx = RunContext(job=job, tier=tier, emit=emit, guard=guard)
+    memory.start_peak(tier)
+    with job_imports(job):
+        results = Ladder(ctx).climb()
+    figures = memory.summary_figures(ctx, memory.peak_bytes(tier))
+    final = verdict(results, compile_only(ctx))
+    only = "/".join(dsl.title for dsl in ctx.dsls if not dsl.runs_on_cpu)
+    checked = {"compile_only": compile_only_text(tier.arch, only)} if final == COMPILED else {}
+    _end_job_output()
+    emit(
+        RunFinished(
+            job.run_id,
+            verdict=final,
+            summary={**summarize(results, *_roofline_done(ctx)), **figures, **checked,
+                     **(confinement.to_json() if confinement else {})},
+            duration_s=round(time.perf_counter() - started, 3),
+        )
+    )
+    return _device_healthy(tier)
+
+
+def _end_job_output() -> None:
+    """Mark the end of what this job printed on the parent's stderr pipe (``OUTPUT_END``), after
+    whatever Python still buffers: a last line without its newline reaches the parent now."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # user code closed or replaced it
+            pass
+    os.write(2, f"{processes.OUTPUT_END}\n".encode())
+
+
+def _roofline_done(ctx) -> tuple[float, str]:
+    """The job's "satisfied" threshold and where it was set; a bad setting already failed the
+    benchmark rungs (which then leave the kernel unsatisfied)."""
+    from ktui.measure.roofline import DEFAULT_DONE
+    from ktui.worker.errors import RungFailure
+    from ktui.worker.rungs.bench import roofline_done
+
+    try:
+        return roofline_done(ctx)
+    except (RungFailure, ValueError):
+        return DEFAULT_DONE, "default"
+
+
+def _device_healthy(tier) -> bool:
+    """After a sticky CUDA error every later call fails: such a worker must be replaced."""
+    if not tier.is_gpu:
+        return True
+    import torch
+
+    try:
+        torch.cuda.synchronize()
+        return True
+    except Exception:
+        return False
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,234 @@
+"""Device memory: what a problem's call holds, whether a checked call fits, and what the run took.
+
+Problems at their real sizes (a KernelBench softmax of 4096×393216 fp32 is 6.4 GB per tensor)
+leave little room next to their own tensors, so ktui says up front when one checked call cannot
+fit instead of ending in ``CUDA out of memory`` halfway up the ladder, and reports the run's peak
+beside the problem's footprint so that ktui's own overhead stays visible:
+
+- ``footprint``: the bytes of one call's inputs, the reference's output and the candidate's.
+- ``fit`` / ``require_fit``: before anything heavy, the bytes one checked call needs, found on fake
+  tensors (shapes and dtypes, no memory), against what the device has free.
+- ``start_peak`` / ``peak_bytes``: the allocator's high-water mark over a run, GPU only; on the CPU
+  tier there is no such figure and none is made up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+
+from ktui.worker.errors import RungFailure
+from ktui.worker.metrics import workspace_bytes
+from ktui.worker.outcome import shape_label
+from ktui.worker.tier import Tier, storage_span, tensors_in
+
+GB = 1e9
+
+# One checked call (correctness.check_once) holds, at most at once: the candidate's inputs and
+# their pristine copy (for the mutation check, then the reference's private inputs), and the
+# candidate's output and the reference's.
+INPUT_COPIES = 2
+OUTPUT_COPIES = 2
+
+
+def nbytes(obj: Any) -> int:
+    """Bytes of the tensors in ``obj`` element by element: what a copy of them takes."""
+    return sum(t.numel() * t.element_size() for t in tensors_in(obj))
+
+
+def held_bytes(*objs: Any) -> int:
+    """Bytes of the storages behind the tensors in ``objs``, each storage once: what they hold.
+
+    A GPU MODE output is the buffer that came in the inputs, and a view shares its base's
+    memory; counting tensors instead of storages would count those twice."""
+    storages: dict[int, int] = {}
+    for t in tensors_in(list(objs)):
+        span = storage_span(t)
+        if span is not None:
+            storages[span[0]] = max(storages.get(span[0], 0), span[1] - span[0])
+    return sum(storages.values())
+
+
+def footprint(inputs: Any, out: Any, ref: Any) -> int:
+    """The problem's own memory for one call: its inputs, the reference's output, the candidate's."""
+    return held_bytes(inputs, out, ref)
+
+
+def note_footprint(ctx: Any, inputs: Any, out: Any, ref: Any) -> None:
+    """Record the footprint of the run's largest checked call (what ``summary_figures`` reports)."""
+    ctx.footprint_bytes = max(getattr(ctx, "footprint_bytes", None) or 0, footprint(inputs, out, ref))
+
+
+# -- will it fit ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Need:
+    """The bytes one checked call on ``shape`` needs."""
+
+    shape: dict  # {} when every shape of the run needs the same
+    inputs: int  # one set of inputs
+    outputs: int  # one set of outputs (the reference's; the candidate's has the same shapes)
+    workspace: int  # the metrics' chunk workspace
+
+    @property
+    def total(self) -> int:
+        return INPUT_COPIES * self.inputs + OUTPUT_COPIES * self.outputs + self.workspace
+
+
+@dataclass(frozen=True)
+class Fit:
+    """The largest checked call of a run against the memory free for it."""
+
+    need: Need | None  # None: the problem's code could not run on fake tensors
+    free: int | None  # None: the free memory could not be read
+    where: str  # "NVIDIA H200", "the host's RAM"
+
+    @property
+    def fits(self) -> bool | None:
+        if self.need is None or self.free is None:
+            return None
+        return self.need.total <= self.free
+
+    @property
+    def message(self) -> str:
+        if self.need is None:
+            return "memory need not estimated: the problem's code does not run on fake tensors"
+        need = self.need
+        text = (
+            f"needs ~{gb_text(need.total)} GB per checked call (inputs {gb_text(need.inputs)} GB ×{INPUT_COPIES}, "
+            f"outputs {gb_text(need.outputs)} GB ×{OUTPUT_COPIES}, workspace {gb_text(need.workspace)} GB)"
+        )
+        if need.shape:
+            text += f" at {_label(need.shape)}"
+        if self.free is None:
+            return f"{text}; free memory on {self.where} unknown"
+        return f"{text}, {gb_text(self.free)} GB free on {self.where}"
+
+
+def estimate(ctx: Any, shape: dict) -> Need | None:
+    """What one checked call on ``shape`` needs, from the problem's own code run on fake tensors.
+
+    The inputs are generated and the reference called under ``FakeTensorMode``: every tensor has
+    its real shape, dtype and device and no memory, so a 13 GB problem is sized without taking
+    any (milliseconds, once ``warm_up`` has paid the fake-tensor machinery's first use, ~1.5 s).
+    The RNG state is restored afterwards (the real calls draw their own seeds). None when the code
+    needs real values (``.item()``, NumPy, a kernel launch).
+    """
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    devices = list(range(torch.cuda.device_count())) if ctx.tier.is_gpu else []
+    try:
+        with torch.random.fork_rng(devices=devices), FakeTensorMode(allow_non_fake_inputs=True):
+            inputs = ctx.generate(shape, 1)
+            ref = ctx.ref_kernel(*inputs)
+            largest = max((t.numel() for t in tensors_in(ref)), default=0)
+            return Need(shape, nbytes(inputs), nbytes(ref), workspace_bytes(largest))
+    except Exception:
+        return None
+
+
+def warm_up() -> None:
+    """Pay the fake-tensor machinery's one-time setup (~1.5 s) in the worker's start, not in a run."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        torch.softmax(torch.empty(2, 2), dim=1)
+
+
+def free_bytes(tier: Tier) -> int | None:
+    """Memory a run may still take: free device memory on a GPU (plus what this process's caching
+    allocator holds unused), available RAM on the CPU tier; None where it cannot be read."""
+    if tier.is_gpu:
+        free, _total = torch.cuda.mem_get_info()
+        return free + torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
+    return available_ram()
+
+
+def available_ram() -> int | None:
+    """``MemAvailable`` of /proc/meminfo (psutil's figure where it is installed)."""
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+    except ImportError:
+        pass
+    with contextlib.suppress(OSError, ValueError), open("/proc/meminfo", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return None
+
+
+def fit(ctx: Any, shapes: list[dict] | None = None, free: int | None = None) -> Fit:
+    """The largest checked call among ``shapes`` (default: every test and benchmark shape)
+    against ``free`` bytes (default: what ``free_bytes`` reads now)."""
+    if shapes is None:
+        shapes = []
+        for shape in [*ctx.tests, *ctx.benchmarks]:
+            if shape not in shapes:
+                shapes.append(shape)
+    needs = [estimate(ctx, shape) for shape in shapes]
+    known = [n for n in needs if n is not None]
+    largest = max(known, key=lambda n: n.total) if known else None
+    if largest is not None and len({n.total for n in known}) == 1:
+        largest = replace(largest, shape={})  # every shape needs the same: naming one would mislead
+    where = ctx.tier.device if ctx.tier.is_gpu else "the host's RAM"
+    return Fit(largest, free if free is not None else free_bytes(ctx.tier), where)
+
+
+def require_fit(ctx: Any, free: int | None = None) -> Fit:
+    """``fit``, raising the rung's failure when one checked call cannot fit."""
+
+    result = fit(ctx, free=free)
+    if result.fits is False:
+        figures = {"need_gb": _gb(result.need.total), "free_gb": _gb(result.free)}
+        raise RungFailure(f"does not fit: {result.message}", figures)
+    return result
+
+
+# -- what the run took ------------------------------------------------------------------------
+
+
+def start_peak(tier: Tier) -> None:
+    """Start the run's high-water mark from what is allocated now."""
+    if tier.is_gpu:
+        torch.cuda.reset_peak_memory_stats()
+
+
+def peak_bytes(tier: Tier) -> int | None:
+    """The most bytes torch's allocator held at once since ``start_peak``; None on the CPU tier.
+
+    Memory allocated outside torch (a CuTeDSL workspace, cuBLAS's) is not in this figure."""
+    return int(torch.cuda.max_memory_allocated()) if tier.is_gpu else None
+
+
+def summary_figures(ctx: Any, peak: int | None) -> dict[str, float]:
+    """``footprint_gb``, and on a GPU ``peak_mem_gb`` and ``mem_ratio`` (peak / footprint)."""
+    figures: dict[str, float] = {}
+    footprint_bytes = getattr(ctx, "footprint_bytes", None)
+    if footprint_bytes:
+        figures["footprint_gb"] = _gb(footprint_bytes)
+    if peak is not None:
+        figures["peak_mem_gb"] = _gb(peak)
+        if footprint_bytes:
+            figures["mem_ratio"] = round(peak / footprint_bytes, 3)
+    return figures
+
+
+def _gb(n: int) -> float:
+    return float(f"{n / GB:.4g}")
+
+
+def gb_text(n: float) -> str:
+    """Bytes as GB for a message: one decimal from 1 GB up, three significant digits below."""
+    value = n / GB
+    return f"{value:.1f}" if value >= 1 else f"{value:.3g}"
+
+
+def _label(shape: dict) -> str:
+
+    return shape_label(shape)

@@ -1,0 +1,187 @@
+"""The process a profiler or sanitizer runs: the kernel, loaded exactly as the worker loads it.
+
+``ncu`` and ``compute-sanitizer`` wrap a whole process, so ktui hands them this small main instead
+of the warm worker. It uses the worker's contract and code — the job's snapshot of the source,
+``pre-checks`` to import kernel and reference (``ktui.worker.modules.load_module``), the reference's
+``generate_input`` for the inputs — then calls ``custom_kernel``:
+
+- ``check``: load and validate only, report the tier (the parent's pre-flight: "no GPU" is
+  answered here, before any tool starts);
+- ``ncu``: warm-up calls, then one call inside the NVTX range ``ncu --nvtx-include`` selects, so
+  only custom_kernel's own launches are profiled — not the reference, not the input generator;
+- ``sanitize``: one call on the first test shape;
+- ``sections``: one call under Triton's Proton intra-kernel instrumentation.
+
+It never prints its result: ncu and the sanitizer own stdout. The result is a JSON file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+
+from ktui.protocol.processes import NVTX_RANGE
+from ktui.protocol.statedir import runs_root
+from ktui.worker.confine import confine, writable_from_env
+
+MODES = ("check", "ncu", "sanitize", "sections")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ktui.worker.target")
+    parser.add_argument("--job", required=True, type=Path)
+    parser.add_argument("--result", required=True, type=Path)
+    parser.add_argument("--mode", choices=MODES, required=True)
+    parser.add_argument("--shape", type=int, default=0, help="index into BENCHMARKS (TESTS for sanitize)")
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--output", type=Path, default=None, help="sections: where Proton writes (no suffix)")
+    parser.add_argument("--proton", action="store_true", help="check: also report Proton support")
+    parser.add_argument("--tests", action="store_true", help="check: index into TESTS, as sanitize does")
+    args = parser.parse_args(argv)
+    # Before any user code and any thread: only the result, Proton's output and the run folders
+    # may be written (``ktui.worker.confine``); the temp folder lives in the result's private folder.
+    confinement = confine(_writable(args), tmp_inside=args.result.parent)
+    result: dict = {"ok": False, "mode": args.mode, **confinement.to_json()}
+    try:
+        run(args, result)
+    except BaseException as exc:
+        result.setdefault("error_kind", "raised")
+        result["error"] = f"{type(exc).__name__}: {exc}"
+        result["traceback"] = traceback.format_exc()[-4000:]
+    finally:
+        _write(args.result, result)
+    return 0 if result.get("ok") else 1
+
+
+def _writable(args: argparse.Namespace) -> list[Path]:
+    folders = [args.result.parent] + ([args.output.parent] if args.output else [])
+    try:
+        runs = runs_root(json.loads(args.job.read_text()).get("run_dir") or "")
+    except (OSError, ValueError):
+        runs = None  # the job is read again in ``run``, which says what is wrong with it
+    return folders + ([runs] if runs else []) + writable_from_env()
+
+
+def _write(path: Path, result: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(result, default=str))
+    os.replace(tmp, path)
+
+
+def run(args: argparse.Namespace, result: dict) -> None:
+    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # as the worker sets it
+    import torch
+
+    from ktui.protocol.job import Job
+    from ktui.worker.context import RunContext
+    from ktui.worker.dsl.proton import proton_support
+    from ktui.worker.dsl.registry import DSLS
+    from ktui.worker.errors import RungFailure
+    from ktui.worker.modules import job_imports
+    from ktui.worker.rungs import precheck
+    from ktui.worker.tier import detect
+
+    job = Job.from_json(json.loads(args.job.read_text()))
+    tier = detect(job.options.arch, force_cpu=job.options.force_cpu)
+    for dsl in DSLS:
+        dsl.configure(tier.arch)  # before user code imports the DSL
+    result.update(tier=tier.name, device=tier.device, arch=tier.arch)
+    if args.mode == "sections" or args.proton:
+        result["proton"] = proton_support()
+    if not tier.is_gpu and args.mode != "check":
+        result["error_kind"] = "no_gpu"
+        result["error"] = "no CUDA GPU visible to the profiled process"
+        return
+
+    ctx = RunContext(job=job, tier=tier, emit=lambda event: None)
+    with job_imports(job):
+        try:
+            precheck.run(ctx)
+        except RungFailure as exc:
+            result["error_kind"] = "load"
+            result["error"] = exc.message
+            return
+        result["kernels"] = [name for dsl in ctx.dsls for name in ctx.kernels[dsl.name]]
+        on_tests = args.mode == "sanitize" or args.tests or not ctx.benchmarks
+        shapes, kind = (ctx.tests, "tests") if on_tests else (ctx.benchmarks, "benchmarks")
+        if not 0 <= args.shape < len(shapes):
+            result["error_kind"] = "shape"
+            result["error"] = f"no shape {args.shape}: the reference has {len(shapes)} {kind} shape(s) (0–{len(shapes) - 1})"
+            return
+        shape = shapes[args.shape]
+        result.update(shape=shape, shape_set=kind, shape_index=args.shape)
+        if args.mode == "check":
+            result["ok"] = True
+            return
+        if args.mode == "sections" and not result["proton"]["supported"]:
+            result["error_kind"] = "unsupported"
+            result["error"] = result["proton"]["reason"]
+            return
+        inputs = ctx.generate(shape, args.seed)
+        if args.mode == "sanitize":
+            ctx.custom_kernel(*inputs)
+            torch.cuda.synchronize()
+        elif args.mode == "ncu":
+            _profiled_call(ctx, inputs, args.warmup, result)
+        else:
+            _sections_call(ctx, inputs, args.warmup, args.output, result)
+    result["ok"] = True
+
+
+def _count_launches(ctx, call) -> int:
+    """The kernel launches of one call, counted by each DSL's adapter (Triton's and TileLang's are
+    launches of one GPU function each)."""
+    from ktui.worker.integrity import LaunchCounter
+
+    counter = LaunchCounter({dsl: ctx.kernels[dsl.name] for dsl in ctx.dsls})
+    with counter.counting():
+        call()
+    return counter.count
+
+
+def _profiled_call(ctx, inputs, warmup: int, result: dict) -> None:
+    """Warm-up outside the range (compilation, autotuning, caches), then exactly one call inside."""
+    import torch
+
+    for _ in range(max(0, warmup)):
+        ctx.custom_kernel(*inputs)
+    torch.cuda.synchronize()
+    torch.cuda.nvtx.range_push(NVTX_RANGE)
+    try:
+        if ctx.cute_functions:  # CuTeDSL launches are not recorded: no count to compare with
+            ctx.custom_kernel(*inputs)
+        else:
+            result["launches"] = _count_launches(ctx, lambda: ctx.custom_kernel(*inputs))
+        torch.cuda.synchronize()
+    finally:
+        torch.cuda.nvtx.range_pop()
+
+
+def _sections_call(ctx, inputs, warmup: int, output: Path | None, result: dict) -> None:
+    """One call under Proton's instrumentation backend; its tree lands in ``<output>.hatchet``."""
+    import torch
+    import triton.profiler as proton
+    import triton.profiler.language as pl
+
+    if hasattr(pl, "enable_semantic"):
+        pl.enable_semantic("triton")  # Triton ≥3.5 instruments only Gluon unless asked
+    for _ in range(max(0, warmup)):
+        ctx.custom_kernel(*inputs)  # uninstrumented: compilation and autotuning stay outside
+    torch.cuda.synchronize()
+    assert output is not None
+    proton.start(str(output), backend="instrumentation", data="tree")
+    try:
+        ctx.custom_kernel(*inputs)  # compiled again, instrumented, and run
+        torch.cuda.synchronize()
+    finally:
+        proton.finalize()
+    result["hatchet"] = str(output) + ".hatchet"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

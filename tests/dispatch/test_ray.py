@@ -1,0 +1,290 @@
+"""``ktui run --ray``: many kernels judged in parallel on a real local Ray instance (CPU tier)."""
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import REPO, ktui, make_workspace, parse_events
+
+from ktui.dispatch.runner import LocalRunner
+from ktui.dispatch.session import Session
+from ktui.history.store import Store
+from ktui.protocol.job import Options
+from ktui.protocol.processes import descendants
+from ktui.workspace.kernels import discover, state_dir
+
+ray = pytest.importorskip("ray")  # in the `test` extra: CI always has it
+
+from ray_driven import judged  # noqa: E402
+
+from ktui.dispatch.ray_pool import RayPool  # noqa: E402
+
+pytestmark = pytest.mark.e2e
+
+SHIPPED = ["add_triton", "softmax_triton"]
+# correct, wrong and suspicious ones, chosen among the quick fixtures (the CPU tier is slow)
+FIXTURES = ["wrong_values", "softmax_twopass", "wrong_shape", "wrong_dtype", "raises", "launches_nothing"]
+OPTIONS = Options(seed=7, benchmark=False)
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def serial_verdicts(tmp_path_factory):
+    """The eight kernels judged one after another by one local warm worker: what Ray must match."""
+    ws = make_workspace(tmp_path_factory.mktemp("serial") / "ws", SHIPPED, FIXTURES)
+    session = Session(ws, runner=LocalRunner())
+    try:
+        return {kernel.id: session.run(kernel, OPTIONS).verdict for kernel in discover([ws / "kernels"])}
+    finally:
+        session.close()
+
+
+def history(ws: Path) -> dict[str, list]:
+    """Every run the workspace's history holds, per kernel."""
+    store = Store.of(state_dir(ws))
+    try:
+        runs: dict[str, list] = {}
+        for run in store.runs():
+            runs.setdefault(run.kernel, []).append(run)
+        return runs
+    finally:
+        store.close()
+
+
+def test_eight_kernels_on_ray_get_the_serial_verdicts_and_all_reach_the_history(local_ray, serial_verdicts, tmp_path):
+    ws = make_workspace(tmp_path / "ws", SHIPPED, FIXTURES)
+    # the real CLI, joining the module's Ray instance (two CPUs: two actors, each with a warm worker)
+    proc = ktui("run", "--no-audit", "--json", "--no-bench", "--seed", "7", "--ray", "auto", "kernels", cwd=ws, timeout=240)
+    assert proc.returncode == 3, proc.stderr  # the worst verdict among them: suspicious
+    events = parse_events(proc.stdout)
+    kernel_of = {e["run_id"]: e["kernel"] for e in events if e["type"] == "run_started"}
+    ends = {kernel_of[e["run_id"]]: e for e in events if e["type"] == "run_finished"}
+    assert {"passed", "failed", "suspicious"} <= set(serial_verdicts.values())
+    assert {kernel: end["verdict"] for kernel, end in ends.items()} == serial_verdicts
+    places = [end["summary"]["ran_on"] for end in ends.values()]
+    assert all(place["node"] and place["node_id"] and place["gpu"] is None for place in places)
+    runs = history(ws)
+    assert all(len(kernel_runs) == 1 for kernel_runs in runs.values())
+    assert {kernel: kernel_runs[0].verdict for kernel, kernel_runs in runs.items()} == serial_verdicts
+    assert runs["add_triton"][0].summary["ran_on"]["node"]  # the history records where it ran
+    assert (state_dir(ws) / "latest").is_dir()  # the report files were written from the same stream
+
+
+def test_a_killed_actor_gives_one_crashed_run_and_the_others_finish(local_ray, tmp_path):
+    ws = make_workspace(tmp_path / "ws", ["add_triton"], ["wrong_values", "wrong_shape"])
+    pool = RayPool()
+    actor_pids = [ray.get(actor.ran_on.remote())["pid"] for actor in pool.actors]
+    killed: dict = {}
+
+    def kill_the_third(job, actor):
+        """The third job goes to an actor that already ran one: its warm worker is up."""
+        killed.setdefault("dispatched", []).append(job.kernel_id)
+        if len(killed["dispatched"]) == 3:
+            index = next(i for i, a in enumerate(pool.actors) if a is actor)
+            killed["kernel"] = job.kernel_id
+            killed["workers"] = descendants(actor_pids[index])
+            ray.kill(actor, no_restart=True)
+
+    pool.on_dispatch = kill_the_third
+    try:
+        finished = {run.run_id: run for run in judged(pool, discover([ws / "kernels"]), OPTIONS)}
+        assert len(pool.actors) == 2  # a replacement took the dead actor's place
+    finally:
+        pool.close()
+    crashed = [run for run in finished.values() if run.verdict == "crashed"]
+    assert len(crashed) == 1
+    assert "RayActorError" in crashed[0].message
+    verdicts = {kernel: kernel_runs[0].verdict for kernel, kernel_runs in history(ws).items()}
+    assert verdicts.pop(killed["kernel"]) == "crashed"
+    assert verdicts == {kernel: expected for kernel, expected in
+                        {"add_triton": "passed", "wrong_values": "failed", "wrong_shape": "failed"}.items()
+                        if kernel != killed["kernel"]}
+    assert killed["workers"]  # the dead actor had a warm worker ...
+    deadline = time.monotonic() + 20
+    while any(_alive(pid) for pid in killed["workers"]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [pid for pid in killed["workers"] if _alive(pid)]  # ... which did not outlive it
+
+
+def test_without_ray_the_flag_says_how_to_install_it(tmp_path):
+    ws = make_workspace(tmp_path / "ws", ["add_triton"])
+    hide_ray = ("import sys; sys.modules['ray'] = None; from ktui.cli.main import main; "
+                "sys.exit(main(['run', 'kernels/add_triton.py', '--ray']))")
+    proc = subprocess.run([sys.executable, "-c", hide_ray], cwd=ws, capture_output=True, text=True, timeout=60,
+                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 2
+    assert "pip install -e '.[ray]'" in proc.stderr
+
+
+@pytest.mark.parametrize("argv", [["run", "--ray", "kernels/"], ["run", "--ray", "kernels/add_triton.py"]])
+def test_ray_with_no_address_before_a_path_takes_it_as_the_kernels_to_run(tmp_path, argv):
+    ws = make_workspace(tmp_path / "ws", ["add_triton"])
+    hide_ray = f"import sys; sys.modules['ray'] = None; from ktui.cli.main import main; sys.exit(main({argv!r}))"
+    proc = subprocess.run([sys.executable, "-c", hide_ray], cwd=ws, capture_output=True, text=True, timeout=60,
+                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    assert "required: paths" not in proc.stderr
+    assert "pip install -e '.[ray]'" in proc.stderr  # it got as far as starting Ray
+
+
+def test_ktui_run_with_no_paths_at_all_says_they_are_required(tmp_path):
+    proc = ktui("run", "--ray", cwd=make_workspace(tmp_path / "ws"))
+    assert proc.returncode == 2 and "required: paths" in proc.stderr
+
+
+def test_an_address_with_nothing_listening_is_refused_at_once(tmp_path):
+    ws = make_workspace(tmp_path / "ws", ["add_triton"])
+    proc = ktui("run", "--no-audit", "--ray", "127.0.0.1:1", "kernels/add_triton.py", cwd=ws, timeout=60)
+    assert proc.returncode == 2
+    assert "could not join the Ray cluster at 127.0.0.1:1" in proc.stderr
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[-1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+
+@pytest.mark.parametrize("says", [b"HTTP/1.1 400 Bad Request\r\n\r\n", b"SSH-2.0-OpenSSH_9.6\r\n", b""])
+def test_an_address_where_something_other_than_ray_listens_is_refused_within_seconds(tmp_path, says):
+    import socket
+    import threading
+
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    held = []
+
+    def answer() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            held.append(conn)  # kept open: a silent server never hangs up
+            if says:
+                conn.sendall(says)
+
+    threading.Thread(target=answer, daemon=True).start()
+    ws = make_workspace(tmp_path / "ws", ["add_triton"])
+    started = time.monotonic()
+    try:
+        proc = ktui("run", "--no-audit", "--ray", f"127.0.0.1:{port}", "kernels/add_triton.py", cwd=ws, timeout=60)
+    finally:
+        server.close()
+        for conn in held:
+            conn.close()
+    assert time.monotonic() - started < 30  # ktui's start included; Ray alone waited minutes
+    assert proc.returncode == 2, proc.stderr
+    assert f"what listens at 127.0.0.1:{port} is not Ray" in proc.stderr
+    assert (repr(says[:20])[2:-1] if says else "said nothing") in proc.stderr
+
+
+def test_a_real_ray_cluster_passes_the_address_probe(local_ray):
+    from ktui.dispatch.ray_pool import _reachable
+
+    _reachable(local_ray.get_runtime_context().gcs_address)  # raises where the probe would refuse Ray
+
+
+WAITS_FOREVER = '''
+import time
+
+import torch
+import triton
+import triton.language as tl
+
+REFERENCE = "add"
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+
+
+def custom_kernel(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    time.sleep(600)  # until the test cancels its run
+    out = torch.empty_like(x)
+    add_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, out, x.numel(), BLOCK=1024)
+    return out
+'''
+
+
+def test_a_cancelled_run_on_an_actor_ends_cancelled_and_the_actor_runs_the_next_kernel(local_ray, tmp_path):
+    import threading
+
+    from ktui.dispatch.queue import Batch, RunQueue
+
+    ws = make_workspace(tmp_path / "ws", ["add_triton"])
+    (ws / "kernels" / "waits.py").write_text(WAITS_FOREVER)
+    kernels = {k.id: k for k in discover([ws / "kernels"])}
+    pool = RayPool(num_cpus=1)  # one actor: the next kernel runs where the cancelled one ran
+    [actor_pid] = [ray.get(actor.ran_on.remote())["pid"] for actor in pool.actors]
+    rung_done = threading.Event()
+    queue = RunQueue(Session(ws, runner=pool.runners[0]), OPTIONS, listener=lambda item: None, warm_up=False,
+                     runners=pool.runners)
+    queue.start()
+    try:
+        handle = Batch(heard=lambda event: rung_done.set() if event.type == "rung_finished" else None)
+        verdicts: list = []
+        waiting = threading.Thread(target=lambda: verdicts.extend(queue.batch([kernels["waits"]], OPTIONS, handle=handle)))
+        waiting.start()
+        assert rung_done.wait(120), "the run never reached its actor's worker"
+        workers = descendants(actor_pid)
+        started = time.monotonic()
+        queue.cancel("cancelled: the test stopped it", handle)
+        waiting.join(60)
+        assert not waiting.is_alive() and time.monotonic() - started < 30  # not the kernel's 600 s
+        [(_, finish)] = verdicts
+        assert finish.verdict == "cancelled" and "the test stopped it" in finish.message, finish.message
+        assert workers and not [pid for pid in workers if _alive(pid)]  # the worker running it was killed
+        [(_, after)] = list(queue.batch([kernels["add_triton"]], OPTIONS))
+        assert after.verdict == "passed", after.message
+        assert after.summary["ran_on"]["node_id"] == finish.summary["ran_on"]["node_id"]
+    finally:
+        queue.close()
+        pool.close()
+
+
+def test_ktui_run_ray_while_serve_ray_owns_the_workspace_runs_through_its_actors(local_ray, tmp_path):
+    import os
+    import signal
+
+    ws = make_workspace(tmp_path / "ws", ["add_triton"])
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    serve = subprocess.Popen([sys.executable, "-m", "ktui", "serve", "--ray", "auto"], cwd=ws, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert "(Ray auto)" in serve.stdout.readline()
+        proc = ktui("run", "--no-audit", "--json", "--no-bench", "--ray", "auto", "kernels/add_triton.py", cwd=ws,
+                    timeout=240)
+        assert proc.returncode == 0, proc.stderr
+        [end] = [e for e in parse_events(proc.stdout) if e["type"] == "run_finished"]
+        assert end["verdict"] == "passed" and end["summary"]["ran_on"]["node_id"]
+        assert not descendants(serve.pid) or all("ktui.worker.main" not in _cmdline(pid) for pid in descendants(serve.pid))
+        refused = ktui("run", "--no-audit", "--no-bench", "--cpu", "kernels/add_triton.py", cwd=ws, timeout=60)
+        assert refused.returncode == 2 and "runs on Ray auto, not this machine (CPU tier)" in refused.stderr
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        serve.wait(60)
+    assert history(ws)["add_triton"][0].summary["ran_on"]["node_id"] == end["summary"]["ran_on"]["node_id"]
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode()
+    except FileNotFoundError:
+        return ""

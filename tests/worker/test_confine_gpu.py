@@ -1,0 +1,60 @@
+"""Confined on the GPU: CUDA, Triton and CuTeDSL work under the Landlock ruleset, every shipped
+kernel passes, and a kernel still cannot rewrite the history.
+
+Run on a CUDA machine with ``python -m pytest -m gpu tests/worker/test_confine_gpu.py``.
+"""
+
+import json
+import sqlite3
+
+import pytest
+from conftest import REPO, by_kernel, finished, ktui, make_workspace, parse_events, rungs
+
+from ktui.protocol.processes import NO_CONFINE_ENV
+
+pytestmark = [pytest.mark.gpu, pytest.mark.worker]
+
+SHIPPED = sorted(p.stem for p in (REPO / "kernels").glob("*.py"))
+DENIED = ("Permission denied", "PermissionError", "Read-only file system", "readonly database")
+
+
+@pytest.fixture(scope="module")
+def confined_gpu_run(tmp_path_factory):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    root = make_workspace(tmp_path_factory.mktemp("confined_gpu"), kernels=SHIPPED, hacks=["rewrites_history"])
+    proc = ktui("run", "--no-audit", "--json", "-v", "--seed", "2", "--bench-time", "1", "kernels/", cwd=root, timeout=1800,
+                env={NO_CONFINE_ENV: ""})
+    return root, proc, by_kernel(parse_events(proc.stdout))
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_each_shipped_kernel_passes_every_rung_confined_on_the_gpu(confined_gpu_run, name):
+    _, proc, kernels = confined_gpu_run
+    assert name in kernels, proc.stderr[-3000:]
+    events = kernels[name]
+    start = events[0]
+    assert start["tier"] == "gpu", start
+    assert start["confined"] is True and start["confinement"].startswith("landlock ABI "), start
+    bad = {k: (v["status"], v["message"]) for k, v in rungs(events).items()
+           if v["status"] not in ("ok", "skipped") or any(word in v["message"] for word in DENIED)}
+    assert not bad, bad
+    done = finished(events)
+    assert done["verdict"] == "passed" and done["summary"]["confined"] is True
+    printed = [e["text"] for e in events if e["type"] == "output"]
+    assert not [line for line in printed if any(word in line for word in DENIED)], printed
+
+
+def test_a_kernel_cannot_rewrite_the_history_on_the_gpu(confined_gpu_run):
+    root, _, kernels = confined_gpu_run
+    hack = kernels["hack_rewrites_history"]
+    assert finished(hack)["verdict"] == "failed"
+    assert "readonly database" in json.dumps(finished(hack)["summary"]), finished(hack)
+    db = sqlite3.connect(root / ".ktui" / "history.db")
+    try:
+        verdicts = dict(db.execute("SELECT kernel, verdict FROM runs"))
+    finally:
+        db.close()
+    assert verdicts["hack_rewrites_history"] == "failed"
+    assert all(verdicts[name] == "passed" for name in SHIPPED)

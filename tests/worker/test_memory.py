@@ -1,0 +1,237 @@
+"""Device memory: the fit check before anything heavy, the footprint, and the run's peak figures."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import finished, ktui, parse_events
+
+from ktui.protocol.job import Job, Options
+from ktui.protocol.lines import memory_text, summary_line
+from ktui.worker import memory
+from ktui.worker.context import RunContext
+from ktui.worker.errors import RungFailure
+from ktui.worker.metrics import compare, workspace_bytes
+from ktui.worker.modules import job_imports
+from ktui.worker.rungs import precheck
+from ktui.worker.tier import detect
+
+# KernelBench level 1's softmax at its real size: 6.4 GB per fp32 tensor.
+SOFTMAX_PROBLEM = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=1)
+
+
+batch_size, dim = {rows}, {cols}
+
+
+def get_inputs():
+    return [torch.rand(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+SOFTMAX_CANDIDATE = """
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def softmax_rows(x_ptr, y_ptr, cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offsets = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * cols + offsets, mask=offsets < cols, other=-float("inf"))
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(y_ptr + row * cols + offsets, e / tl.sum(e, axis=0), mask=offsets < cols)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        softmax_rows[(x.shape[0],)](x, y, x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]))
+        return y
+"""
+
+
+def kernelbench_pair(tmp_path: Path, rows: int, cols: int) -> tuple[Path, Path]:
+    problem = tmp_path / "softmax_problem.py"
+    problem.write_text(textwrap.dedent(SOFTMAX_PROBLEM.format(rows=rows, cols=cols)))
+    candidate = tmp_path / "softmax_candidate.py"
+    candidate.write_text(textwrap.dedent(SOFTMAX_CANDIDATE))
+    return problem, candidate
+
+
+def loaded_context(tmp_path: Path, rows: int, cols: int) -> RunContext:
+    """A run's context after its pre-checks, on the CPU tier: the problem is loaded, nothing ran."""
+    problem, candidate = kernelbench_pair(tmp_path, rows, cols)
+    job = Job("r", "softmax_candidate", str(candidate), str(problem), "", "", str(tmp_path), 1, "h",
+              candidate.read_text(), str(tmp_path / "run"), Options(force_cpu=True), format="kernelbench")
+    ctx = RunContext(job=job, tier=detect(force_cpu=True), emit=lambda event: None)
+    with job_imports(job):
+        try:
+            precheck.run(ctx)
+        except RungFailure as exc:  # pre-checks sizes the problem last: a machine too small refuses it there
+            assert exc.message.startswith("does not fit: "), exc.message
+    return ctx
+
+
+@pytest.mark.unit
+def test_a_problem_too_big_for_the_free_memory_is_refused_up_front_with_its_sizes(tmp_path):
+    ctx = loaded_context(tmp_path, 4096, 393216)
+    rng = torch.get_rng_state()
+    seeds_before = list(ctx.seeds_used)
+    fit = memory.fit(ctx, free=8 * 10**9)
+    tensor = 4096 * 393216 * 4  # one fp32 tensor: 6.4 GB, sized on fake tensors without allocating it
+    assert fit.need.inputs == tensor and fit.need.outputs == tensor
+    assert fit.need.total == 2 * tensor + 2 * tensor + workspace_bytes()
+    assert fit.fits is False
+    assert fit.message == (
+        f"needs ~{memory.gb_text(fit.need.total)} GB per checked call (inputs 6.4 GB ×2, outputs 6.4 GB ×2, "
+        f"workspace {memory.gb_text(workspace_bytes())} GB), 8.0 GB free on the host's RAM"
+    )
+    with pytest.raises(RungFailure, match=r"does not fit: needs ~2\d\.\d GB per checked call"):
+        memory.require_fit(ctx, free=8 * 10**9)
+    # Sizing it drew no seed and left the global generator where it was.
+    assert ctx.seeds_used == seeds_before and torch.equal(torch.get_rng_state(), rng)
+
+
+@pytest.mark.unit
+def test_a_problem_that_fits_passes_the_check(tmp_path):
+    ctx = loaded_context(tmp_path, 8, 100)
+    fit = memory.require_fit(ctx, free=10**9)
+    assert fit.fits is True and fit.need.inputs == 8 * 100 * 4
+
+
+@pytest.mark.unit
+def test_a_benchmark_at_kernelbench_size_rotates_only_the_input_sets_that_keep_it_within_3x(tmp_path):
+    """KernelBench's ReLU/softmax at 6.4 GB a tensor: three rotating sets (each with its expected
+    output) plus one call's worth of the problem held 3.4× the footprint on the H200; two keep it
+    within ``MEMORY_RATIO``. Sized on fake tensors, as the benchmark sizes them."""
+    from ktui.worker.rungs import bench
+
+    ctx = loaded_context(tmp_path, 4096, 393216)
+    need = memory.estimate(ctx, ctx.benchmarks[0])
+    sets = bench.sets_within_ratio(need, wanted=3)
+    footprint = need.inputs + 2 * need.outputs
+    held = sets * (need.inputs + need.outputs) + footprint + need.workspace
+    assert sets == 2 and held <= bench.MEMORY_RATIO * footprint
+    assert 3 * (need.inputs + need.outputs) + footprint + need.workspace > bench.MEMORY_RATIO * footprint
+
+
+@pytest.mark.unit
+def test_a_small_benchmark_keeps_every_input_set_it_asks_for(tmp_path):
+    from ktui.worker.rungs import bench
+
+    ctx = loaded_context(tmp_path, 64, 1024)
+    assert bench.sets_within_ratio(memory.estimate(ctx, ctx.benchmarks[0]), wanted=3) == 3
+    assert bench.sets_within_ratio(None, wanted=3) == 3
+
+
+@pytest.mark.unit
+def test_a_benchmark_past_a_gigabyte_still_rotates_two_input_sets(tmp_path):
+    """A 16384×8192 fp32 softmax (1.6 GB of problem beside a 1.6 GB metrics workspace): the ratio
+    alone would leave one set, and one set cannot tell a result cached by pointer from a computed one."""
+    from ktui.worker.rungs import bench
+
+    ctx = loaded_context(tmp_path, 16384, 8192)
+    need = memory.estimate(ctx, ctx.benchmarks[0])
+    assert need.inputs + 2 * need.outputs >= bench.BIG_FOOTPRINT
+    assert bench.sets_within_ratio(need, wanted=3) == 2 and bench.sets_within_ratio(need, wanted=1) == 1
+
+
+@pytest.mark.unit
+def test_free_memory_on_the_cpu_tier_is_the_hosts_available_ram():
+    free = memory.free_bytes(detect(force_cpu=True))
+    with open("/proc/meminfo") as f:
+        total = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemTotal:"))
+    assert free is not None and 0 < free <= total
+
+
+@pytest.mark.unit
+def test_the_footprint_counts_each_storage_once():
+    x = torch.zeros(10, 4)
+    out = torch.zeros(10, 4)
+    assert memory.footprint((x,), out, out.clone()) == 3 * 160
+    assert memory.footprint((x, out), out, x[0]) == 2 * 160  # an output that came in the inputs, a view
+
+
+@pytest.mark.unit
+def test_summary_figures_have_no_peak_on_the_cpu_tier_and_a_ratio_with_one():
+    class Noted:
+        pass
+
+    ctx = Noted()
+    memory.note_footprint(ctx, (torch.zeros(1000),), torch.zeros(1000), torch.zeros(1000))
+    memory.note_footprint(ctx, (torch.zeros(1),), torch.zeros(1), torch.zeros(1))  # only the first call counts
+    assert memory.peak_bytes(detect(force_cpu=True)) is None
+    assert memory.summary_figures(ctx, None) == {"footprint_gb": 1.2e-05}
+    assert memory.summary_figures(ctx, 36_000) == {"footprint_gb": 1.2e-05, "peak_mem_gb": 3.6e-05, "mem_ratio": 3.0}
+
+
+@pytest.mark.unit
+def test_the_summary_line_says_the_peak_next_to_the_footprint_only_when_measured():
+    gpu = {"correct": [5, 5], "footprint_gb": 19.33, "peak_mem_gb": 33.5, "mem_ratio": 1.733}
+    assert memory_text(gpu) == "peak 33.5 GB (1.7× the problem's 19.3 GB)"
+    assert "peak 33.5 GB (1.7× the problem's 19.3 GB)" in summary_line("k", 1, "passed", gpu, "gpu", "sm_90a", 1.0)
+    assert memory_text({"footprint_gb": 19.33}) == ""
+
+
+@pytest.fixture(scope="module")
+def cpu_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("kb_memory")
+    problem, candidate = kernelbench_pair(tmp, 16, 1000)
+    proc = ktui("run", "--no-audit", "--json", "--no-bench", "--cpu", "--seed", "3", str(candidate), "--reference", str(problem), cwd=tmp)
+    return proc, parse_events(proc.stdout)
+
+
+@pytest.mark.worker
+def test_the_run_summary_carries_the_footprint_on_the_cpu_tier_and_no_peak(cpu_run):
+    proc, events = cpu_run
+    summary = finished(events)["summary"]
+    assert finished(events)["verdict"] == "passed", proc.stdout[-2000:]
+    assert summary["footprint_gb"] == pytest.approx(3 * 16 * 1000 * 4 / 1e9, rel=1e-3)
+    assert "peak_mem_gb" not in summary and "mem_ratio" not in summary
+
+
+@pytest.mark.worker
+@pytest.mark.gpu
+def test_on_a_gpu_the_run_reports_its_peak_and_ratio(tmp_path):
+    # 1.07 GB per tensor: large enough that the run's fixed costs (the CUDA context, the metrics'
+    # chunk workspace) do not dominate, which is where the ≤ 3× target applies
+    problem, candidate = kernelbench_pair(tmp_path, 65536, 4096)
+    proc = ktui("run", "--no-audit", "--json", "--no-bench", str(candidate), "--reference", str(problem), cwd=tmp_path)
+    end = finished(parse_events(proc.stdout))
+    summary = end["summary"]
+    assert end["verdict"] == "passed", json.dumps(summary)
+    assert summary["footprint_gb"] == pytest.approx(3 * 65536 * 4096 * 4 / 1e9, rel=1e-3)  # 4 digits kept
+    assert summary["peak_mem_gb"] >= summary["footprint_gb"]
+    assert summary["mem_ratio"] == pytest.approx(summary["peak_mem_gb"] / summary["footprint_gb"], rel=1e-2)
+    assert summary["mem_ratio"] <= 3.0
+
+
+@pytest.mark.worker
+@pytest.mark.gpu
+def test_on_a_gpu_compare_takes_at_most_its_chunk_workspace():
+    chunk = 1 << 20
+    ref = torch.randn(64 << 20, device="cuda")  # 64 chunks
+    out = ref + 1e-7
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    compare(out, ref, chunk=chunk)
+    compare(out.view(8192, -1).t(), ref.view(8192, -1).t(), chunk=chunk)  # non-contiguous: chunks are copied
+    assert torch.cuda.max_memory_allocated() - before <= workspace_bytes(chunk=chunk)
