@@ -124,19 +124,24 @@ def add_source(name: str, context_dir: Path, url: str | None = None, timeout: fl
     return added
 
 
-def _add_triton(dest: Path, url: str | None, timeout: float | None) -> Added:
-    """Found, not imported: importing Triton would load torch into this (the parent) process."""
+def _installed(module: str, distribution: str, name: str, install: str) -> tuple[Path, str]:
+    """The folder and version of an installed package, found, never imported (importing a DSL would
+    load torch into this, the parent, process)."""
     import importlib.metadata
     import importlib.util
 
-    spec = importlib.util.find_spec("triton")
+    spec = importlib.util.find_spec(module)
     if spec is None or spec.origin is None:
-        raise ContextError("Triton is not installed (pip install triton)")
-    package = Path(spec.origin).parent
+        raise ContextError(f"{name} is not installed ({install})")
     try:
-        version = importlib.metadata.version("triton")
+        version = importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
         version = "unknown"
+    return Path(spec.origin).parent, version
+
+
+def _add_triton(dest: Path, url: str | None, timeout: float | None) -> Added:
+    package, version = _installed("triton", "triton", "Triton", "pip install triton")
     files, size = copy_text_tree(package, dest / "triton", PACKAGE_SUFFIXES)
     return Added("triton", dest, files, size, version,
                  f"installed Python package triton {version} ({package})",
@@ -144,17 +149,7 @@ def _add_triton(dest: Path, url: str | None, timeout: float | None) -> Added:
 
 
 def _add_cutedsl(dest: Path, url: str | None, timeout: float | None) -> Added:
-    import importlib.metadata
-    import importlib.util
-
-    spec = importlib.util.find_spec("cutlass")
-    if spec is None or spec.origin is None:
-        raise ContextError("CuTeDSL is not installed (pip install nvidia-cutlass-dsl)")
-    package = Path(spec.origin).parent
-    try:
-        version = importlib.metadata.version("nvidia-cutlass-dsl")
-    except importlib.metadata.PackageNotFoundError:
-        version = "unknown"
+    package, version = _installed("cutlass", "nvidia-cutlass-dsl", "CuTeDSL", "pip install nvidia-cutlass-dsl")
     files, size = copy_text_tree(package, dest / "cutlass", PACKAGE_SUFFIXES)
     notes = []
     licence = _dist_file("nvidia-cutlass-dsl", "LICENSE")
@@ -167,19 +162,8 @@ def _add_cutedsl(dest: Path, url: str | None, timeout: float | None) -> Added:
 
 
 def _add_tilelang(dest: Path, url: str | None, timeout: float | None) -> Added:
-    """The installed package's Python sources (its language, JIT and examples of use in docstrings);
-    found, not imported, like Triton."""
-    import importlib.metadata
-    import importlib.util
-
-    spec = importlib.util.find_spec("tilelang")
-    if spec is None or spec.origin is None:
-        raise ContextError("TileLang is not installed (pip install 'ktui[tilelang]')")
-    package = Path(spec.origin).parent
-    try:
-        version = importlib.metadata.version("tilelang")
-    except importlib.metadata.PackageNotFoundError:
-        version = "unknown"
+    """The installed package's Python sources (its language, JIT and examples of use in docstrings)."""
+    package, version = _installed("tilelang", "tilelang", "TileLang", "pip install 'ktui[tilelang]'")
     files = size = 0
     for part in sorted(package.iterdir()):  # its own sources: TVM's (3rdparty/, 60 MB) are not TileLang's API
         if part.is_dir() and part.name != "3rdparty":
