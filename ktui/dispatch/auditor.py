@@ -28,6 +28,7 @@ from ktui.protocol.events import ERROR, FAILED, Event, Output, RunFinished, Rung
 from ktui.protocol.files import write_atomic
 from ktui.protocol.job import GPUMODE, KERNELBENCH, NATIVE, Job, Options
 from ktui.protocol.processes import describe_exit
+from ktui.protocol.sourcelines import parse as parse_python
 from ktui.protocol.statedir import STATE_DIR, audit_file
 from ktui.workspace import formats
 from ktui.workspace.kernels import (
@@ -112,9 +113,8 @@ def is_reference(path: Path) -> bool:
     if fmt in (GPUMODE, KERNELBENCH) or path.parent.name == "references":
         return True
     try:
-        import ast
 
-        names = formats.top_level_names(ast.parse(path.read_text(encoding="utf-8", errors="replace")))
+        names = formats.top_level_names(parse_python(path.read_text(encoding="utf-8", errors="replace")))
     except (SyntaxError, ValueError, OSError):
         return False
     return {"generate_input", "ref_kernel"} <= names and "custom_kernel" not in names

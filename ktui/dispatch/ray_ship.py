@@ -27,6 +27,7 @@ from typing import Any, Iterator
 
 from ktui.dispatch.ray_files import MAX_FILE_BYTES, OUTSIDE, mib
 from ktui.protocol.job import Job
+from ktui.protocol.sourcelines import parse as parse_python
 from ktui.workspace.shipped import moved_job, outside_modules, outside_name, run_files
 
 KEEP_VERSIONS = 8  # workspace versions whose objects the driver keeps in Ray's store
@@ -137,7 +138,7 @@ def module_imports(source: str) -> Iterator[tuple[int, str]]:
     ``if``/``with`` blocks too), not inside functions, not under ``if TYPE_CHECKING``, not in a
     ``try`` that handles an ImportError (an optional import), not relative."""
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except (SyntaxError, ValueError):
         return iter(())  # the worker reports the syntax error itself
     return _walk(tree.body)

@@ -15,6 +15,8 @@ from __future__ import annotations
 import ast
 import textwrap
 
+from ktui.protocol.sourcelines import parse as parse_python
+
 TRITON_MODULES = ("tl", "language", "triton.language")
 # The accesses checked, each with the position of its mask among the call's arguments
 # (tl.load(pointer, mask, ...), tl.store(pointer, value, mask, ...)).
@@ -29,7 +31,7 @@ def unmasked_lines(source: str, first_line: int = 1) -> dict[str, list[int]]:
     a ``boundary_check``: nothing keeps them in bounds."""
     found: dict[str, list[int]] = {op: [] for op in MASK_POSITION}
     try:
-        tree = ast.parse(textwrap.dedent(source))
+        tree = parse_python(textwrap.dedent(source))
     except SyntaxError:
         return found
     for node in ast.walk(tree):

@@ -21,6 +21,7 @@ from typing import Any
 
 from ktui.protocol import events
 from ktui.protocol.events import EVENT_TYPES
+from ktui.protocol.sourcelines import parse as parse_python
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 GENERATOR = "python3 -m ktui.protocol.schema"
@@ -122,7 +123,7 @@ def _default(f: dataclasses.Field) -> Any:
 
 # -- what the source says -----------------------------------------------------------------------
 def _class_nodes() -> dict[str, ast.ClassDef]:
-    tree = ast.parse(Path(events.__file__).read_text())
+    tree = parse_python(Path(events.__file__).read_text())
     return {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
 
 

@@ -5,6 +5,7 @@ compiling the text, no user code run) exactly as the worker places any other err
 
 from __future__ import annotations
 
+import ast
 import linecache
 import threading
 import traceback
@@ -51,6 +52,12 @@ def syntax_error_info(exc: SyntaxError, tb: str = "") -> ErrorInfo:
 # Held while the parent parses Python text: CPython 3.11's parser is not safe in two threads at
 # once ("AST constructor recursion depth mismatch"), and the run queue and the owner use threads.
 PARSING = threading.RLock()
+
+
+def parse(source: str | bytes, filename: str = "<unknown>") -> ast.Module:
+    """``ast.parse`` under ``PARSING``: every parse in the parent goes through here."""
+    with PARSING:
+        return ast.parse(source, filename)
 
 
 def syntax_error(source: str, file: str) -> SyntaxError | None:

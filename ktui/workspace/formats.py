@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ktui.protocol.job import GPUMODE, KERNELBENCH, NATIVE
+from ktui.protocol.sourcelines import parse as parse_python
 
 GPUMODE_REFERENCE = "reference.py"
 GPUMODE_TASK = "task.yml"
@@ -151,7 +152,7 @@ def reference_format(path: Path) -> str:
     if path.name == GPUMODE_REFERENCE and is_gpumode_problem(path.parent):
         return GPUMODE
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+        tree = parse_python(path.read_text(encoding="utf-8", errors="replace"))
     except (SyntaxError, ValueError, OSError):
         return NATIVE  # the worker reports the syntax error against the file
     names = top_level_names(tree)

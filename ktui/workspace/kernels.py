@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ktui.protocol.sourcelines import parse as parse_python
 from ktui.protocol.statedir import STATE_DIR, state_dir  # noqa: F401  (state_dir: used by the parent side)
 from ktui.workspace import formats as detect
 
@@ -199,7 +200,7 @@ def local_imports(source: bytes, folders: list[Path], root: Path, skip: set[str]
 def _imported_names(source: bytes) -> list[str]:
     """Absolute module names an ``import`` or ``from … import`` of ``source`` may load."""
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except (SyntaxError, ValueError):
         return []
     names: list[str] = []
@@ -239,7 +240,7 @@ def _resolve_module(name: str, folders: list[Path]) -> list[tuple[str, Path]]:
 def declared_reference(source: str) -> str | None:
     """The string assigned to a top-level ``REFERENCE``, read with ast (None if absent/unparsable)."""
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except SyntaxError:
         # A syntax error elsewhere must not lose the reference: read the assignment as text.
         match = _REFERENCE_LINE.search(source)
