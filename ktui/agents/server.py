@@ -109,6 +109,8 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
             await ctx.report_progress(done, None, message)
 
         results = await runs.run(kernels, options, progress)
+        order = {str(k.path): i for i, k in enumerate(kernels)}  # as asked, not as they finished
+        results.sort(key=lambda r: order.get(str(r.get("path")), len(order)))
         audits = await anyio.to_thread.run_sync(audit_after_run, workspace.root, kernels, options, results) if audit else []
         answer = {"kernels": results, "all_passed": bool(results) and all(r["verdict"] == "passed" for r in results)}
         if audits:  # a weak test is a notice: it never changes all_passed
