@@ -152,7 +152,9 @@ def test_a_failing_kernel_answers_with_its_first_failure_at_the_line(tmp_path):
             assert failure["where"] == f"{ws / 'kernels' / 'raises.py'}:19"
             assert '>19 |     scale = {"x": 1.0}["y"]' in failure["excerpt"]
             assert wrong["verdict"] == "failed"
-            assert wrong["first_failure"]["rung"] == "correctness[size=1]"
+            # 1e-3 too much fails every shape but, on a draw where the one element is large, the size-1
+            # shape (its tolerance grows with the reference): the first failure is a correctness rung
+            assert wrong["first_failure"]["rung"].startswith("correctness[size="), wrong["first_failure"]
             assert "beyond atol" in wrong["first_failure"]["message"]
 
     anyio.run(main)
