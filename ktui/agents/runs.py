@@ -22,7 +22,7 @@ from typing import Any
 import anyio
 
 from ktui.agents.digest import run_digest
-from ktui.dispatch.owner import OwnerLink, OwnerServer, Ownership, placement_words
+from ktui.dispatch.owner import OwnerLink, OwnerServer, placement_words
 from ktui.dispatch.queue import Batch, RunQueue
 from ktui.dispatch.runner import LocalRunner, Runner, WorkerConfig
 from ktui.dispatch.session import Session
@@ -59,8 +59,7 @@ class RunService:
         self.root = root
         self.placement = placement.words
         self._queue: RunQueue | None = None  # made at the first call: the workspace's state is opened then
-        self._ownership: Ownership | None = None
-        self._server: OwnerServer | None = None
+        self._server: OwnerServer | None = None  # while this server owns the workspace's GPUs
         self._link: OwnerLink | None = None  # the owner's, while a call runs there
         self._batch: Batch | None = None  # the call's runs in this server's own queue
         self._lock = anyio.Lock()
@@ -76,14 +75,12 @@ class RunService:
 
     def _owner(self) -> OwnerLink | None:
         """The workspace's owner when it is another process; else this server becomes the owner."""
-        if self._ownership is not None:
+        if self._server is not None:
             return None
         state = state_dir(self.root)
         link = OwnerLink.connect(state)
         if link is None:
-            self._ownership = Ownership.take(state)
-            if self._ownership is not None:
-                self._server = OwnerServer.start(self.queue, self._ownership, self.placement)
+            self._server = OwnerServer.claim(state, self.queue, self.placement)
         return link
 
     def _heard(self, item) -> None:
@@ -160,13 +157,13 @@ class RunService:
 
     def close(self) -> None:
         if self._server is not None:
-            self._server.close()
+            self._server.stop_accepting()
         if self._queue is not None:
             self._queue.close("cancelled: the MCP server stopped")
         for runner in self.runners:
             runner.close()
-        if self._ownership is not None:
-            self._ownership.release()
+        if self._server is not None:
+            self._server.close()
 
 
 def _progress_line(event: Event) -> str:

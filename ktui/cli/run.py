@@ -49,7 +49,7 @@ def add_parser(subparsers) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     # deferred for start-up speed
-    from ktui.dispatch.owner import OwnerLink, OwnerServer, Ownership
+    from ktui.dispatch.owner import OwnerLink, OwnerServer
     from ktui.dispatch.queue import RunQueue
     from ktui.dispatch.runner import WorkerStartError
     from ktui.dispatch.session import Session
@@ -94,18 +94,17 @@ def cmd_run(args: argparse.Namespace) -> int:
             return EXIT_CANNOT_RUN
         if not reached(runner):
             return EXIT_CANNOT_RUN
-    ownership = Ownership.take(state)  # no owner: this command owns the GPUs while it runs
     # One queue, one thread per GPU (per Ray actor): on several the kernels run in parallel, printed as they finish.
     runners = list(runner.runners) if hasattr(runner, "runners") else [runner]
     queue = RunQueue(Session(kernels[0].root, runner=runners[0], consumers=[printer]), options, listener=_unheard,
                      warm_up=False, runners=runners, consumers=[printer])
     queue.start()
-    server = OwnerServer.start(queue, ownership, placement(args)) if ownership is not None else None
+    server = OwnerServer.claim(state, queue, placement(args))  # no owner: this command owns the GPUs while it runs
     try:
         with Stopping(queue) as stopping:
             verdicts = _verdicts(queue, kernels, options, args.reference)
             if server is not None:
-                server.close()  # no more callers; those accepted get their runs to the end
+                server.stop_accepting()  # no more callers; those accepted get their runs to the end
                 while not queue.idle and stopping.signum is None:
                     time.sleep(0.05)
     except WorkerStartError as exc:
@@ -113,12 +112,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_CANNOT_RUN
     finally:
         if server is not None:
-            server.close()
+            server.stop_accepting()
         queue.close(STOPPED)
         if args.ray is not None:
             runner.close()  # the pool's actors, and Ray when it started it
-        if ownership is not None:
-            ownership.release()
+        if server is not None:
+            server.close()  # the workspace is free once its runs have ended
     if stopping.signum is not None:  # stopped by a signal: the verdicts so far, no audit
         return stopping.exit_code
     return _audited(args, kernels, options, exit_code(verdicts))

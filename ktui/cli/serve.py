@@ -27,7 +27,7 @@ def add_parser(subparsers) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     # deferred for start-up speed
-    from ktui.dispatch.owner import OwnerServer, Ownership, owner_pid
+    from ktui.dispatch.owner import OwnerServer, owner_pid
     from ktui.dispatch.queue import RunQueue
     from ktui.dispatch.session import Session
     from ktui.protocol.events import RunFinished
@@ -43,12 +43,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"ktui: {exc}", file=sys.stderr)
         return EXIT_CANNOT_RUN
     state = state_dir(root)
-    ownership = Ownership.take(state)
-    if ownership is None:
+    server = OwnerServer.claim(state, placement=placement(args))  # its queue once its workers are made
+    if server is None:
         print(f"ktui: the workspace is already owned by pid {owner_pid(state)}", file=sys.stderr)
         return EXIT_CANNOT_RUN
     if args.ray is not None and args.gpus is not None:
-        ownership.release()
+        server.close()
         print("ktui: --gpus picks GPUs of this host: with --ray, Ray places the runs", file=sys.stderr)
         return EXIT_CANNOT_RUN
     if args.ray is not None:  # Ray places the runs: one runner per actor
@@ -56,13 +56,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
         runner = ray_pool(args)
         if runner is None:
-            ownership.release()
+            server.close()
             return EXIT_CANNOT_RUN
     else:
         try:
             runner = runner_for(args, root=root)
         except ValueError as exc:
-            ownership.release()
+            server.close()
             print(f"ktui: {exc}", file=sys.stderr)
             return EXIT_CANNOT_RUN
     runners = list(runner.runners) if hasattr(runner, "runners") else [runner]  # one per GPU (per Ray actor)
@@ -74,7 +74,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     queue = RunQueue(Session(root, runner=runners[0]), Options(arch=args.arch, force_cpu=args.cpu), told,
                      runners=runners)  # warm from the start: the first caller gets a ready worker
     queue.start()
-    server = OwnerServer(queue, ownership, placement(args))
+    server.serve(queue)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda signum, frame: stop.set())
@@ -83,9 +83,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         while not stop.wait(0.5):
             pass
     finally:
-        server.close()
+        server.stop_accepting()
         queue.close("cancelled: ktui serve stopped")
         if args.ray is not None:
             runner.close()  # the pool's actors, and Ray when it started it
-        ownership.release()
+        server.close()
     return 0

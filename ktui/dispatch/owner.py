@@ -130,44 +130,64 @@ def owner_pid(state: Path) -> str:
 
 
 class OwnerServer:
-    """Serves ``queue`` to other processes of this user on the workspace's socket."""
+    """This process's ownership of a workspace (its lock, held from ``claim`` to ``close``), and its
+    run queue served to other processes of this user on the workspace's socket."""
 
-    def __init__(self, queue: RunQueue, ownership: Ownership, placement: str = HERE,
-                 save_grace_s: float | None = None):
-        self.queue = queue
+    def __init__(self, ownership: Ownership, placement: str = HERE, save_grace_s: float | None = None):
+        self.ownership = ownership
+        self.queue: RunQueue | None = None  # set by ``serve``
         self.placement = placement
         self.save_grace_s = save_grace_s  # a watch: a save is queued within this many seconds; None: saves run nothing
         self.path = ownership.folder / "socket"
+        self._sock: socket.socket | None = None
+        self._closing = False
+
+    @classmethod
+    def claim(cls, state: Path, queue: RunQueue | None = None, placement: str = HERE,
+              save_grace_s: float | None = None) -> OwnerServer | None:
+        """Take the workspace's ownership and serve ``queue`` to other processes: the server, or None
+        when another process owns the workspace (or its state cannot be written: a read-only
+        workspace has no owner, each command runs on its own). Where the socket cannot be made (a
+        full disk) the server still holds the lock and serves nobody: the owner then runs only its
+        own work. With no ``queue`` the lock is taken now and ``serve`` gives the queue later (an
+        owner that refuses to start while another owns the workspace, before it makes its workers)."""
+        ownership = Ownership.take(state)
+        if ownership is None:
+            return None
+        server = cls(ownership, placement, save_grace_s)
+        if queue is not None:
+            try:
+                server.serve(queue)
+            except OSError:
+                pass  # the lock holds all the same
+        return server
+
+    def serve(self, queue: RunQueue) -> None:
+        """Listen on the workspace's socket for callers of ``queue``; OSError where it cannot be made."""
+        self.queue = queue
         try:
             self.path.unlink()  # we hold the lock: a socket there is a crashed owner's
         except FileNotFoundError:
             pass
-        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        old = os.umask(0o177)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            self._sock.bind(str(self.path))
-        finally:
-            os.umask(old)
-        os.chmod(self.path, 0o600)
-        self._sock.listen(16)
-        self._closing = False
-        self._thread = threading.Thread(target=self._accept, name="ktui-owner", daemon=True)
-        self._thread.start()
-
-    @classmethod
-    def start(cls, queue: RunQueue, ownership: Ownership, placement: str = HERE,
-              save_grace_s: float | None = None) -> OwnerServer | None:
-        """The server, or None where its socket cannot be made (a full disk): the owner then runs
-        only its own work, and still holds the lock."""
-        try:
-            return cls(queue, ownership, placement, save_grace_s)
+            old = os.umask(0o177)
+            try:
+                sock.bind(str(self.path))
+            finally:
+                os.umask(old)
+            os.chmod(self.path, 0o600)
+            sock.listen(16)
         except OSError:
-            return None
+            sock.close()
+            raise
+        self._sock = sock
+        threading.Thread(target=self._accept, args=(sock,), name="ktui-owner", daemon=True).start()
 
-    def _accept(self) -> None:
+    def _accept(self, sock: socket.socket) -> None:
         while not self._closing:
             try:
-                conn, _ = self._sock.accept()
+                conn, _ = sock.accept()
             except OSError:
                 return
             threading.Thread(target=self._serve, args=(conn,), name="ktui-owner-call", daemon=True).start()
@@ -250,15 +270,27 @@ class OwnerServer:
         finally:
             self.queue.unfollow(tell)
 
-    def close(self) -> None:
+    def stop_accepting(self) -> None:
+        """No more callers; those accepted are served to the end (their runs are the queue's). The
+        workspace stays owned until ``close``."""
         self._closing = True
+        sock, self._sock = self._sock, None
+        if sock is None:
+            return
         try:
-            self._sock.close()
+            sock.close()
         finally:
             try:
                 self.path.unlink()
             except FileNotFoundError:
                 pass
+
+    def close(self) -> None:
+        """Stop accepting callers and give the workspace's ownership back; again, nothing."""
+        try:
+            self.stop_accepting()
+        finally:
+            self.ownership.release()
 
 
 class OwnerLink:

@@ -16,7 +16,7 @@ from typing import Callable, ClassVar
 from watchdog.observers import Observer
 
 from ktui.dispatch.notices import Notice
-from ktui.dispatch.owner import OwnerServer, Ownership
+from ktui.dispatch.owner import OwnerServer
 from ktui.dispatch.pool import DevicePool
 from ktui.dispatch.queue import Listener, RunQueue, Task
 from ktui.dispatch.runner import LocalRunner, Runner, WorkerConfig
@@ -101,8 +101,7 @@ class WatchLoop:
             tasks={name: make(self) for name, make in (tasks or {}).items()}, runners=runners,
         )
         self.audits = BackgroundAudits(self.scheduler, listener, workspace.kernel, options) if self.settings.audit else None
-        self.ownership: Ownership | None = None  # held while it owns the workspace's GPUs
-        self.owner: OwnerServer | None = None
+        self.owner: OwnerServer | None = None  # while it owns the workspace's GPUs
         self.index = KernelIndex(workspace)  # touched only from the watcher's thread after start
         self.echoes = Echoes(workspace.root)  # kernels that keep saving their own files
         self.watcher = Watcher(
@@ -122,10 +121,8 @@ class WatchLoop:
         kernels = self.index.kernels()  # read before the watcher's thread owns the index
         self.scheduler.start()
         if self.settings.owner_placement is not None:
-            self.ownership = Ownership.take(self.session.state)
-            if self.ownership is not None:
-                self.owner = OwnerServer.start(self.scheduler, self.ownership, self.settings.owner_placement,
-                                               save_grace_s=self.settings.debounce_s + SAVE_GRACE_S)
+            self.owner = OwnerServer.claim(self.session.state, self.scheduler, self.settings.owner_placement,
+                                           save_grace_s=self.settings.debounce_s + SAVE_GRACE_S)
         self.watcher.start()
         if self.settings.catch_up:
             for kernel in kernels:
@@ -136,10 +133,10 @@ class WatchLoop:
     def close(self, reason: str = "cancelled: the watch stopped") -> None:
         self.watcher.stop()
         if self.owner is not None:
-            self.owner.close()
+            self.owner.stop_accepting()
         self.scheduler.close(reason)
-        if self.ownership is not None:
-            self.ownership.release()
+        if self.owner is not None:
+            self.owner.close()
 
     # -- from the UI / a script ----------------------------------------------------------------
     def set_options(self, options: Options) -> None:

@@ -32,15 +32,14 @@ def ws(tmp_path):
 def owner(ws):
     """This process owns ``ws``: a queue on a scripted runner, served on the workspace's socket."""
     runner = ScriptedRunner(lambda job: Script((Step("correctness", 0.1),)))
-    ownership = Ownership.take(state_dir(ws))
-    assert ownership is not None
     queue = RunQueue(Session(ws, runner=runner), OPTIONS, Heard(), warm_up=False)
     queue.start()
-    server = OwnerServer(queue, ownership)
+    server = OwnerServer.claim(state_dir(ws), queue)
+    assert server is not None
     yield runner, queue
-    server.close()
+    server.stop_accepting()
     queue.close()
-    ownership.release()
+    server.close()
 
 
 @pytest.mark.unit
@@ -98,21 +97,41 @@ def test_a_second_owner_is_refused_while_the_first_holds_the_lock_and_the_folder
     assert stat.S_IMODE(os.stat(state / "owner" / "socket").st_mode) == 0o600
 
 
+@pytest.mark.unit
+def test_a_second_claim_is_refused_while_the_first_server_holds_the_workspace_and_succeeds_after_its_close(ws):
+    state = state_dir(ws)
+    queue = RunQueue(Session(ws, runner=ScriptedRunner()), OPTIONS, Heard(), warm_up=False)
+    try:
+        first = OwnerServer.claim(state, queue)
+        assert first is not None and first.path.exists()
+        assert OwnerServer.claim(state, queue) is None, "the first server holds the workspace"
+        first.stop_accepting()
+        assert not first.path.exists()
+        assert OwnerServer.claim(state, queue) is None, "a server that stopped accepting still owns the workspace"
+        first.close()
+        first.close()  # again: nothing
+        second = OwnerServer.claim(state, queue)
+        assert second is not None, "the first server's close gave the workspace back"
+        assert OwnerLink.connect(state) is not None
+        second.close()
+    finally:
+        queue.close()
+
+
 OWNER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
     from ktui.protocol.job import Options
-    from ktui.dispatch.owner import OwnerServer, Ownership
+    from ktui.dispatch.owner import OwnerServer
     from ktui.dispatch.queue import RunQueue
     from ktui.dispatch.scripted import HANG, Script, ScriptedRunner, Step
     from ktui.dispatch.session import Session
     from ktui.workspace.kernels import state_dir
     ws = Path(sys.argv[1])
-    ownership = Ownership.take(state_dir(ws))
     queue = RunQueue(Session(ws, runner=ScriptedRunner(lambda job: Script((Step("correctness", HANG),)))),
                      Options(), lambda item: None, warm_up=False)
     queue.start()
-    OwnerServer(queue, ownership)
+    assert OwnerServer.claim(state_dir(ws), queue) is not None
     print("owning", flush=True)
     time.sleep(600)
 """)
@@ -135,20 +154,19 @@ def test_an_owner_killed_mid_run_gives_its_caller_a_clear_error_and_a_later_comm
         proc.wait()
     state = state_dir(ws)
     assert OwnerLink.connect(state) is None, "the dead owner's socket is found stale"
-    ownership = Ownership.take(state)
-    assert ownership is not None, "its lock died with it"
     runner = ScriptedRunner()
     queue = RunQueue(Session(ws, runner=runner), OPTIONS, Heard(), warm_up=False)
     queue.start()
-    server = OwnerServer(queue, ownership)  # replaces the stale socket
+    server = OwnerServer.claim(state, queue)  # replaces the stale socket
+    assert server is not None, "its lock died with it"
     try:
         time.sleep(0.05)
         events = list(OwnerLink.connect(state).run([ws / "kernels" / "add_triton.py"], OPTIONS))
         assert events[-1].verdict == PASSED
     finally:
-        server.close()
+        server.stop_accepting()
         queue.close()
-        ownership.release()
+        server.close()
 
 
 @pytest.mark.unit
