@@ -69,7 +69,7 @@ class RunService:
         if self._queue is None:
             options = Options(arch=self.config.arch, force_cpu=self.config.force_cpu)  # each batch brings its own
             self._queue = RunQueue(Session(self.root, runner=self.runner), options, listener=self._heard, warm_up=False,
-                                   runners=self.runners)
+                                   runners=self.runners, owns_runners=False)  # closed by ``close``
             self._queue.start()
         return self._queue
 

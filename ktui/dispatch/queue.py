@@ -106,9 +106,11 @@ class RunQueue:
         warm_up: bool = True,
         runners: list[Runner] | None = None,
         consumers: list[Consumer] | None = None,
+        owns_runners: bool = True,
     ):
         self.session = session
         self.runners: list[Runner] = list(runners or [session.runner])  # one per GPU, the session's first
+        self.owns_runners = owns_runners  # False: whoever gave the runners closes them (the first: the session)
         self.options = options
         self.listener = listener
         self.resolve = resolve
@@ -350,8 +352,9 @@ class RunQueue:
         for thread in self._threads:
             if thread.is_alive():
                 thread.join(timeout=15)
-        for runner in self.runners[1:]:  # the first is the session's own, closed with it
-            runner.close()
+        if self.owns_runners:
+            for runner in self.runners[1:]:  # the first is the session's own, closed with it
+                runner.close()
         for session in self._sessions.values():
             if session is not self.session:
                 session.store.close()  # shares the first runner, closed below

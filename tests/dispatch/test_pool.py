@@ -57,7 +57,7 @@ def _batch(ws: Path, pool: DevicePool, names: list[str], options: Options) -> li
     --gpus`` runs them: per run, in the order they finish, its kernel, GPU, verdict, start and end."""
     starts: dict[str, RunStarted] = {}
     queue = RunQueue(Session(ws, runner=pool.runners[0]), options, lambda item: None, warm_up=False,
-                     runners=pool.runners)
+                     runners=pool.runners, owns_runners=False)  # the pool closes its own runners
     queue.start()
     try:
         heard = lambda event: starts.setdefault(event.run_id, event) if isinstance(event, RunStarted) else None  # noqa: E731
@@ -65,7 +65,6 @@ def _batch(ws: Path, pool: DevicePool, names: list[str], options: Options) -> li
         return [(k.id, starts[end.run_id].gpu, end.verdict, starts[end.run_id].time, end.time)
                 for k, end in queue.batch(kernels, options, heard=heard)]
     finally:
-        queue.runners = queue.runners[:1]  # the pool closes its own runners
         queue.close()
 
 
