@@ -18,6 +18,7 @@ each change, until the caller hangs up. The MCP ``verdict`` tool waits on it (``
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fcntl
 import json
@@ -193,42 +194,53 @@ class OwnerServer:
             threading.Thread(target=self._serve, args=(conn,), name="ktui-owner-call", daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:
-        with conn, conn.makefile("rw", encoding="utf-8") as stream:
-            lock = threading.Lock()
-
-            def send(item: dict[str, Any]) -> None:
-                with lock:
-                    try:
-                        stream.write(json.dumps(item, default=str) + "\n")
-                        stream.flush()
-                    except OSError:
-                        pass  # the caller went away: its runs go on to their end all the same
-
+        with conn:
+            stream = conn.makefile("rw", encoding="utf-8")
             try:
-                request = json.loads(stream.readline() or "{}")
-                if "turn" in request:
-                    self._turn(str(request["turn"]), stream, send)
-                    return
-                if "follow" in request:
-                    self._follow(Path(request["follow"]), conn, send)
-                    return
-                asked = request.get("placement", HERE)
-                if asked != self.placement:
-                    send({"type": ERROR, "message": f"the owner of this workspace (pid {os.getpid()}) runs on "
-                                                    f"{self.placement}, not {asked}: stop it or ask for {self.placement}"})
-                    return
-                with PARSING:  # CPython 3.11's parser is not safe in two threads at once
-                    kernels = discover([Path(p) for p in request["paths"]],
-                                       reference=Path(request["reference"]) if request.get("reference") else None)
-                options = Options(**request.get("options", {}))
-                for _ in self.queue.batch(kernels, options, again=bool(request.get("again")),
-                                          heard=lambda event: send(json.loads(event.dumps()))):
-                    pass
-                send({"type": DONE})
-            except (ProblemError, ValueError, KeyError, TypeError) as exc:
-                send({"type": ERROR, "message": str(exc)})
-            except Exception as exc:  # a run that could not happen (no worker): the caller says why
-                send({"type": ERROR, "message": f"{type(exc).__name__}: {exc}"})
+                self._answer(conn, stream)
+            finally:
+                with contextlib.suppress(OSError):  # a caller gone with an answer unsent: nothing to flush to
+                    stream.close()
+
+    def _answer(self, conn: socket.socket, stream) -> None:
+        lock = threading.Lock()
+
+        def send(item: dict[str, Any]) -> None:
+            with lock:
+                try:
+                    stream.write(json.dumps(item, default=str) + "\n")
+                    stream.flush()
+                except OSError:
+                    pass  # the caller went away: its runs go on to their end all the same
+
+        try:
+            line = stream.readline()
+            if not line:
+                return  # the caller hung up before it asked for anything
+            request = json.loads(line)
+            if "turn" in request:
+                self._turn(str(request["turn"]), stream, send)
+                return
+            if "follow" in request:
+                self._follow(Path(request["follow"]), conn, send)
+                return
+            asked = request.get("placement", HERE)
+            if asked != self.placement:
+                send({"type": ERROR, "message": f"the owner of this workspace (pid {os.getpid()}) runs on "
+                                                f"{self.placement}, not {asked}: stop it or ask for {self.placement}"})
+                return
+            with PARSING:  # CPython 3.11's parser is not safe in two threads at once
+                kernels = discover([Path(p) for p in request["paths"]],
+                                   reference=Path(request["reference"]) if request.get("reference") else None)
+            options = Options(**request.get("options", {}))
+            for _ in self.queue.batch(kernels, options, again=bool(request.get("again")),
+                                      heard=lambda event: send(json.loads(event.dumps()))):
+                pass
+            send({"type": DONE})
+        except (ProblemError, ValueError, KeyError, TypeError) as exc:
+            send({"type": ERROR, "message": str(exc)})
+        except Exception as exc:  # a run that could not happen (no worker): the caller says why
+            send({"type": ERROR, "message": f"{type(exc).__name__}: {exc}"})
 
     def _turn(self, label: str, stream, send) -> None:
         """A caller's own process (a profile, an audit) gets the first GPU in its turn and keeps it

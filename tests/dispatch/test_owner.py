@@ -117,6 +117,30 @@ def test_a_second_claim_is_refused_while_the_first_server_holds_the_workspace_an
         queue.close()
 
 
+@pytest.mark.unit
+@pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
+@pytest.mark.parametrize("sent", [b"", b'{"paths": ["kernels/nowhere.py"]}\n'])
+def test_a_caller_that_hangs_up_before_its_answer_leaves_the_owner_serving(ws, sent):
+    import socket
+
+    queue = RunQueue(Session(ws, runner=ScriptedRunner()), OPTIONS, Heard(), warm_up=False)
+    queue.start()
+    server = OwnerServer.claim(state_dir(ws), queue)
+    try:
+        for _ in range(3):
+            with socket.socket(socket.AF_UNIX) as conn:
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\0\0\0\0\0\0\0")  # hang up hard
+                conn.connect(str(server.path))
+                conn.sendall(sent)
+        time.sleep(0.3)  # the owner's threads answer into closed sockets
+        link = OwnerLink.connect(state_dir(ws))
+        assert link is not None, "the owner still accepts callers"
+        link.close()
+    finally:
+        server.close()
+        queue.close()
+
+
 OWNER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
