@@ -28,7 +28,7 @@ TWO = [Device("0", "GPU-aaaa"), Device("1", "GPU-bbbb")]
 
 @pytest.fixture
 def ws(tmp_path):
-    return make_workspace(tmp_path / "ws", kernels=["add_triton"], fixtures=["hang", "crash_segfault"])
+    return make_workspace(tmp_path / "ws", kernels=["add_triton"], fixtures=["held", "crash_segfault"])
 
 
 @pytest.fixture
@@ -52,9 +52,11 @@ def _summary(events) -> tuple[str, str, str, float, float]:
     return start.kernel, start.gpu, end.verdict, start.time, end.time
 
 
-def _batch(ws: Path, pool: DevicePool, names: list[str], options: Options) -> list[tuple[str, str, str, float, float]]:
+def _batch(ws: Path, pool: DevicePool, names: list[str], options: Options,
+           each=lambda kernel: None) -> list[tuple[str, str, str, float, float]]:
     """The kernels run through the run queue on the pool's GPUs, one thread each, as ``ktui run
-    --gpus`` runs them: per run, in the order they finish, its kernel, GPU, verdict, start and end."""
+    --gpus`` runs them: per run, in the order they finish, its kernel, GPU, verdict, start and end;
+    ``each`` is told each kernel as its verdict comes."""
     starts: dict[str, RunStarted] = {}
     queue = RunQueue(Session(ws, runner=pool.runners[0]), options, lambda item: None, warm_up=False,
                      runners=pool.runners, owns_runners=False)  # the pool closes its own runners
@@ -62,19 +64,23 @@ def _batch(ws: Path, pool: DevicePool, names: list[str], options: Options) -> li
     try:
         heard = lambda event: starts.setdefault(event.run_id, event) if isinstance(event, RunStarted) else None  # noqa: E731
         kernels = [kernel_at(ws / "kernels" / f"{name}.py") for name in names]
-        return [(k.id, starts[end.run_id].gpu, end.verdict, starts[end.run_id].time, end.time)
-                for k, end in queue.batch(kernels, options, heard=heard)]
+        ends = []
+        for k, end in queue.batch(kernels, options, heard=heard):
+            each(k)
+            ends.append((k.id, starts[end.run_id].gpu, end.verdict, starts[end.run_id].time, end.time))
+        return ends
     finally:
         queue.close()
 
 
-def test_a_kernel_hanging_on_one_gpu_does_not_hold_up_the_other_and_results_come_in_finish_order(ws, pool):
-    options = Options(seed=1, benchmark=False, timeouts={"compile": 45})
+def test_a_kernel_held_on_one_gpu_does_not_hold_up_the_other_and_results_come_in_finish_order(ws, pool):
+    # held.py waits until kernels/release exists: it is let go only once add_triton's verdict is in
+    release = lambda kernel: (ws / "kernels" / "release").touch()  # noqa: E731
     (first, first_gpu, first_verdict, *_), (second, second_gpu, second_verdict, *_) = _batch(
-        ws, pool, ["hang", "add_triton"], options)  # the hang is handed out first
-    # add_triton ran beside the hang, on the other GPU, and came back first
+        ws, pool, ["held", "add_triton"], Options(seed=1, benchmark=False), each=release)  # held is handed out first
+    # add_triton ran beside it, on the other GPU, and came back first
     assert (first, first_verdict) == ("add_triton", "passed")
-    assert (second, second_verdict) == ("hang", "timed_out")
+    assert (second, second_verdict) == ("held", "passed")
     assert {first_gpu, second_gpu} == {"0", "1"}
 
 
@@ -85,19 +91,10 @@ def test_each_worker_sees_only_its_own_gpu(pool):
         assert f"CUDA_VISIBLE_DEVICES={device.index}".encode() in environ
 
 
-def _slow_add(ws: Path, seconds: int) -> None:
-    """``add_slow``: add_triton whose first call sleeps, so its run is surely in flight a while."""
-    add = (ws / "kernels" / "add_triton.py").read_text()
-    slow = add.replace("    out = torch.empty_like(x)", f"    if not _slept:\n        _slept.append(1)\n"
-                       f"        time.sleep({seconds})\n    out = torch.empty_like(x)", 1)
-    assert slow != add
-    (ws / "kernels" / "add_slow.py").write_text(slow + "\n\nimport time\n\n_slept = []\n")
-
-
 def test_a_worker_crash_on_one_gpu_leaves_the_run_on_the_other_gpu_finishing(ws, pool):
-    _slow_add(ws, 15)
     options = Options(seed=2, benchmark=False)
-    slow_job, crash_job, add_job = _jobs(ws, ["add_slow", "crash_segfault", "add_triton"], options)
+    # held.py waits until kernels/release exists: in flight until the crash is over
+    slow_job, crash_job, add_job = _jobs(ws, ["held", "crash_segfault", "add_triton"], options)
     # ``pool.run`` takes its jobs up front; to queue the crash only once the slow run is climbing,
     # the pool's runners are driven one thread per GPU, as ``ktui watch``'s scheduler drives them
     steady, crashing = pool.runners
@@ -117,6 +114,7 @@ def test_a_worker_crash_on_one_gpu_leaves_the_run_on_the_other_gpu_finishing(ws,
     # the crash is queued only once the slow run is surely in flight on the other GPU
     assert climbing.wait(timeout=300) and any(isinstance(e, RungStarted) for e in slow_events), slow_events
     crash = _summary(list(crashing.run(crash_job)))
+    (ws / "kernels" / "release").touch()
     add = _summary(list(crashing.run(add_job)))
     thread.join(timeout=300)
     slow = _summary(slow_events)
