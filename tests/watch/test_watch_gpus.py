@@ -27,9 +27,8 @@ HANG = (FIXTURES / "kernels" / "hang.py").read_text()
 TWO = [Device("0"), Device("1")]
 
 
-# add_triton whose first call sleeps 20 s: its run is still in flight a while after it started
-SLOW_ADD = ADD.replace("    out = torch.empty_like(x)", "    if not _slept:\n        _slept.append(1)\n"
-                       "        time.sleep(20)\n    out = torch.empty_like(x)", 1) + "\n\nimport time\n\n_slept = []\n"
+# an add whose run waits until kernels/release exists: in flight until the test lets it go
+HELD = (FIXTURES / "kernels" / "held.py").read_text()
 
 
 def _loop(ws, got, pool=None, **options):
@@ -105,10 +104,9 @@ def test_a_worker_killed_on_one_gpu_ends_only_its_run_and_the_other_gpu_runs_on_
     import os
     import signal
 
-    assert "time.sleep(20)" in SLOW_ADD
     ws = make_workspace(tmp_path / "ws")
     (ws / "kernels" / "add_hang.py").write_text(HANG)
-    (ws / "kernels" / "add_slow.py").write_text(SLOW_ADD)
+    (ws / "kernels" / "add_slow.py").write_text(HELD)
     got = Collector()
     pool = DevicePool(TWO, WorkerConfig(force_cpu=True))
     loop = _loop(ws, got, pool=pool, timeouts={"compile": 300})
@@ -122,6 +120,7 @@ def test_a_worker_killed_on_one_gpu_ends_only_its_run_and_the_other_gpu_runs_on_
         os.kill(victim._worker.proc.pid, signal.SIGKILL)
         crashed = got.wait_for(lambda e: isinstance(e, RunFinished) and e.run_id == starts["add_hang"].run_id)
         assert crashed.verdict == "crashed" and "SIGKILL" in crashed.message
+        (ws / "kernels" / "release").touch()
         done = got.wait_for(lambda e: isinstance(e, RunFinished) and e.run_id == starts["add_slow"].run_id, timeout=300)
         assert done.verdict == "passed", [(e.rung, e.status, e.message) for e in got.items
                                           if isinstance(e, RungFinished) and e.run_id == done.run_id and e.status != "ok"]
