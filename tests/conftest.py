@@ -210,3 +210,21 @@ def refuse_processes(request, monkeypatch):
     monkeypatch.setattr(os, "posix_spawn", refused)
     monkeypatch.setattr(os, "posix_spawnp", refused)
     yield
+
+
+@pytest.fixture(autouse=True)
+def no_process_left_behind(request, tmp_path_factory):
+    """A test that starts processes leaves no ktui command or worker running once it is over: an
+    orphan working in this session's temporary folders, still alive 10 s after the test, fails it
+    (and is killed, so it cannot slow the next)."""
+    if request.node.get_closest_marker("unit") is not None:
+        yield
+        return
+    from leftovers import left_behind, processes
+
+    before = set(processes())
+    yield
+    leaked = left_behind(before, within=str(tmp_path_factory.getbasetemp()))
+    if leaked:
+        pytest.fail("left running after the test (now killed):\n  "
+                    + "\n  ".join(f"pid {p.pid}: {' '.join(p.argv)}" for p in leaked), pytrace=False)
