@@ -190,6 +190,15 @@ def pytest_collection_modifyitems(config, items):
             items[:] = [item for item in items if item.get_closest_marker("gpu") is None]
 
 
+def pytest_xdist_auto_num_workers(config):
+    """How many pytest processes ``-n auto`` (the default options) starts: two, the cores CI has (a
+    test mostly waits on the subprocesses it started), and one for GPU tests, which share one GPU
+    and time kernels on it."""
+    if "gpu" in (config.option.markexpr or ""):
+        return 0
+    return max(1, min(2, os.cpu_count() or 1))
+
+
 class ProcessStarted(AssertionError):
     """A test marked ``unit`` started a process: it belongs to the ``worker`` or ``e2e`` tier."""
 
