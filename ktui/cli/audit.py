@@ -15,6 +15,7 @@ import os
 import sys
 from pathlib import Path
 
+from ktui.cli.commands import COMMANDS
 from ktui.cli.exits import EXIT_CANNOT_RUN, EXIT_OK
 from ktui.cli.options import add_step_timeout, add_target_flags
 from ktui.cli.printers import JsonPrinter
@@ -24,7 +25,7 @@ EXIT_WEAK = 4  # a reference's test is weak: a trivial kernel would pass it
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
-        "audit", help="test a problem's tests: trivial mutant kernels and the reference itself → strong or weak",
+        "audit", help=COMMANDS["audit"],
         description="Judge trivial kernels (zeros, a copy of an input, the answer in bf16, a replayed answer…) "
                     "exactly as a kernel is judged, and check the reference itself (reproducible, moved by its "
                     "seed and by every input). The verdict is cached per reference version in .ktui/.")
@@ -146,15 +147,3 @@ def verdict_lines(name: str, event) -> list[str]:
         lines.append(f"  also passing for the same cause: {', '.join(summary['also'])}")
     lines += [f"  note: {note}" for note in summary.get("partial", [])]
     return lines
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m ktui.cli.audit …``: the command on its own, until ``ktui.cli.main.COMMANDS`` names it."""
-    parser = argparse.ArgumentParser(prog="ktui")
-    add_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["audit", *(sys.argv[1:] if argv is None else argv)])
-    return args.handler(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

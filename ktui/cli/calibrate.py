@@ -15,6 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
+from ktui.cli.commands import COMMANDS
 from ktui.cli.exits import EXIT_CANNOT_RUN, EXIT_OK
 from ktui.cli.options import add_remote_flags
 from ktui.dispatch.proc import child_env, end_tree
@@ -22,7 +23,7 @@ from ktui.measure.calibrate import read_reply
 
 
 def add_parser(subparsers) -> None:
-    cal = subparsers.add_parser("calibrate", help="measure this GPU's copy bandwidth and matmul rates for the roofline")
+    cal = subparsers.add_parser("calibrate", help=COMMANDS["calibrate"])
     cal.add_argument("path", nargs="?", type=Path, default=Path("."), help="the workspace (default: here)")
     cal.add_argument("--json", action="store_true", help="print the calibration as JSON")
     cal.add_argument("--time", type=float, default=2.0, metavar="S", help="sampling cap per measurement (default 2)")

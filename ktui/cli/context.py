@@ -8,12 +8,13 @@ import os
 import sys
 from pathlib import Path
 
+from ktui.cli.commands import COMMANDS
 from ktui.cli.exits import EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK
 from ktui.cli.options import add_step_timeout
 
 
 def add_parser(subparsers) -> None:
-    ctx = subparsers.add_parser("context", help="material for agents in context/: add sources, search them")
+    ctx = subparsers.add_parser("context", help=COMMANDS["context"])
     ctx_sub = ctx.add_subparsers(dest="context_command", required=True)
     add = ctx_sub.add_parser("add", help="add a source: triton, cutedsl, tilelang (offline); cutlass, triton-tutorials, ptx (network)")
     add.add_argument("source", help="the source to add: triton, cutedsl, tilelang, cutlass, triton-tutorials or ptx")

@@ -16,13 +16,14 @@ import json
 import sys
 from pathlib import Path
 
+from ktui.cli.commands import COMMANDS
 from ktui.cli.exits import EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK
 from ktui.cli.history import run_hint, stored_kernel
 from ktui.cli.options import add_kernel_path, add_reference, add_remote_flags, add_state_dir
 
 
 def add_parser(subparsers) -> None:
-    diff = subparsers.add_parser("diff", help="SASS diff of a kernel's version against an earlier one")
+    diff = subparsers.add_parser("diff", help=COMMANDS["diff"])
     add_kernel_path(diff)
     add_reference(diff)
     add_state_dir(diff)

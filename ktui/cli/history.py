@@ -6,12 +6,13 @@ import argparse
 import json
 import sys
 
+from ktui.cli.commands import COMMANDS
 from ktui.cli.exits import EXIT_CANNOT_RUN, EXIT_OK
 from ktui.cli.options import add_kernel_path, add_reference, add_state_dir
 
 
 def add_parser(subparsers) -> None:
-    hist = subparsers.add_parser("history", help="list the stored versions of a kernel")
+    hist = subparsers.add_parser("history", help=COMMANDS["history"])
     add_kernel_path(hist)
     add_reference(hist)
     add_state_dir(hist)

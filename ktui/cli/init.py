@@ -7,11 +7,12 @@ import os
 import sys
 from pathlib import Path
 
+from ktui.cli.commands import COMMANDS
 from ktui.cli.exits import EXIT_CANNOT_RUN, EXIT_OK
 
 
 def add_parser(subparsers) -> None:
-    init = subparsers.add_parser("init", help="create a workspace: kernels/, references/, context/, AGENTS.md")
+    init = subparsers.add_parser("init", help=COMMANDS["init"])
     init.add_argument("dir", nargs="?", type=Path, default=Path("."), help="the workspace to create (default: here)")
     init.add_argument("--force", action="store_true", help="overwrite files that already exist")
     init.add_argument("--no-context", action="store_true",

@@ -1,6 +1,6 @@
 """``ktui``: arguments in, calls out. Each command is a module of ``ktui.cli`` with
 ``add_parser(subparsers)``, which adds its subparser and sets ``handler`` (the function that runs
-it, returning the exit status); ``COMMANDS`` names them with their one-line summaries, in the order
+it, returning the exit status); ``ktui.cli.commands`` names them with their one-line summaries, in the order
 ``ktui --help`` lists them. Only the module of the command that runs is imported: ``ktui --help``
 and ``ktui history`` do not pay for what ``ktui watch`` or ``ktui calibrate`` import.
 
@@ -16,29 +16,11 @@ import sys
 from importlib import import_module
 from typing import Iterable
 
+from ktui.cli.commands import COMMANDS
 from ktui.cli.exits import EXIT_CANNOT_RUN, EXIT_FAILED
 from ktui.cli.options import use_state_dir
 from ktui.cli.terminal import shown_before_parsing, shown_for
 from ktui.protocol.statedir import StateError
-
-# name -> the summary ``ktui --help`` shows: the same text as the command module's own ``help=``
-# (tests/cli/test_main.py holds them equal), here so that listing them imports no module.
-COMMANDS = {
-    "run": "run the loop once on kernel files or folders",
-    "calibrate": "measure this GPU's copy bandwidth and matmul rates for the roofline",
-    "watch": "watch a workspace and re-run the loop on every save (the dashboard)",
-    "init": "create a workspace: kernels/, references/, context/, AGENTS.md",
-    "context": "material for agents in context/: add sources, search them",
-    "history": "list the stored versions of a kernel",
-    "diff": "SASS diff of a kernel's version against an earlier one",
-    "pin": "pin a version of a kernel as its diff baseline",
-    "profile": "profile a kernel on one benchmark shape with Nsight Compute (GPU)",
-    "sanitize": "run a kernel's first test shape under compute-sanitizer (GPU)",
-    "mcp": "serve the loop to coding agents over MCP (stdio); needs the [mcp] extra",
-    "audit": "test a problem's tests: trivial mutant kernels and the reference itself → strong or weak",
-    "remote": "remote GPU hosts reached over ssh",
-    "serve": "own a workspace's GPUs: other ktui commands of it run on this warm worker, one run per GPU at a time",
-}
 
 
 def build_parser(loaded: Iterable[str] = COMMANDS) -> argparse.ArgumentParser:

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ktui.cli.commands import COMMANDS
 from ktui.cli.exits import EXIT_CANNOT_RUN
 from ktui.cli.options import (
     add_gpus_flag,
@@ -20,7 +21,7 @@ from ktui.cli.options import (
 
 
 def add_parser(subparsers) -> None:
-    mcp = subparsers.add_parser("mcp", help="serve the loop to coding agents over MCP (stdio); needs the [mcp] extra")
+    mcp = subparsers.add_parser("mcp", help=COMMANDS["mcp"])
     mcp.add_argument("dir", nargs="?", type=Path, default=Path("."), help="the workspace (default: here)")
     add_target_flags(mcp)
     add_timeout_flag(mcp)

@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ktui.cli.commands import COMMANDS
 from ktui.cli.exits import EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK
 from ktui.cli.history import run_hint, stored_kernel
 from ktui.cli.options import add_kernel_path, add_reference
 
 
 def add_parser(subparsers) -> None:
-    pin = subparsers.add_parser("pin", help="pin a version of a kernel as its diff baseline")
+    pin = subparsers.add_parser("pin", help=COMMANDS["pin"])
     add_kernel_path(pin)
     add_reference(pin)
     pin.add_argument("version", type=int, nargs="?", default=None, help="default: the file's current version")

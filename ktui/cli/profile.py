@@ -7,12 +7,13 @@ import json
 import sys
 from contextlib import nullcontext
 
+from ktui.cli.commands import COMMANDS
 from ktui.cli.exits import EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK
 from ktui.cli.options import add_kernel_path, add_reference, add_remote_flags, add_step_timeout, tool_host_for
 
 
 def add_parser(subparsers) -> None:
-    prof = subparsers.add_parser("profile", help="profile a kernel on one benchmark shape with Nsight Compute (GPU)")
+    prof = subparsers.add_parser("profile", help=COMMANDS["profile"])
     add_kernel_path(prof)
     add_reference(prof)
     prof.add_argument("--json", action="store_true", help="progress and result as JSON lines")

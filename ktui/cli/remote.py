@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ktui.cli.commands import COMMANDS
 from ktui.cli.exits import EXIT_CANNOT_RUN, EXIT_OK
 from ktui.cli.options import REMOTE_PYTHON_HELP
 
 
 def add_parser(subparsers) -> None:
-    remote = subparsers.add_parser("remote", help="remote GPU hosts reached over ssh")
+    remote = subparsers.add_parser("remote", help=COMMANDS["remote"])
     verbs = remote.add_subparsers(dest="remote_command", required=True)
     check = verbs.add_parser("check", help="Python, torch, Triton, CuTeDSL, TileLang, ktui, the GPU, ncu and compute-sanitizer on HOST")
     check.add_argument("host", metavar="[USER@]HOST[:PORT]", help="the host to check, as ssh reaches it")

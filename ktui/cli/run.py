@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+from ktui.cli.commands import COMMANDS
 from ktui.cli.exits import EXIT_CANNOT_RUN, exit_code
 from ktui.cli.options import (
     add_bench_flags,
@@ -26,7 +27,7 @@ from ktui.cli.stopping import Stopping
 
 
 def add_parser(subparsers) -> None:
-    run = subparsers.add_parser("run", help="run the loop once on kernel files or folders")
+    run = subparsers.add_parser("run", help=COMMANDS["run"])
     run.add_argument("paths", nargs="*", type=Path, metavar="PATH",
                      help="kernel files, or folders of kernels (a workspace, its kernels/, a GPU MODE problem); at least one")
     add_reference(run)

@@ -7,12 +7,13 @@ import json
 import sys
 from contextlib import nullcontext
 
+from ktui.cli.commands import COMMANDS
 from ktui.cli.exits import EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK
 from ktui.cli.options import add_kernel_path, add_reference, add_remote_flags, add_step_timeout, tool_host_for
 
 
 def add_parser(subparsers) -> None:
-    san = subparsers.add_parser("sanitize", help="run a kernel's first test shape under compute-sanitizer (GPU)")
+    san = subparsers.add_parser("sanitize", help=COMMANDS["sanitize"])
     add_kernel_path(san)
     add_reference(san)
     san.add_argument("--tool", choices=("memcheck", "racecheck", "initcheck", "synccheck"), default="memcheck",

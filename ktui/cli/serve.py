@@ -9,14 +9,13 @@ import sys
 import threading
 from pathlib import Path
 
+from ktui.cli.commands import COMMANDS
 from ktui.cli.exits import EXIT_CANNOT_RUN
 from ktui.cli.options import add_gpus_flag, add_ray_flag, add_state_dir, add_target_flags, placement, runner_for
 
-HELP = "own a workspace's GPUs: other ktui commands of it run on this warm worker, one run per GPU at a time"
-
 
 def add_parser(subparsers) -> None:
-    serve = subparsers.add_parser("serve", help=HELP)
+    serve = subparsers.add_parser("serve", help=COMMANDS["serve"])
     serve.add_argument("dir", nargs="?", type=Path, default=Path("."), help="the workspace (default: .)")
     add_target_flags(serve)
     add_gpus_flag(serve)

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ktui.cli.commands import COMMANDS
 from ktui.cli.exits import EXIT_CANNOT_RUN
 from ktui.cli.options import (
     add_gpus_flag,
@@ -19,7 +20,7 @@ from ktui.cli.options import (
 
 
 def add_parser(subparsers) -> None:
-    watch = subparsers.add_parser("watch", help="watch a workspace and re-run the loop on every save (the dashboard)")
+    watch = subparsers.add_parser("watch", help=COMMANDS["watch"])
     watch.add_argument("dir", nargs="?", type=Path, default=Path("."),
                        help="the workspace, its kernels/ folder, or a folder of kernels (default: .)")
     watch.add_argument("--headless", action="store_true", help="no UI: print the loop's events as JSON lines")

@@ -1,7 +1,5 @@
 """``ktui audit``: the harness tests its own tests. Through the real command (CPU tier, real audit
-processes), in workspaces made here from tests/fixtures/audit/ and the shipped references.
-
-The command runs as ``python -m ktui.cli.audit`` until ``ktui``'s parser names it."""
+processes), in workspaces made here from tests/fixtures/audit/ and the shipped references."""
 
 from __future__ import annotations
 
@@ -23,7 +21,7 @@ AUDIT = FIXTURES / "audit"
 def audit(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
     """``ktui audit ARGS`` on the CPU tier, as a user or an agent would run it."""
     path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
-    return subprocess.run([sys.executable, "-m", "ktui.cli.audit", *args, "--cpu"], cwd=cwd, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "ktui", "audit", *args, "--cpu"], cwd=cwd, capture_output=True,
                           text=True, timeout=timeout, env={**os.environ, "PYTHONPATH": path})
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ktui.cli.main import COMMANDS, build_parser
+from ktui.cli.commands import COMMANDS
+from ktui.cli.main import build_parser
 
 pytestmark = pytest.mark.unit
 
