@@ -35,6 +35,7 @@ from ktui.tui.panes.kernel_list import KernelList
 from ktui.tui.panes.status_bar import StatusBar, StatusInfo
 from ktui.tui.search_bar import SearchBar
 from ktui.tui.state import DashboardState
+from ktui.tui.stop_watchdog import exit_when_stuck
 from ktui.tui.versions import version_history
 from ktui.tui.view import PaneView
 from ktui.watch.loop import Saved, WatchLoop, WatchSettings
@@ -121,6 +122,7 @@ class KtuiApp(DashboardActions, App[int]):
         self._printed_lock = threading.Lock()
         self._printed_posted = False
         self._stop_reason: str | None = None  # set when a signal stops the dashboard
+        self._cleaned = threading.Event()  # set once the loop is closed and the history too
         self._pane_view: PaneView | None = None  # the last view given to the panes
 
     # -- building ------------------------------------------------------------------------------
@@ -153,7 +155,9 @@ class KtuiApp(DashboardActions, App[int]):
             loop.add_signal_handler(sig, self._stopped_by, sig)
 
     def _stopped_by(self, signum: int) -> None:
-        self._stop_reason = f"{stopped_by(signum)}: the dashboard is stopping"
+        if self._stop_reason is None:  # a second signal changes nothing
+            exit_when_stuck(self._cleaned, 128 + signum)
+        self._stop_reason = self._stop_reason or f"{stopped_by(signum)}: the dashboard is stopping"
         self.exit(return_code=128 + signum)
 
     def _tasks(self) -> dict:
@@ -177,6 +181,7 @@ class KtuiApp(DashboardActions, App[int]):
             self.loop.close(*(() if self._stop_reason is None else (self._stop_reason,)))
             self.loop = None
         self.store.close()
+        self._cleaned.set()
 
     # -- the loop's thread → this thread --------------------------------------------------------
     def _from_loop(self, item: Event | Notice) -> None:
