@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from ktui.protocol.processes import descendants
+
 PROC = Path("/proc")
 
 
@@ -32,19 +34,18 @@ def is_ktui(argv: list[str]) -> bool:
 @dataclass(frozen=True)
 class Proc:
     pid: int
-    ppid: int
     argv: tuple[str, ...]
     cwd: str = ""  # "" where it cannot be read
 
 
 def processes() -> dict[int, Proc]:
-    """Every process this user can see, by pid (those that vanish while read are left out)."""
+    """Every process this user can see, by pid (those that vanish while read are left out; a
+    zombie's argv is empty)."""
     found: dict[int, Proc] = {}
     for entry in PROC.iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            stat = (entry / "stat").read_text()
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
@@ -52,19 +53,8 @@ def processes() -> dict[int, Proc]:
             cwd = os.readlink(entry / "cwd")
         except OSError:
             cwd = ""
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])  # the name in parentheses may hold spaces
-        found[int(entry.name)] = Proc(int(entry.name), ppid, tuple(a.decode(errors="replace") for a in argv if a), cwd)
+        found[int(entry.name)] = Proc(int(entry.name), tuple(a.decode(errors="replace") for a in argv if a), cwd)
     return found
-
-
-def descends_from(pid: int, ancestor: int, table: dict[int, Proc]) -> bool:
-    seen: set[int] = set()
-    while pid in table and pid not in seen:
-        if pid == ancestor:
-            return True
-        seen.add(pid)
-        pid = table[pid].ppid
-    return pid == ancestor
 
 
 def session_root() -> int:
@@ -79,12 +69,11 @@ def orphans(before: set[int], matches: Callable[[list[str]], bool] = is_ktui, wi
     time, work elsewhere), that do not descend from the pytest session. A dashboard in tmux is the
     tmux server's child: it is an orphan by this rule while its test runs, so the rule is asked only
     once the test is over."""
-    table = processes()
-    root = session_root()
+    ours = {session_root(), *descendants(session_root())}
     inside = os.path.join(os.path.realpath(within), "")
-    return [p for p in table.values()
-            if p.pid not in before and matches(list(p.argv)) and os.path.join(p.cwd, "").startswith(inside)
-            and not descends_from(p.pid, root, table)]
+    return [p for p in processes().values()
+            if p.pid not in before and p.pid not in ours and matches(list(p.argv))
+            and os.path.join(p.cwd, "").startswith(inside)]
 
 
 def left_behind(before: set[int], grace_s: float = 10.0, matches: Callable[[list[str]], bool] = is_ktui,
