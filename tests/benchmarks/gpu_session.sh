@@ -13,6 +13,13 @@
 #     CORPORA=.corpora bash tests/benchmarks/gpu_session.sh audit   # ktui audit of both public corpora
 #     bash tests/benchmarks/gpu_session.sh memory                   # peak memory at KernelBench sizes, benchmark on and off
 #     CORPORA=.corpora bash tests/benchmarks/gpu_session.sh trust   # ktui's column of the corpus table, benchmark on
+#     DEADLINE=540 bash tests/benchmarks/gpu_session.sh queue STEP...  # the steps below, in order, while they fit
+#
+# queue's steps (each with its limit): gpu (the GPU suite: tests that time alone, the rest in four
+# processes), hotspots (the hot-spot fixtures), roofline (calibrate, every shipped kernel of the
+# three DSLs at its benchmark shapes), latency (the owner and MCP latencies), mcp (an agent-style
+# MCP session), memory (KernelBench sizes, benchmark on), trust (ktui's corpus column). A step that
+# would end past DEADLINE seconds is not started; queue.log names what ran and what is left.
 #
 # Each step has its own time limit and its own log under $OUT; a failing step never stops the
 # next one. Nothing here changes the GPU's settings.
@@ -120,8 +127,40 @@ case "${1:-}" in
       --ktui-arg=1 ${ONLY:-}
     cp /tmp/corpus/table.md "$OUT/corpus_table.md" 2>> "$OUT/corpus.log"
     ;;
+  queue)
+    shift
+    deadline="${DEADLINE:-540}"
+    declare -A LIMIT=([gpu]=420 [gpu-timing]=200 [hotspots]=200 [roofline]=420 [latency]=150 [mcp]=120
+                      [memory]=170 [trust]=500)
+    for name in "$@"; do
+      limit="${LIMIT[$name]:?unknown step $name}"
+      if (( SECONDS + limit > deadline )); then echo "left: $name (needs ${limit} s, $((deadline - SECONDS)) s left)" >> "$OUT/queue.log"; continue; fi
+      echo "start: $name at ${SECONDS} s" >> "$OUT/queue.log"
+      case "$name" in
+        gpu) machine gpu.log
+             step gpu.log "$limit" "$PY" -m pytest "${GPU_TESTS[@]}" -m "gpu and not timing" -n 4 --dist loadfile ;;
+        gpu-timing) machine gpu.log
+             step gpu.log "$limit" "$PY" -m pytest "${GPU_TESTS[@]}" -m "gpu and timing" -n 0 ;;
+        hotspots) step hotspots.log "$limit" bash tests/benchmarks/record_hotspot_fixtures.sh ;;
+        roofline) machine roofline.log
+             step roofline.log "$limit" "$PY" tests/benchmarks/roofline_suite.py kernels --bench-time 1 ;;
+        latency) machine latency.log
+             step latency.log "$limit" "$PY" tests/benchmarks/owner_latency.py --runs 5 ;;
+        mcp) machine mcp.log
+             step mcp.log "$limit" "$PY" tests/benchmarks/mcp_session.py --json "$OUT/mcp_session.json" ;;
+        memory) machine memory.log
+             step memory.log "$limit" "$PY" tests/benchmarks/memory_footprint.py --bench --json "$OUT/memory_bench.json" ;;
+        trust) machine corpus.log
+             step corpus.log "$limit" "$PY" tests/benchmarks/corpus_table.py --gpumode "${CORPORA:?}/gpumode/problems/pmpp_v2" \
+               --kernelbench "$CORPORA/kernelbench" --out /tmp/corpus --timeout 120 --ktui-only --ktui-arg=--bench-time \
+               --ktui-arg=1 ${ONLY:-}
+             cp /tmp/corpus/table.md "$OUT/corpus_table.md" 2>> "$OUT/corpus.log" ;;
+      esac
+      echo "end: $name at ${SECONDS} s" >> "$OUT/queue.log"
+    done
+    ;;
   *)
-    echo "usage: OUT=dir bash $0 part1|part2|part3|verify|commands|suite|stories|cute|audit|corpus|memory|trust" >&2
+    echo "usage: OUT=dir bash $0 part1|part2|part3|verify|commands|suite|stories|cute|audit|corpus|memory|trust|queue STEP..." >&2
     exit 2
     ;;
 esac

@@ -12,6 +12,7 @@ from conftest import by_kernel, finished, ktui, make_workspace, parse_events, ru
 
 pytestmark = [
     pytest.mark.gpu,
+    pytest.mark.timing,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
     pytest.mark.worker,
 ]

@@ -17,6 +17,7 @@ from ktui.protocol.lines import summary_line
 
 pytestmark = [
     pytest.mark.gpu,
+    pytest.mark.timing,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
     pytest.mark.worker,
 ]
