@@ -130,7 +130,7 @@ case "${1:-}" in
   queue)
     shift
     deadline="${DEADLINE:-540}"
-    declare -A LIMIT=([gpu]=420 [gpu-timing]=200 [hotspots]=200 [roofline]=420 [latency]=150 [mcp]=120
+    declare -A LIMIT=([gpu]=450 [gpu-timing]=200 [hotspots]=200 [roofline]=420 [latency]=150 [mcp]=120
                       [memory]=170 [trust]=500)
     for name in "$@"; do
       limit="${LIMIT[$name]:?unknown step $name}"
@@ -158,6 +158,9 @@ case "${1:-}" in
       esac
       echo "end: $name at ${SECONDS} s" >> "$OUT/queue.log"
     done
+    # at most 8 files come back from a call: everything but queue.log and the archives goes into one
+    (cd "$OUT" && files=$(ls | grep -v -e '^queue.log$' -e '\.tgz$') && [ -n "$files" ] \
+      && tar -czf logs.tgz $files && rm -rf $files)
     ;;
   *)
     echo "usage: OUT=dir bash $0 part1|part2|part3|verify|commands|suite|stories|cute|audit|corpus|memory|trust|queue STEP..." >&2
