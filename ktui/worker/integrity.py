@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import math
 import sys
 import time
 from dataclasses import dataclass, field
@@ -347,22 +348,27 @@ class TimedOutputCheck:
             self.failure = f"timed call {round_}: {verdict.reason}"
 
 
-def timer_escape(call, sets: list[tuple], event_us: float, host_us: float, calls: int = 20) -> dict[str, Any]:
+def timer_escape(call, sets: list[tuple], event_us: float, host_us: float, calls: int = 20,
+                 rounds: int = 5) -> dict[str, Any]:
     """Wall-clock time per call with the whole device synchronised, next to the event time.
 
     Events on the current stream see only work on that stream. Work launched on another stream
     or thread, or deferred, is invisible to them but not to ``torch.cuda.synchronize()``. Back to
     back, a call costs at most about max(its device time, its launch time); much more than that
-    means the timer missed work.
+    means the timer missed work. A round of ``calls`` calls is repeated up to ``rounds`` times and
+    the fastest counts: hidden work costs its time in every round, while another process's turn on
+    the GPU (or the host descheduling this one) slows only some — one round within the bound ends it.
     """
-    torch.cuda.synchronize()
-    started = time.perf_counter()
-    for i in range(calls):
-        call(sets[i % len(sets)])
-    torch.cuda.synchronize()
-    wall_us = (time.perf_counter() - started) / calls * 1e6
     expected_us = max(event_us, host_us)
-    return {
-        "wall_us": wall_us,
-        "escaped": wall_us > 2.0 * expected_us + 20.0,
-    }
+    bound_us = 2.0 * expected_us + 20.0
+    wall_us = math.inf
+    for _ in range(rounds):
+        torch.cuda.synchronize()
+        started = time.perf_counter()
+        for i in range(calls):
+            call(sets[i % len(sets)])
+        torch.cuda.synchronize()
+        wall_us = min(wall_us, (time.perf_counter() - started) / calls * 1e6)
+        if wall_us <= bound_us:
+            break
+    return {"wall_us": wall_us, "escaped": wall_us > bound_us}
