@@ -18,7 +18,8 @@
 # queue's steps (each with its limit): gpu (the GPU suite: tests that time alone, the rest in four
 # processes), hotspots (the hot-spot fixtures), roofline (calibrate, every shipped kernel of the
 # three DSLs at its benchmark shapes), latency (the owner and MCP latencies), mcp (an agent-style
-# MCP session), memory (KernelBench sizes, benchmark on), trust (ktui's corpus column). A step that
+# MCP session), memory (KernelBench sizes, benchmark on), trust (ktui's corpus column), tests (the
+# GPU tests named in TESTS, alone; TESTS_LIMIT seconds, default 200). A step that
 # would end past DEADLINE seconds is not started; queue.log names what ran and what is left.
 #
 # Each step has its own time limit and its own log under $OUT; a failing step never stops the
@@ -130,8 +131,8 @@ case "${1:-}" in
   queue)
     shift
     deadline="${DEADLINE:-540}"
-    declare -A LIMIT=([gpu]=450 [gpu-timing]=200 [hotspots]=200 [roofline]=420 [latency]=150 [mcp]=120
-                      [memory]=170 [trust]=500)
+    declare -A LIMIT=([gpu]=450 [gpu-timing]=200 [hotspots]=200 [roofline]=420 [latency]=150 [mcp]=150
+                      [memory]=170 [trust]=500 [tests]=${TESTS_LIMIT:-200})
     for name in "$@"; do
       limit="${LIMIT[$name]:?unknown step $name}"
       if (( SECONDS + limit > deadline )); then echo "left: $name (needs ${limit} s, $((deadline - SECONDS)) s left)" >> "$OUT/queue.log"; continue; fi
@@ -141,6 +142,8 @@ case "${1:-}" in
              step gpu.log "$limit" "$PY" -m pytest "${GPU_TESTS[@]}" -m "gpu and not timing" -n 4 --dist loadfile ;;
         gpu-timing) machine gpu.log
              step gpu.log "$limit" "$PY" -m pytest "${GPU_TESTS[@]}" -m "gpu and timing" -n 0 ;;
+        tests) machine gpu.log  # TESTS names test files or ids, run alone on the GPU
+             step gpu.log "$limit" "$PY" -m pytest "${GPU_TESTS[@]}" -n 0 ${TESTS:?} ;;
         hotspots) step hotspots.log "$limit" bash tests/benchmarks/record_hotspot_fixtures.sh ;;
         roofline) machine roofline.log
              step roofline.log "$limit" "$PY" tests/benchmarks/roofline_suite.py kernels --bench-time 1 ;;
