@@ -57,6 +57,24 @@ def processes() -> dict[int, Proc]:
     return found
 
 
+def tagged(variable: str, tag: str) -> list[int]:
+    """Live processes (zombies left out) whose environment sets ``variable`` to ``tag``: what a test
+    started with that tag, and everything those started."""
+    wanted = f"{variable}={tag}".encode()
+    pids = []
+    for entry in PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if wanted in environ.split(b"\0") and state != "Z":
+            pids.append(int(entry.name))
+    return pids
+
+
 def session_root() -> int:
     """The pytest process every test's processes descend from: under pytest-xdist, the controller
     whose children the workers are (another worker's processes are not orphans)."""

@@ -14,6 +14,7 @@ from pathlib import Path
 import anyio
 import pytest
 from conftest import REPO, ktui, make_workspace
+from leftovers import tagged
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
@@ -48,21 +49,12 @@ async def error_of(session: ClientSession, tool: str, **arguments) -> str:
     return result.content[0].text
 
 
-def tagged_processes(tag: str) -> list[int]:
-    """Live processes whose environment carries ``tag``: the server, its worker, what user code spawned."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if f"KTUI_MCP_TEST_TAG={tag}".encode() in environ.split(b"\0") and state != "Z":
-            pids.append(int(entry.name))
-    return pids
 
+
+
+def tagged_processes(tag: str) -> list[int]:
+    """Live processes started under ``tag``: the server, its worker, what user code spawned."""
+    return tagged("KTUI_MCP_TEST_TAG", tag)
 
 def test_server_lists_the_loops_tools_and_refuses_arguments_they_do_not_take(tmp_path):
     ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])

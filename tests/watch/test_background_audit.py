@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, REPO
+from leftovers import tagged
 
 from ktui.dispatch.notices import QueueChanged
 from ktui.protocol.events import RunFinished, RunStarted
@@ -68,15 +69,6 @@ class Headless:
         return self.proc.wait(timeout=60)
 
 
-def _processes_tagged(tag: str) -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and f"KTUI_TEST_TAG={tag}".encode() in (entry / "environ").read_bytes():
-                pids.append(int(entry.name))
-        except OSError:
-            continue
-    return pids
 
 
 def test_headless_prints_the_weak_audit_after_the_run_and_a_second_start_tells_it_from_the_cache(tmp_path):
@@ -94,7 +86,7 @@ def test_headless_prints_the_weak_audit_after_the_run_and_a_second_start_tells_i
     stored = ws / ".ktui" / "audits" / f"{audit['reference_hash']}.json"
     record = json.loads(stored.read_text())
     assert record["verdict"] == "weak"
-    assert _processes_tagged(first.tag) == []  # neither the worker nor the audit process is left
+    assert tagged("KTUI_TEST_TAG", first.tag) == []  # neither the worker nor the audit process is left
 
     second = Headless(ws, "--lazy")  # the run is current too: only the audit could do anything
     try:

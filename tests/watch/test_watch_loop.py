@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, REPO, make_workspace
+from leftovers import tagged
 
 from ktui.dispatch.notices import QueueChanged
 from ktui.protocol.events import RunFinished, RungStarted, RunStarted
@@ -155,17 +156,6 @@ def test_a_kernel_that_rewrites_its_reference_in_every_run_ends_suspicious_never
         loop.close()
 
 
-def _workers_tagged(tag: str) -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if f"KTUI_TEST_TAG={tag}".encode() in (entry / "environ").read_bytes():
-                pids.append(int(entry.name))
-        except OSError:
-            continue
-    return pids
 
 
 @pytest.mark.worker
@@ -204,7 +194,7 @@ def test_headless_prints_json_lines_writes_latest_and_leaves_no_process(tmp_path
         code = proc.wait(timeout=30)
     assert code == 0, proc.stderr.read()
     time.sleep(0.5)
-    assert _workers_tagged(tag) == []
+    assert tagged("KTUI_TEST_TAG", tag) == []
 
 
 @pytest.mark.worker
