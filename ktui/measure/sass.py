@@ -82,7 +82,8 @@ def parse_resource_usage(text: str) -> dict[str, dict[str, int]]:
 
 
 _SECTION = re.compile(r"^\s*\.section\s+\.text\.(\S+?),")
-_INSTR = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
+# The opcode runs to the first blank: a warpgroup MMA's shape is in lower case (HGMMA.64x256x16.F32.BF16).
+_INSTR = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Za-z0-9_.]*)")
 
 
 def split_functions(sass: str) -> dict[str, list[str]]:

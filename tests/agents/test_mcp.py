@@ -450,18 +450,20 @@ def test_the_server_exits_when_its_client_closes_stdin_even_after_a_16_mib_argum
 
 
 def test_hotspots_answers_the_measured_hot_lines_of_a_profiled_version(tmp_path):
-    """A version's folder as ``ktui profile`` leaves it (the static table of the CPU-tier matmul and
-    the measured lines of the SYNTHETIC source page, tests/profiling/test_ncu_source.py)."""
+    """A version's folder as ``ktui profile`` leaves it: the static table of the Triton matmul and
+    the measured lines of its Nsight Compute source page, both recorded on an H200
+    (tests/fixtures/hotspots/h200, tests/profiling/test_ncu_source.py)."""
     from ktui.measure import hotspots
     from ktui.profiling.ncu import source as ncu_source
 
     ws = make_workspace(tmp_path / "ws", kernels=["gemm_bf16_triton"])
     folder = ws / ".ktui" / "runs" / "gemm_bf16_triton" / "1"
     folder.mkdir(parents=True)
-    name, text = "gemm_bf16_triton.py", (FIXTURES / "gemm_bf16_triton.py").read_text()
-    listing, ptx = (FIXTURES / "gemm_bf16_triton.sass").read_text(), (FIXTURES / "gemm_bf16_triton.ptx").read_text()
+    h200 = FIXTURES / "h200"
+    name, text = "gemm_bf16_triton.py", (h200 / "gemm_bf16_triton_source.py").read_text()
+    listing, ptx = (h200 / "gemm_bf16_triton.sass").read_text(), (h200 / "gemm_bf16_triton.ptx").read_text()
     hotspots.write(folder, hotspots.to_json(hotspots.attribute(listing, name, text, ptx), name))
-    page = ncu_source.parse_source_page((FIXTURES / "ncu_source_synthetic.csv").read_text())
+    page = ncu_source.parse_source_page((h200 / "gemm_bf16_triton_source.csv").read_text())
     measured = ncu_source.aggregate(page, hotspots.attribute_offsets(listing, ptx), name, text)
     (folder / ncu_source.MEASURED_FILE).write_text(json.dumps(measured))
 
@@ -470,9 +472,9 @@ def test_hotspots_answers_the_measured_hot_lines_of_a_profiled_version(tmp_path)
             hot = await call(session, "hotspots", kernel="gemm_bf16_triton", version=1)
             (kernel,) = hot["measured"]["kernels"]
             first = kernel["hot_lines"][0]
-            assert first["at"].startswith(f"{name}:") and first["text"].startswith("a = tl.load(")
+            assert first["at"].startswith(f"{name}:") and first["text"].startswith("for kt in tl.range(")
             assert first["reading"].startswith("waiting on global memory") and first["stalls"][0][0] == "long_sb"
-            assert any(x["reading"] == "tensor cores busy" for x in kernel["hot_lines"])
+            assert any(x["text"] == "acc = tl.dot(a, b, acc)" and x["classes"]["mma"] for x in kernel["hot_lines"])
             assert "no hot spots" in await error_of(session, "hotspots", kernel="gemm_bf16_triton", version=7)
 
     anyio.run(main)

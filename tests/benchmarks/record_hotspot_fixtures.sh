@@ -61,7 +61,9 @@ cat > "$FIX/README.md" <<EON
 Recorded by tests/benchmarks/record_hotspot_fixtures.sh on $(nvidia-smi -L 2>/dev/null | head -1) at $(date -u +%FT%TZ):
 \`<k>_source.csv\` is \`ncu --import profile.ncu-rep --page source --csv --print-source sass\` of
 \`ktui profile kernels/<k>.py\` (SourceCounters, --import-source yes); \`<k>.sass\` is \`nvdisasm -c -g\` of the same
-run's CUBIN (\`<k>.cubin\`, \`<k>.ptx\`, \`<k>_source.py\`); \`<k>_profile.jsonl\` is \`ktui profile --json\`.
+run's CUBIN (\`<k>.cubin\`, \`<k>.ptx\`, \`<k>_source.py\`); \`<k>_profile.jsonl\` is \`ktui profile --json\`;
+\`<k>_hotspots.json\`/\`<k>_hotspots_measured.json\` are what ktui wrote into the run folder.
+(The tests keep only gemm_bf16_triton.cubin, and no _ncu.txt or _profile.jsonl: see the committed README.md.)
 EON
 tar -C "$WORK" -czf "$OUT/hotspot_fixtures.tgz" tests/fixtures/hotspots/h200
 ls -la "$FIX" >> "$LOG"

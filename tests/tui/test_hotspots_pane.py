@@ -1,10 +1,11 @@
 """The SASS pane's hot-lines mode (``h``): the selected version's source with a gutter of per-line
 figures, the hottest lines highlighted; snapshots at 80×24 and 160×48.
 
-The version shown is the recorded softmax_triton v3 of the dashboard fixture, given the
-``hotspots.json`` its dumps rung writes today: the real CPU-tier SASS of tests/fixtures/hotspots
-(the shipped softmax, whose lines are those of v3: only line 23's text differs) attributed with
-v3's own source text.
+The version shown is softmax_triton v3 of the dashboard fixture given the build profiled on an H200
+(tests/fixtures/hotspots/h200: the shipped softmax, whose lines are those of v3, only line 23's
+text differs): its ``source.py``, the ``hotspots.json`` of its recorded SASS and PTX, and the
+``hotspots_measured.json`` of its recorded Nsight Compute source page, both made here from the
+recordings as the dumps rung and ``ktui profile`` make them.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pytest
 from dashboard_fixture import add_synthetic_gpu_history, replay_cpu_history
 
 from ktui.measure import hotspots
+from ktui.profiling.ncu import source as ncu_source
 from ktui.tui.app import KtuiApp
 from ktui.tui.panes.hotspots import hot_renderables, hot_view
 from ktui.tui.panes.sass_diff import SassPane
@@ -23,22 +25,36 @@ from ktui.workspace.folder import Workspace
 
 pytestmark = pytest.mark.unit
 
-FIXTURES = Path(__file__).parent.parent / "fixtures" / "hotspots"
+H200 = Path(__file__).parent.parent / "fixtures" / "hotspots" / "h200"
+NAME = "softmax_triton.py"
 
 
 def _write_static(folder: Path) -> None:
-    source = (folder / "source.py").read_text()
-    listing = (FIXTURES / "softmax_triton.sass").read_text()
-    ptx = (FIXTURES / "softmax_triton.ptx").read_text()
-    data = hotspots.to_json(hotspots.attribute(listing, "softmax_triton.py", source, ptx), "softmax_triton.py")
-    hotspots.write(folder, data)
+    (folder / "source.py").write_text((H200 / "softmax_triton_source.py").read_text())
+    listing = (H200 / "softmax_triton.sass").read_text()
+    ptx = (H200 / "softmax_triton.ptx").read_text()
+    hotspots.write(folder, hotspots.to_json(hotspots.attribute(listing, NAME, (folder / "source.py").read_text(), ptx), NAME))
+
+
+def _write_measured(folder: Path) -> dict:
+    page = ncu_source.parse_source_page((H200 / "softmax_triton_source.csv").read_text())
+    static = hotspots.attribute_offsets((H200 / "softmax_triton.sass").read_text(), (H200 / "softmax_triton.ptx").read_text())
+    measured = ncu_source.aggregate(page, static, NAME, (folder / "source.py").read_text())
+    (folder / hotspots.MEASURED_FILE).write_text(json.dumps(measured))
+    return measured
+
+
+def _line_of(needle: str) -> int:
+    return next(i for i, line in enumerate((H200 / "softmax_triton_source.py").read_text().splitlines(), 1) if needle in line)
 
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
     ws, now = replay_cpu_history(tmp_path_factory.mktemp("hot") / "ws")
     add_synthetic_gpu_history(ws, now)
-    _write_static(ws / ".ktui" / "runs" / "softmax_triton" / "3")
+    folder = ws / ".ktui" / "runs" / "softmax_triton" / "3"
+    _write_static(folder)
+    _write_measured(folder)
     return ws, now
 
 
@@ -74,8 +90,8 @@ def test_h_switches_to_the_hot_lines_of_the_selected_version_and_back(recorded):
             await pilot.pause(0.1)
             pane = app.query_one(SassPane)
             assert pane.hot_mode and pane.border_title == "4 hot lines"
-            source = (recorded[0] / ".ktui" / "runs" / "softmax_triton" / "3" / "source.py").read_text().splitlines()
-            assert "tl.exp(" in source[pane.hot_lines[0] - 1]  # the exp line compiled to the most instructions
+            # by samples: the store, draining at exit, is the hottest of the kernel's own lines
+            assert pane.hot_lines[:2] == [_line_of("tl.store("), _line_of("num = tl.exp(x)")]
             await pilot.press("h")
             await app.workers.wait_for_complete()
             assert not pane.hot_mode and pane.border_title == "4 sass diff"
@@ -84,19 +100,32 @@ def test_h_switches_to_the_hot_lines_of_the_selected_version_and_back(recorded):
     anyio.run(main)
 
 
+def test_without_a_profile_the_lines_with_most_instructions_are_hot(tmp_path):
+    _write_static(tmp_path)
+    view = hot_view(tmp_path)
+    assert view["measured"] == {} and view["hot"][0] == _line_of("num = tl.exp(x)")  # exp: the most instructions
+    head, _body, hot = hot_renderables(tmp_path, 3)
+    assert "by SASS instructions (static" in head.plain and hot == view["hot"]
+
+
 def test_measured_samples_decide_the_hot_lines_and_carry_their_reading(tmp_path):
-    folder = tmp_path / "3"
-    folder.mkdir()
-    (folder / "source.py").write_text((FIXTURES / "softmax_triton.py").read_text())
-    _write_static(folder)
-    measured = {"kernels": [{"hot_lines": [{"line": 20, "share": 0.7, "reading": "waiting on global memory"},
-                                           {"line": 24, "share": 0.2, "reading": "draining stores at exit"}]}]}
-    (folder / hotspots.MEASURED_FILE).write_text(json.dumps(measured))
-    assert hot_view(folder)["hot"] == [20, 24]
-    head, body, hot = hot_renderables(folder, 3)
-    assert hot == [20, 24] and "by samples (ncu)" in head.plain
+    _write_static(tmp_path)
+    measured = _write_measured(tmp_path)
+    (kernel,) = measured["kernels"]
+    order = [x["line"] for x in kernel["hot_lines"]]
+    assert hot_view(tmp_path)["hot"] == order[: len(hot_view(tmp_path)["hot"])] and len(order) > 2
+    head, body, hot = hot_renderables(tmp_path, 3)
+    assert hot[0] == _line_of("tl.store(") and "by samples (ncu)" in head.plain
     rows = {r.plain.split()[0]: r.plain for r in body.renderables[1:]}
-    assert "70%" in rows["20"] and "← waiting on global memory" in rows["20"]
+    store = kernel["hot_lines"][0]
+    assert f"{store['share']:.0%}" in rows[str(hot[0])] and "← draining stores at exit" in rows[str(hot[0])]
+    load = rows[str(_line_of("x = tl.load("))]
+    assert "←" in load and load.split()[2] != "·"  # its global loads in the gutter, and a reading
+    # Most samples are on Triton's inlined reductions, on none of the kernel's lines: told below the source.
+    (library,) = kernel["elsewhere"]
+    last = body.renderables[-1].plain
+    assert "[Triton library (standard.py)]" in last and f"{library['share']:.0%}" in last
+    assert "← waiting on global memory" in last and library["share"] > store["share"]
 
 
 def test_a_version_without_hot_spots_says_so(tmp_path):

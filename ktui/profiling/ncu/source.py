@@ -36,7 +36,8 @@ _EXECUTED = ("Instructions Executed", "Warp Instructions Executed")
 _THREADS = ("Thread Instructions Executed",)
 _STALL = re.compile(r"^(?:stall_|smsp__pcsamp_warps_issue_stalled_)([a-z_]+?)$")
 
-# What a stall reason means for the line it sits on, in a few words.
+# What a stall reason means for the line it sits on, in a few words: the metric names and the short
+# names of the source page's ``stall_*`` columns (``mio``, ``lg``, ``imc``, ``tex``, ``sleep``…).
 READINGS = {
     "long_scoreboard": "waiting on global memory",
     "long_sb": "waiting on global memory",

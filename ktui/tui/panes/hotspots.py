@@ -3,7 +3,8 @@
 Each line of the version's ``source.py`` gets the SASS instructions it compiled to (total, global
 loads, MMA, spills: ``hotspots.json``, every run) and, once ``ktui profile`` ran on the version,
 its share of Nsight Compute's samples and the reading of its main stall
-(``hotspots_measured.json``). The hottest lines are highlighted — by samples when measured, else
+(``hotspots_measured.json``); below the source, the share on other files' code (Triton's inlined
+library reductions, ktui's DSL glue), which is often most of them. The hottest lines are highlighted — by samples when measured, else
 by instruction count — and ``e`` opens the first of them in the editor.
 """
 
@@ -29,6 +30,7 @@ def hot_view(run_dir: Path) -> dict | None:
         return None
     per_line = hotspots.line_totals(static)
     measured: dict[int, dict] = {}
+    elsewhere: dict[str, dict] = {}  # samples on other files' code (a library's inlined reductions…), by group
     try:
         data = json.loads((Path(run_dir) / hotspots.MEASURED_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -37,11 +39,15 @@ def hot_view(run_dir: Path) -> dict | None:
         for x in k.get("hot_lines", []):
             m = measured.setdefault(x["line"], {"share": 0.0, "reading": x.get("reading", "")})
             m["share"] += x["share"]
+        for x in k.get("elsewhere", []):
+            e = elsewhere.setdefault(x["file"], {"share": 0.0, "reading": x.get("reading", "")})
+            e["share"] += x["share"]
     if measured:
         order = sorted(measured, key=lambda n: -measured[n]["share"])
     else:
         order = sorted(per_line, key=lambda n: -per_line[n]["total"])
-    return {"source": static["source"], "lines": per_line, "measured": measured, "hot": order[:HOT]}
+    return {"source": static["source"], "lines": per_line, "measured": measured, "hot": order[:HOT],
+            "elsewhere": dict(sorted(elsewhere.items(), key=lambda kv: -kv[1]["share"]))}
 
 
 def hot_renderables(run_dir: Path, version: int) -> tuple[RenderableType, RenderableType, list[int]]:
@@ -74,6 +80,13 @@ def hot_renderables(run_dir: Path, version: int) -> tuple[RenderableType, Render
         line.append(text[n - 1] if n <= len(text) else "", style="bold" if n in hot else "")
         if n in measured and measured[n]["reading"]:
             line.append(f"  ← {measured[n]['reading']}", style="italic yellow")
+        line.no_wrap, line.overflow = True, "ellipsis"
+        rows.append(line)
+    for name, e in view["elsewhere"].items():  # the samples that are on none of the kernel's lines
+        line = Text(f"{'':>5} {'':>5}  {' ' * len(labels)}  {format(e['share'], '.0%'):>7}  │ ", style="dim")
+        line.append(f"[{name}]")
+        if e["reading"]:
+            line.append(f"  ← {e['reading']}", style="italic yellow")
         line.no_wrap, line.overflow = True, "ellipsis"
         rows.append(line)
     return head, Group(*rows), hot
