@@ -10,12 +10,16 @@ from ktui.cli.commands import COMMANDS
 from ktui.cli.exits import EXIT_CANNOT_RUN
 from ktui.cli.options import (
     add_gpus_flag,
+    add_ray_flag,
     add_remote_flags,
     add_target_flags,
     add_timeout_flag,
+    close_placement,
+    one_folder,
     parse_timeouts,
     placement,
     runner_for,
+    runners_of,
     worker_config,
 )
 
@@ -26,6 +30,7 @@ def add_parser(subparsers) -> None:
     add_target_flags(mcp)
     add_timeout_flag(mcp)
     add_gpus_flag(mcp)
+    add_ray_flag(mcp)
     add_remote_flags(mcp)
     mcp.set_defaults(handler=cmd_mcp)
 
@@ -42,14 +47,16 @@ def cmd_mcp(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return EXIT_CANNOT_RUN
     from ktui.agents.runs import Placement
-    from ktui.dispatch.pool import DevicePool
     from ktui.workspace.kernels import find_root
 
+    runner = None
     try:
+        one_folder(args)  # `ktui mcp --ray ws`: the folder is the workspace
         timeouts = parse_timeouts(args.timeout)
         runner = runner_for(args, root=find_root(args.dir, fallback=args.dir))  # the one choice of where runs happen
-        runners = list(runner.runners) if isinstance(runner, DevicePool) else [runner]
-        return serve(args.dir, worker_config(args), timeouts, Placement(runners, placement(args)))
+        return serve(args.dir, worker_config(args), timeouts, Placement(runners_of(runner), placement(args)))
     except (ProblemError, argparse.ArgumentTypeError, ValueError) as exc:
         print(f"ktui: {exc}", file=sys.stderr)
         return EXIT_CANNOT_RUN
+    finally:
+        close_placement(args, runner)  # a Ray pool's actors, and Ray when it started it

@@ -205,12 +205,27 @@ def placement(args: argparse.Namespace) -> str:
                            getattr(args, "cold", False), getattr(args, "ray", None))
 
 
-def runner_for(args: argparse.Namespace, fresh_each_run: bool = False, root: Path | None = None):
-    """A ``RemoteRunner`` with ``--remote``, a ``DevicePool`` where several GPUs are picked or
-    visible, else a ``LocalRunner``; ValueError for a bad address or ``--gpus`` list."""
-    gpus = getattr(args, "gpus", None)
-    if gpus is not None and getattr(args, "remote", None) is not None:
+def check_placement(args: argparse.Namespace) -> None:
+    """ValueError, in one line, for flags that name two placements at once (``--ray``, ``--remote``
+    and ``--gpus`` each say where the runs go)."""
+    ray, remote, gpus = (getattr(args, name, None) for name in ("ray", "remote", "gpus"))
+    if ray is not None and gpus is not None:
+        raise ValueError("--gpus picks GPUs of this host: with --ray, Ray places the runs (one worker per GPU it has)")
+    if ray is not None and remote is not None:
+        raise ValueError("--remote runs on one host over ssh: with --ray, Ray places the runs")
+    if gpus is not None and remote is not None:
         raise ValueError("--gpus picks GPUs of this host: it cannot be combined with --remote")
+
+
+def runner_for(args: argparse.Namespace, fresh_each_run: bool = False, root: Path | None = None):
+    """Where the runs happen, for every command that runs kernels (run, serve, watch, mcp): a
+    ``RayPool`` with ``--ray``, a ``RemoteRunner`` with ``--remote``, a ``DevicePool`` where several
+    GPUs are picked or visible, else a ``LocalRunner``. ValueError, in one line, for two placements
+    at once, a bad address or ``--gpus`` list, Ray not installed, or no Ray cluster answering.
+    Its runners are ``runners_of`` it; ``close_placement`` ends what it holds besides them."""
+    check_placement(args)
+    if getattr(args, "ray", None) is not None:
+        return ray_pool(args, fresh_each_run)
     if getattr(args, "remote", None) is None:
         return local_runner(args, fresh_each_run, root)
     from ktui.dispatch.remote.address import parse_remote  # deferred for start-up speed
@@ -218,6 +233,45 @@ def runner_for(args: argparse.Namespace, fresh_each_run: bool = False, root: Pat
 
     return RemoteRunner(parse_remote(args.remote), worker_config(args), fresh_each_run=fresh_each_run,
                         ssh_config=args.ssh_config, python=args.remote_python, root=root)
+
+
+def ray_pool(args: argparse.Namespace, fresh_each_run: bool = False):
+    """The ``RayPool`` that ``--ray`` asks for: one actor per GPU of the cluster (per CPU on the
+    CPU tier), each a runner of the run queue; ValueError saying why there is none."""
+    from ktui.dispatch.ray_pool import RayMissing, RayPool  # deferred: Ray is an optional extra
+
+    try:
+        return RayPool(args.ray, worker_config(args), fresh_each_run=fresh_each_run)
+    except RayMissing as exc:
+        raise ValueError(str(exc)) from None
+    except (ConnectionError, RuntimeError, ValueError) as exc:  # no cluster at that address
+        raise ValueError(f"could not join the Ray cluster at {args.ray}: {exc}") from None
+
+
+def runners_of(runner) -> list:
+    """The run queue's runners of a placement (``runner_for``): one per GPU (per Ray actor), or the one."""
+    return list(runner.runners) if hasattr(runner, "runners") else [runner]
+
+
+def close_placement(args: argparse.Namespace, runner) -> None:
+    """End what a placement holds besides its runners, once the run queue has closed those: a Ray
+    pool's actors, and Ray itself when the pool started it (the others hold nothing more)."""
+    if getattr(args, "ray", None) is not None and runner is not None:
+        runner.close()
+
+
+def one_folder(args: argparse.Namespace, name: str = "dir") -> None:
+    """``--ray FOLDER`` for a command of one folder (watch, serve, mcp): the path ``RayAddress``
+    took for an address is that folder (``ktui watch --ray kernels/``); ValueError where another
+    folder was named too."""
+    paths = getattr(args, "ray_paths", None) or []
+    if not paths:
+        return
+    given = getattr(args, name)
+    if len(paths) > 1 or given != Path("."):
+        named = " and ".join(str(p) for p in ([] if given == Path(".") else [given]) + paths)
+        raise ValueError(f"one folder at a time, not {named}")
+    setattr(args, name, paths[0])
 
 
 def local_runner(args: argparse.Namespace, fresh_each_run: bool = False, root: Path | None = None):

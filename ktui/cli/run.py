@@ -18,9 +18,12 @@ from ktui.cli.options import (
     add_reference,
     add_remote_flags,
     add_state_dir,
+    check_placement,
+    close_placement,
     loop_options,
     placement,
     runner_for,
+    runners_of,
 )
 from ktui.cli.printers import JsonPrinter, LinePrinter
 from ktui.cli.stopping import Stopping
@@ -60,11 +63,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not args.paths:
         print("ktui run: error: the following arguments are required: paths", file=sys.stderr)
         return EXIT_CANNOT_RUN
-    if args.ray is not None and args.gpus is not None:
-        print("ktui: --gpus picks GPUs of this host: with --ray, Ray places the runs (one worker per GPU it has)",
-              file=sys.stderr)
-        return EXIT_CANNOT_RUN
     try:
+        check_placement(args)  # before an owner is asked: a caller's two placements are refused here
         kernels = discover(args.paths, reference=args.reference)
         options = loop_options(args)
     except (ProblemError, argparse.ArgumentTypeError, ValueError) as exc:
@@ -81,22 +81,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     link = OwnerLink.connect(state)
     if link is not None:  # a watch (or `ktui serve`) owns this workspace's GPUs: its queue runs these
         return _audited(args, kernels, options, _through_owner(link, state, args, options, printer))
-    if args.ray is not None:  # Ray places the runs: one runner per actor
-        from ktui.cli.ray_run import ray_pool  # deferred: Ray is an optional extra
-
-        runner = ray_pool(args, fresh_each_run=args.cold)
-        if runner is None:
-            return EXIT_CANNOT_RUN
-    else:
-        try:
-            runner = runner_for(args, fresh_each_run=args.cold)
-        except ValueError as exc:
-            print(f"ktui: {exc}", file=sys.stderr)
-            return EXIT_CANNOT_RUN
-        if not reached(runner):
-            return EXIT_CANNOT_RUN
+    try:
+        runner = runner_for(args, fresh_each_run=args.cold)  # here, several GPUs, a remote host or Ray
+    except ValueError as exc:
+        print(f"ktui: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    if not reached(runner):
+        return EXIT_CANNOT_RUN
     # One queue, one thread per GPU (per Ray actor): on several the kernels run in parallel, printed as they finish.
-    runners = list(runner.runners) if hasattr(runner, "runners") else [runner]
+    runners = runners_of(runner)
     queue = RunQueue(Session(kernels[0].root, runner=runners[0], consumers=[printer]), options, listener=_unheard,
                      warm_up=False, runners=runners, consumers=[printer])
     queue.start()
@@ -115,8 +108,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if server is not None:
             server.stop_accepting()
         queue.close(STOPPED)
-        if args.ray is not None:
-            runner.close()  # the pool's actors, and Ray when it started it
+        close_placement(args, runner)  # a Ray pool's actors, and Ray when it started it
         if server is not None:
             server.close()  # the workspace is free once its runs have ended
     if stopping.signum is not None:  # stopped by a signal: the verdicts so far, no audit

@@ -11,7 +11,17 @@ from pathlib import Path
 
 from ktui.cli.commands import COMMANDS
 from ktui.cli.exits import EXIT_CANNOT_RUN
-from ktui.cli.options import add_gpus_flag, add_ray_flag, add_state_dir, add_target_flags, placement, runner_for
+from ktui.cli.options import (
+    add_gpus_flag,
+    add_ray_flag,
+    add_state_dir,
+    add_target_flags,
+    close_placement,
+    one_folder,
+    placement,
+    runner_for,
+    runners_of,
+)
 
 
 def add_parser(subparsers) -> None:
@@ -34,11 +44,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from ktui.workspace.folder import Workspace
     from ktui.workspace.kernels import ProblemError, state_dir
 
-    if getattr(args, "ray_paths", None):  # `--ray ws`: the folder is the workspace, Ray started here
-        args.dir = args.ray_paths[0]
     try:
+        one_folder(args)  # `--ray ws`: the folder is the workspace, Ray started here
         root = Workspace.at(args.dir).root
-    except ProblemError as exc:
+    except (ProblemError, ValueError) as exc:
         print(f"ktui: {exc}", file=sys.stderr)
         return EXIT_CANNOT_RUN
     state = state_dir(root)
@@ -46,25 +55,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if server is None:
         print(f"ktui: the workspace is already owned by pid {owner_pid(state)}", file=sys.stderr)
         return EXIT_CANNOT_RUN
-    if args.ray is not None and args.gpus is not None:
+    try:
+        runner = runner_for(args, root=root)  # here, several GPUs or Ray
+    except ValueError as exc:
         server.close()
-        print("ktui: --gpus picks GPUs of this host: with --ray, Ray places the runs", file=sys.stderr)
+        print(f"ktui: {exc}", file=sys.stderr)
         return EXIT_CANNOT_RUN
-    if args.ray is not None:  # Ray places the runs: one runner per actor
-        from ktui.cli.ray_run import ray_pool  # deferred: Ray is an optional extra
-
-        runner = ray_pool(args)
-        if runner is None:
-            server.close()
-            return EXIT_CANNOT_RUN
-    else:
-        try:
-            runner = runner_for(args, root=root)
-        except ValueError as exc:
-            server.close()
-            print(f"ktui: {exc}", file=sys.stderr)
-            return EXIT_CANNOT_RUN
-    runners = list(runner.runners) if hasattr(runner, "runners") else [runner]  # one per GPU (per Ray actor)
+    runners = runners_of(runner)  # one per GPU (per Ray actor)
 
     def told(item) -> None:
         if isinstance(item, RunFinished):
@@ -84,7 +81,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     finally:
         server.stop_accepting()
         queue.close("cancelled: ktui serve stopped")
-        if args.ray is not None:
-            runner.close()  # the pool's actors, and Ray when it started it
+        close_placement(args, runner)  # a Ray pool's actors, and Ray when it started it
         server.close()
     return 0

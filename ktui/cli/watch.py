@@ -11,9 +11,12 @@ from ktui.cli.exits import EXIT_CANNOT_RUN
 from ktui.cli.options import (
     add_gpus_flag,
     add_loop_flags,
+    add_ray_flag,
     add_remote_flags,
     add_state_dir,
+    close_placement,
     loop_options,
+    one_folder,
     placement,
     runner_for,
 )
@@ -36,6 +39,7 @@ def add_parser(subparsers) -> None:
                        help="start in strict mode (key s toggles it): fresh process, more seeds, every timed output re-checked")
     watch.add_argument("-v", "--verbose", action="store_true", help="headless: also print what kernels printed")
     add_gpus_flag(watch)
+    add_ray_flag(watch)
     add_state_dir(watch)
     add_remote_flags(watch)
     watch.set_defaults(handler=cmd_watch)
@@ -48,9 +52,10 @@ def cmd_watch(args: argparse.Namespace) -> int:
     from ktui.workspace.kernels import ProblemError
 
     try:
+        one_folder(args)  # `ktui watch --ray kernels/`: the folder is the one to watch
         workspace = Workspace.at(args.dir)
         options = loop_options(args)
-    except (ProblemError, argparse.ArgumentTypeError) as exc:
+    except (ProblemError, argparse.ArgumentTypeError, ValueError) as exc:
         print(f"ktui: {exc}", file=sys.stderr)
         return EXIT_CANNOT_RUN
     if args.debounce_ms < 0:
@@ -58,24 +63,28 @@ def cmd_watch(args: argparse.Namespace) -> int:
         return EXIT_CANNOT_RUN
     settings = WatchSettings(debounce_s=args.debounce_ms / 1000.0, force_polling=args.poll, catch_up=not args.lazy,
                              audit=not args.no_audit, owner_placement=placement(args))
+    if not args.headless:
+        from ktui.history.store import Store  # deferred for start-up speed
+        from ktui.workspace.kernels import state_dir
+
+        store = Store.of(state_dir(workspace.root))
+        try:
+            store.must_write()  # said here, in one line, before the dashboard takes the screen
+        finally:
+            store.close()
     try:
-        runner = runner_for(args, root=workspace.root)  # one worker per GPU where several are picked or visible
+        runner = runner_for(args, root=workspace.root)  # here, several GPUs, a remote host or Ray
     except ValueError as exc:
         print(f"ktui: {exc}", file=sys.stderr)
         return EXIT_CANNOT_RUN
-    if args.headless:
-        from ktui.watch import headless  # deferred for start-up speed
-
-        printer = headless.JsonLines(with_output=args.verbose)
-        return headless.run(WatchLoop(workspace, options, printer, settings, runner=runner), printer)
-    from ktui.history.store import Store  # deferred for start-up speed
-    from ktui.tui.app import run_dashboard  # deferred: Textual loads only for the dashboard
-    from ktui.workspace.kernels import state_dir
-
-    store = Store.of(state_dir(workspace.root))
     try:
-        store.must_write()  # said here, in one line, before the dashboard takes the screen
-    finally:
-        store.close()
+        if args.headless:
+            from ktui.watch import headless  # deferred for start-up speed
 
-    return run_dashboard(workspace, options, settings, runner=runner)
+            printer = headless.JsonLines(with_output=args.verbose)
+            return headless.run(WatchLoop(workspace, options, printer, settings, runner=runner), printer)
+        from ktui.tui.app import run_dashboard  # deferred: Textual loads only for the dashboard
+
+        return run_dashboard(workspace, options, settings, runner=runner)
+    finally:
+        close_placement(args, runner)  # a Ray pool's actors, and Ray when it started it

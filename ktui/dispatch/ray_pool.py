@@ -1,4 +1,4 @@
-"""Ray as a placement of the run queue (``ktui run --ray``, ``ktui serve --ray``): one warm worker per GPU.
+"""Ray as a placement of the run queue (``--ray`` of ``ktui run``, ``serve``, ``watch`` and ``mcp``): one warm worker per GPU.
 
 Ray places the work; ktui keeps its rules. Each GPU gets one long-lived actor (``num_gpus=1``)
 holding a ``LocalRunner``, so its compile caches stay warm; the CPU tier gets one actor per CPU.
@@ -32,7 +32,7 @@ from ktui.dispatch.ray_ship import Bundle, Shipper
 from ktui.dispatch.runner import LocalRunner, WorkerConfig
 from ktui.protocol.job import Job
 
-INSTALL_HINT = "ktui run --ray needs Ray: pip install -e '.[ray]' (or pip install 'ray>=2.40')"
+INSTALL_HINT = "--ray needs Ray: pip install -e '.[ray]' (or pip install 'ray>=2.40')"
 LOCAL = "local"  # ``--ray`` with no address: start a Ray instance on this machine
 
 

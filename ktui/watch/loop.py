@@ -94,7 +94,8 @@ class WatchLoop:
         self.settings = settings or WatchSettings()
         runs = (str(runs_folder(workspace.root)),)  # where its worker may write, from its start
         runner = runner or LocalRunner(WorkerConfig(arch=options.arch, force_cpu=options.force_cpu, writable=runs))
-        runners: list[Runner] = list(runner.runners) if isinstance(runner, DevicePool) else [runner]  # one per GPU
+        # one per GPU (per Ray actor): a DevicePool's or a RayPool's runners, else the one
+        runners: list[Runner] = list(runner.runners) if hasattr(runner, "runners") else [runner]
         self.session = Session(workspace.root, runner=runners[0])
         self.scheduler = RunQueue(
             self.session, options, listener, resolve=workspace.kernel,

@@ -1,5 +1,6 @@
 """``ktui run --ray``: many kernels judged in parallel on a real local Ray instance (CPU tier)."""
 
+import os
 import subprocess
 import sys
 import time
@@ -126,7 +127,8 @@ def test_without_ray_the_flag_says_how_to_install_it(tmp_path):
     assert "pip install -e '.[ray]'" in proc.stderr
 
 
-@pytest.mark.parametrize("argv", [["run", "--ray", "kernels/"], ["run", "--ray", "kernels/add_triton.py"]])
+@pytest.mark.parametrize("argv", [["run", "--ray", "kernels/"], ["run", "--ray", "kernels/add_triton.py"],
+                                  ["watch", "--headless", "--ray", "kernels/"], ["mcp", "--ray", "."]])
 def test_ray_with_no_address_before_a_path_takes_it_as_the_kernels_to_run(tmp_path, argv):
     ws = make_workspace(tmp_path / "ws", ["add_triton"])
     hide_ray = f"import sys; sys.modules['ray'] = None; from ktui.cli.main import main; sys.exit(main({argv!r}))"
@@ -288,3 +290,106 @@ def _cmdline(pid: int) -> str:
             return f.read().replace(b"\0", b" ").decode()
     except FileNotFoundError:
         return ""
+
+
+GPUS_REFUSED = "ktui: --gpus picks GPUs of this host: with --ray, Ray places the runs (one worker per GPU it has)"
+REMOTE_REFUSED = "ktui: --remote runs on one host over ssh: with --ray, Ray places the runs"
+
+
+TWO_PLACEMENTS = [
+    *[([command, "--ray", "--gpus", "0"], GPUS_REFUSED) for command in ("serve", "watch", "mcp")],
+    (["run", "kernels/add_triton.py", "--ray", "--gpus", "0"], GPUS_REFUSED),
+    *[([command, "--ray", "--remote", "gpu1"], REMOTE_REFUSED) for command in ("watch", "mcp")],  # serve has no --remote
+    (["run", "kernels/add_triton.py", "--ray", "--remote", "gpu1"], REMOTE_REFUSED),
+]
+
+
+@pytest.mark.parametrize("argv, says", TWO_PLACEMENTS, ids=[" ".join(argv) for argv, _ in TWO_PLACEMENTS])
+def test_ray_with_another_placement_is_refused_in_one_line_by_every_surface(tmp_path, argv, says):
+    ws = make_workspace(tmp_path / "ws", ["add_triton"])
+    proc = ktui(*argv, *(["--headless"] if argv[0] == "watch" else []), cwd=ws, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.splitlines() == [says]
+
+
+def test_watch_with_a_folder_and_another_after_ray_is_refused(tmp_path):
+    ws = make_workspace(tmp_path / "ws", ["add_triton"])
+    proc = ktui("watch", str(ws), "--headless", "--ray", "kernels/", cwd=ws, timeout=60)
+    assert proc.returncode == 2 and f"one folder at a time, not {ws} and kernels" in proc.stderr
+
+
+def _new_workers(before: set[int]) -> list[int]:
+    """The warm workers (``ktui.worker.main``) under this test process started since ``before``:
+    the module's Ray instance starts each actor's worker."""
+    return [pid for pid in descendants(os.getpid()) if pid not in before and "ktui.worker.main" in _cmdline(pid)]
+
+
+def test_watch_headless_on_ray_gives_a_verdict_and_a_save_runs_it_again(local_ray, tmp_path):
+    import json
+    import queue
+    import signal
+    import threading
+
+    ws = make_workspace(tmp_path / "ws", ["add_triton"])
+    kernel = ws / "kernels" / "add_triton.py"
+    before = set(descendants(os.getpid()))
+    proc = subprocess.Popen([sys.executable, "-m", "ktui", "watch", str(ws), "--headless", "--no-audit", "--no-bench",
+                             "--seed", "0", "--debounce-ms", "50", "--ray", "auto"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    lines: queue.Queue[dict] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(json.loads(line)) for line in proc.stdout], daemon=True).start()
+
+    def until(pred, timeout=120):
+        deadline = time.monotonic() + timeout
+        while True:
+            item = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            if pred(item):
+                return item
+
+    try:
+        first = until(lambda e: e["type"] == "run_finished")  # the catch-up run, on an actor
+        assert first["verdict"] == "passed", first["message"]
+        assert first["summary"]["ran_on"]["node_id"]
+        kernel.write_text(kernel.read_text().replace("num_warps=4", "num_warps=8"))
+        started = until(lambda e: e["type"] == "run_started")
+        assert started["version"] == 2
+        end = until(lambda e: e["type"] == "run_finished")
+        assert end["verdict"] == "passed" and end["summary"]["ran_on"]["node_id"]
+        latest = json.loads((state_dir(ws) / "latest" / "add_triton.json").read_text())
+        assert latest["version"] == 2 and latest["verdict"] == "passed"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=60)
+    assert code == 0, proc.stderr.read()
+    assert [run.version for run in history(ws)["add_triton"]] == [2, 1]
+    deadline = time.monotonic() + 20
+    while _new_workers(before) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _new_workers(before) == []  # the watch's actors ended with it, their workers too
+
+
+def test_mcp_on_ray_answers_a_run_call_through_the_sdk_client(local_ray, tmp_path):
+    import anyio
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    ws = make_workspace(tmp_path / "ws", ["add_triton"])
+    before = set(descendants(os.getpid()))
+    params = StdioServerParameters(command=sys.executable, args=["-m", "ktui", "mcp", str(ws), "--ray", "auto"],
+                                   env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=str(ws))
+
+    async def main() -> dict:
+        with open(os.devnull, "w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+                await session.initialize()
+                result = await session.call_tool("run", {"paths": ["kernels/add_triton.py"], "seed": 1, "no_bench": True})
+                assert not result.is_error, result.content[0].text
+                return result.structured_content
+
+    answer = anyio.run(main)
+    [first] = answer["kernels"]
+    assert (first["kernel"], first["verdict"]) == ("add_triton", "passed") and answer["all_passed"] is True
+    assert first["summary"]["ran_on"]["node_id"]  # an actor of the Ray instance ran it
+    deadline = time.monotonic() + 20
+    while _new_workers(before) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _new_workers(before) == []  # the server's actors ended with it, their workers too
