@@ -266,13 +266,15 @@ def test_ktui_run_ray_while_serve_ray_owns_the_workspace_runs_through_its_actors
 
     ws = make_workspace(tmp_path / "ws", ["add_triton"])
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    serve = subprocess.Popen([sys.executable, "-m", "ktui", "serve", "--ray", "auto"], cwd=ws, env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    errors = tmp_path / "serve.err"  # a file, not a pipe nobody reads: what the owner said if it died
+    with errors.open("w") as err:
+        serve = subprocess.Popen([sys.executable, "-m", "ktui", "serve", "--ray", "auto"], cwd=ws, env=env,
+                                 stdout=subprocess.PIPE, stderr=err, text=True, start_new_session=True)
     try:
-        assert "(Ray auto)" in serve.stdout.readline()
+        assert "(Ray auto)" in serve.stdout.readline(), errors.read_text()[-3000:]
         proc = ktui("run", "--no-audit", "--json", "--no-bench", "--ray", "auto", "kernels/add_triton.py", cwd=ws,
                     timeout=240)
-        assert proc.returncode == 0, proc.stderr
+        assert proc.returncode == 0, f"{proc.stderr}\n--- ktui serve's stderr:\n{errors.read_text()[-3000:]}"
         [end] = [e for e in parse_events(proc.stdout) if e["type"] == "run_finished"]
         assert end["verdict"] == "passed" and end["summary"]["ran_on"]["node_id"]
         assert not descendants(serve.pid) or all("ktui.worker.main" not in _cmdline(pid) for pid in descendants(serve.pid))
