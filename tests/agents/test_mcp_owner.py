@@ -19,8 +19,10 @@ from ktui.protocol.processes import descendants
 pytestmark = pytest.mark.worker
 
 
-def _two_runs(ws, tag: str) -> list[list[int]]:
-    """The verdicts of two run calls, and the server's processes after each."""
+def _two_runs(ws, tag: str, expected: int) -> list[list[int]]:
+    """The verdicts of two run calls, and the server's processes after each once they are
+    ``expected`` many: the first call's audit of the reference runs in a process of its own, which
+    may still be exiting when the answer arrives (waited for up to 10 s, then taken as it is)."""
     seen: list[list[int]] = []
 
     async def main():
@@ -28,6 +30,9 @@ def _two_runs(ws, tag: str) -> list[list[int]]:
             for seed in (1, 2):
                 result = await call(session, "run", paths=["kernels/add_triton.py"], seed=seed, no_bench=True)
                 assert result["all_passed"] is True
+                deadline = time.monotonic() + 10
+                while len(tagged_processes(tag)) != expected and time.monotonic() < deadline:
+                    await anyio.sleep(0.1)
                 seen.append(sorted(tagged_processes(tag)))
 
     anyio.run(main)
@@ -46,7 +51,7 @@ def _warm_workers(pid: int, wait_s: float = 60.0) -> list[int]:
 
 def test_the_mcp_server_keeps_its_warm_worker_from_one_run_call_to_the_next(tmp_path):
     ws = make_workspace(tmp_path / "ws", ["add_triton"])
-    first, second = _two_runs(ws, uuid.uuid4().hex)
+    first, second = _two_runs(ws, uuid.uuid4().hex, expected=2)
     assert len(first) == 2 and first == second, "the same server and worker processes for both calls"
 
 
@@ -57,7 +62,7 @@ def test_the_mcp_server_runs_on_the_owners_worker_while_another_process_owns_the
     try:
         assert "owning" in serve.stdout.readline()
         workers = _warm_workers(serve.pid)
-        first, second = _two_runs(ws, uuid.uuid4().hex)
+        first, second = _two_runs(ws, uuid.uuid4().hex, expected=1)
         assert len(first) == 1 and first == second, "the MCP server started no worker of its own"
         assert descendants(serve.pid) == workers
     finally:
