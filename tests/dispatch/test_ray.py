@@ -328,26 +328,14 @@ def _new_workers(before: set[int]) -> list[int]:
 
 def test_watch_headless_on_ray_gives_a_verdict_and_a_save_runs_it_again(local_ray, tmp_path):
     import json
-    import queue
-    import signal
-    import threading
+
+    from headless import Headless
 
     ws = make_workspace(tmp_path / "ws", ["add_triton"])
     kernel = ws / "kernels" / "add_triton.py"
     before = set(descendants(os.getpid()))
-    proc = subprocess.Popen([sys.executable, "-m", "ktui", "watch", str(ws), "--headless", "--no-audit", "--no-bench",
-                             "--seed", "0", "--debounce-ms", "50", "--ray", "auto"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
-    lines: queue.Queue[dict] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(json.loads(line)) for line in proc.stdout], daemon=True).start()
-
-    def until(pred, timeout=120):
-        deadline = time.monotonic() + timeout
-        while True:
-            item = lines.get(timeout=max(0.1, deadline - time.monotonic()))
-            if pred(item):
-                return item
-
+    watch = Headless(ws, "--no-audit", "--no-bench", "--ray", "auto")
+    until = watch.until
     try:
         first = until(lambda e: e["type"] == "run_finished")  # the catch-up run, on an actor
         assert first["verdict"] == "passed", first["message"]
@@ -360,9 +348,8 @@ def test_watch_headless_on_ray_gives_a_verdict_and_a_save_runs_it_again(local_ra
         latest = json.loads((state_dir(ws) / "latest" / "add_triton.json").read_text())
         assert latest["version"] == 2 and latest["verdict"] == "passed"
     finally:
-        proc.send_signal(signal.SIGINT)
-        code = proc.wait(timeout=60)
-    assert code == 0, proc.stderr.read()
+        code = watch.stop()
+    assert code == 0, watch.proc.stderr.read()
     assert [run.version for run in history(ws)["add_triton"]] == [2, 1]
     deadline = time.monotonic() + 20
     while _new_workers(before) and time.monotonic() < deadline:

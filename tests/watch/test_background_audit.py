@@ -5,18 +5,14 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import shutil
-import signal
-import subprocess
-import sys
 import threading
 import time
-import uuid
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, REPO
+from conftest import FIXTURES
+from headless import Headless
 from leftovers import tagged
 
 from ktui.dispatch.notices import QueueChanged
@@ -40,35 +36,6 @@ def relu_workspace(root: Path, reference: str = "relu_rand") -> Path:
     (root / "kernels" / "relu_copy_triton.py").write_text(COPY.replace('REFERENCE = "relu_rand"',
                                                                        f'REFERENCE = "{reference}"'))
     return root
-
-
-class Headless:
-    """``ktui watch --headless`` in its own process, its JSON lines read as they come."""
-
-    def __init__(self, ws: Path, *flags: str):
-        self.tag = uuid.uuid4().hex
-        env = {**os.environ, "PYTHONPATH": str(REPO), "KTUI_TEST_TAG": self.tag}
-        self.proc = subprocess.Popen([sys.executable, "-m", "ktui", "watch", str(ws), "--headless", "--seed", "0",
-                                      "--debounce-ms", "50", *flags], stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, env=env)
-        self.lines: queue.Queue[dict] = queue.Queue()
-        self.seen: list[dict] = []
-        threading.Thread(target=lambda: [self.lines.put(json.loads(line)) for line in self.proc.stdout],
-                         daemon=True).start()
-
-    def until(self, predicate, timeout: float = 180.0) -> dict:
-        deadline = time.monotonic() + timeout
-        while True:
-            item = self.lines.get(timeout=max(0.1, deadline - time.monotonic()))
-            self.seen.append(item)
-            if predicate(item):
-                return item
-
-    def stop(self) -> int:
-        self.proc.send_signal(signal.SIGINT)
-        return self.proc.wait(timeout=60)
-
-
 
 
 def test_headless_prints_the_weak_audit_after_the_run_and_a_second_start_tells_it_from_the_cache(tmp_path):

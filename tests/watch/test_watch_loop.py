@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import signal
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, REPO, make_workspace
+from headless import Headless
 from leftovers import tagged
 
 from ktui.dispatch.notices import QueueChanged
@@ -161,20 +161,8 @@ def test_a_kernel_that_rewrites_its_reference_in_every_run_ends_suspicious_never
 @pytest.mark.worker
 def test_headless_prints_json_lines_writes_latest_and_leaves_no_process(tmp_path):
     ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
-    tag = uuid.uuid4().hex
-    env = {**os.environ, "PYTHONPATH": str(REPO), "KTUI_TEST_TAG": tag}
-    proc = subprocess.Popen([sys.executable, "-m", "ktui", "watch", str(ws), "--headless", "--no-audit", "--seed", "0",
-                             "--debounce-ms", "50"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    lines: queue.Queue[dict] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(json.loads(l)) for l in proc.stdout], daemon=True).start()
-
-    def until(pred, timeout=120):
-        deadline = time.monotonic() + timeout
-        while True:
-            item = lines.get(timeout=max(0.1, deadline - time.monotonic()))
-            if pred(item):
-                return item
-
+    watch = Headless(ws, "--no-audit")
+    until = watch.until
     try:
         until(lambda e: e["type"] == "watch_state" and e["mode"] == "inotify")
         first = until(lambda e: e["type"] == "run_finished")  # the catch-up run: no result stored yet
@@ -190,11 +178,10 @@ def test_headless_prints_json_lines_writes_latest_and_leaves_no_process(tmp_path
         latest = json.loads((ws / ".ktui" / "latest" / "add_triton.json").read_text())
         assert latest["version"] == 2 and latest["content_hash"] == save["content_hash"]
     finally:
-        proc.send_signal(signal.SIGINT)
-        code = proc.wait(timeout=30)
-    assert code == 0, proc.stderr.read()
+        code = watch.stop(timeout=30)
+    assert code == 0, watch.proc.stderr.read()
     time.sleep(0.5)
-    assert tagged("KTUI_TEST_TAG", tag) == []
+    assert tagged("KTUI_TEST_TAG", watch.tag) == []
 
 
 @pytest.mark.worker
