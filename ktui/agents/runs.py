@@ -32,7 +32,7 @@ from ktui.protocol.job import Options
 from ktui.workspace.kernels import Kernel, state_dir
 
 Progress = Callable[[float, str], Awaitable[None]]
-POLL_S = 0.1
+POLL_S = 0.01  # how often a call looks for its runs' progress and end: a verdict waits at most this long
 JOIN_AFTER_CANCEL_S = 60.0
 CANCELLED_BY_CLIENT = "cancelled by the client: the worker's process group was killed"
 

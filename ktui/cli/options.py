@@ -173,7 +173,8 @@ def worker_config(args: argparse.Namespace):
     """The worker's ``WorkerConfig`` from ``add_target_flags``' flags (none: the defaults)."""
     from ktui.dispatch.runner import WorkerConfig  # deferred for start-up speed
 
-    return WorkerConfig(arch=getattr(args, "arch", None), force_cpu=getattr(args, "cpu", False))
+    return WorkerConfig(arch=getattr(args, "arch", None), force_cpu=getattr(args, "cpu", False),
+                        compile_ahead=getattr(args, "session", False))
 
 
 REMOTE_PYTHON_HELP = "the remote's Python, with torch and Triton (default python3)"

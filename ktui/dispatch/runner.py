@@ -67,6 +67,7 @@ class WorkerConfig:
     gpu_uuid: str = ""
     pin_gpu: bool = False  # the worker sees only ``gpu`` (CUDA_VISIBLE_DEVICES): one worker per GPU
     writable: tuple[str, ...] = ()  # the ``.ktui/runs`` folders its runs write (``ktui.worker.confine``)
+    compile_ahead: bool = False  # a session's worker (watch, serve, MCP): keep compile-ahead helpers
 
     def env(self) -> dict[str, str]:
         return {"CUDA_VISIBLE_DEVICES": self.gpu} if self.pin_gpu and self.gpu else {}
@@ -77,6 +78,8 @@ class WorkerConfig:
             args += ["--arch", self.arch]
         if self.force_cpu:
             args.append("--cpu")
+        if self.compile_ahead:
+            args.append("--compile-ahead")
         return args
 
 

@@ -68,8 +68,9 @@ def _parents() -> dict[int, int]:
     return table
 
 
-def descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (children, their children, …), nearest first."""
+def descendants(pid: int, spare: set[int] | frozenset[int] = frozenset()) -> list[int]:
+    """Every process below ``pid`` (children, their children, …), nearest first; ``spare``'s
+    processes and what is below them are left out."""
     children: dict[int, list[int]] = {}
     for child, parent in _parents().items():
         children.setdefault(parent, []).append(child)
@@ -77,6 +78,8 @@ def descendants(pid: int) -> list[int]:
     todo = [pid]
     while todo:
         for child in children.get(todo.pop(0), []):
+            if child in spare:
+                continue
             found.append(child)
             todo.append(child)
     return found
@@ -106,13 +109,14 @@ def kill_all(pids: list[int]) -> None:
             pass
 
 
-def end_descendants(rounds: int = 5) -> int:
-    """In the worker: kill everything below it and reap it; return how many were killed.
+def end_descendants(rounds: int = 5, keep: set[int] | frozenset[int] = frozenset()) -> int:
+    """In the worker: kill everything below it but ``keep`` (its own helpers, with what they run)
+    and reap it; return how many were killed.
 
     A few rounds, because a process may fork between the listing and the kill."""
     killed = 0
     for _ in range(rounds):
-        tree = [pid for pid in descendants(os.getpid()) if not _is_zombie(pid)]
+        tree = [pid for pid in descendants(os.getpid(), spare=keep) if not _is_zombie(pid)]
         if not tree:
             break
         kill_all(tree)

@@ -93,7 +93,8 @@ class WatchLoop:
         self.listener = listener
         self.settings = settings or WatchSettings()
         runs = (str(runs_folder(workspace.root)),)  # where its worker may write, from its start
-        runner = runner or LocalRunner(WorkerConfig(arch=options.arch, force_cpu=options.force_cpu, writable=runs))
+        runner = runner or LocalRunner(WorkerConfig(arch=options.arch, force_cpu=options.force_cpu, writable=runs,
+                                                     compile_ahead=True))
         # one per GPU (per Ray actor): a DevicePool's or a RayPool's runners, else the one
         runners: list[Runner] = list(runner.runners) if hasattr(runner, "runners") else [runner]
         self.session = Session(workspace.root, runner=runners[0])

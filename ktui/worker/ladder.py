@@ -37,6 +37,7 @@ from ktui.protocol.events import (
     first_failure,
 )
 from ktui.protocol.rungs import RUNGS
+from ktui.worker.ahead.pool import submit_run
 from ktui.worker.context import RunContext
 from ktui.worker.errors import RungFailure, RungSkipped, error_info
 from ktui.worker.outcome import InputGenerationError, Outcome, shape_label
@@ -114,6 +115,8 @@ class Ladder:
         probes = [fresh.NAME, "integrity", "dependence"]
         benches = unique_names([f"benchmark[{shape_label(s)}]" for s in ctx.benchmarks])
 
+        fresh.plan(ctx)  # before anything compiles: compile-ahead builds these shapes too
+        ctx.ahead_sent = submit_run(ctx)
         built = self.step("compile", DO["compile"])
         # The dumps are written while the checks run (``dumps.start``): off the save → verdict
         # path, and their rung finished before any benchmark is timed.

@@ -29,7 +29,7 @@ from ktui.protocol import processes
 from ktui.worker.confine import confine, writable_from_env
 
 
-def _protocol_channel() -> IO[str]:
+def protocol_channel() -> IO[str]:
     """Keep the real stdout for events; send everything printed to stderr instead.
 
     The user's prints are written through at once, unbuffered: a kernel that prints half a line
@@ -46,10 +46,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ktui.worker.main")
     parser.add_argument("--arch", default=None)
     parser.add_argument("--cpu", action="store_true", help="run the CPU tier even if a GPU is present")
+    parser.add_argument("--compile-ahead", action="store_true",
+                        help="keep helpers that compile a run's other shapes ahead (ktui.worker.ahead)")
     args = parser.parse_args(argv)
     # First of all: Landlock binds this thread and those it starts, not threads already running.
     confinement = confine(writable_from_env())
-    channel = _protocol_channel()
+    channel = protocol_channel()
     # Before any user code: what it starts stays in this process's tree, and none of it (nor this
     # process) outlives the parent (see ktui.protocol.processes).
     processes.become_subreaper()
@@ -84,20 +86,27 @@ def main(argv: list[str] | None = None) -> int:
     send({"type": "ready", "tier": tier.name, "device": tier.device, "arch": tier.arch, "pid": os.getpid(),
           **confinement.to_json()})
 
-    for line in sys.stdin:
-        line = line.strip()
-        if not line:
-            continue
-        job = Job.from_json(json.loads(line))
-        healthy = run_job(job, tier, lambda event: send(event.to_json()), guard, confinement)
-        processes.end_descendants()  # nothing user code started outlives its run
-        send({"type": "job_done", "run_id": job.run_id, "healthy": healthy})
-        if not healthy:
-            return 0
+    from ktui.worker.ahead.pool import AheadPool
+
+    ahead = AheadPool.for_worker(args.compile_ahead and tier.is_gpu, tier.arch)
+    try:
+        for line in sys.stdin:
+            line = line.strip()
+            if not line:
+                continue
+            job = Job.from_json(json.loads(line))
+            healthy = run_job(job, tier, lambda event: send(event.to_json()), guard, confinement, ahead)
+            processes.end_descendants(keep=ahead.pids())  # nothing user code started outlives its run
+            send({"type": "job_done", "run_id": job.run_id, "healthy": healthy})
+            if not healthy:
+                return 0
+            ahead.start()  # a worker that served one job serves a session: its next runs compile ahead
+    finally:
+        ahead.close()
     return 0
 
 
-def run_job(job, tier, emit, guard=None, confinement=None) -> bool:
+def run_job(job, tier, emit, guard=None, confinement=None, ahead=None) -> bool:
     """Climb the ladder for one job; return whether this process may take another one."""
     from ktui.protocol.events import COMPILED, RunFinished, compile_only_text
     from ktui.worker import memory
@@ -106,7 +115,7 @@ def run_job(job, tier, emit, guard=None, confinement=None) -> bool:
     from ktui.worker.modules import job_imports
 
     started = time.perf_counter()
-    ctx = RunContext(job=job, tier=tier, emit=emit, guard=guard)
+    ctx = RunContext(job=job, tier=tier, emit=emit, guard=guard, ahead=ahead)
     memory.start_peak(tier)
     with job_imports(job):
         results = Ladder(ctx).climb()

@@ -6,7 +6,12 @@ cache misses and the kernel really recompiles, and times from the rename to the 
 watch loop prints: the first ``correctness[...]`` result and ``run_finished``. The debounce, the
 hand-off to the warm worker, compile, the checks and the history write are all inside the figure.
 
-    python tests/benchmarks/watch_latency.py [--reps 8] [--cpu] [--json OUT.json]
+    python tests/benchmarks/watch_latency.py [--reps 8] [--cpu] [--no-ahead] [--settle 20] [--json OUT.json]
+
+A watch session's worker keeps compile-ahead helpers (``ktui.worker.ahead``), started once it has
+served its first run: ``--settle`` waits that long after the first run so they are up before the
+timed saves, and each save prints how many shapes its run handed them. ``--no-ahead`` runs the same
+saves with none (``KTUI_COMPILE_AHEAD=0``), for the comparison.
 
 Prints the device line of the watcher, p50 / min / max of both figures, and where the time went:
 one row per stage (the save noticed, queue and hashing, the hand-off to the worker, each rung and the
@@ -46,6 +51,8 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=8)
     ap.add_argument("--cpu", action="store_true")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--no-ahead", action="store_true", help="no compile-ahead helpers (KTUI_COMPILE_AHEAD=0)")
+    ap.add_argument("--settle", type=float, default=20.0, help="seconds to wait after the first run (helpers start)")
     args = ap.parse_args()
     root = workspace()
     kernel = root / "kernels" / "softmax_triton.py"
@@ -53,6 +60,8 @@ def main() -> int:
     assert MARK in source, "the shipped softmax changed: update MARK"
     argv = [sys.executable, "-m", "ktui", "watch", "kernels/", "--headless", "--no-bench", *(["--cpu"] if args.cpu else [])]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    if args.no_ahead:
+        env["KTUI_COMPILE_AHEAD"] = "0"
     errors = tempfile.TemporaryFile("w+")  # noqa: SIM115 (the watcher writes it until the end)
     proc = subprocess.Popen(argv, cwd=root, stdout=subprocess.PIPE, stderr=errors, text=True, env=env)
     events: queue.Queue = queue.Queue()
@@ -81,7 +90,8 @@ def main() -> int:
     try:
         _, ready = wait_for("watch_device")
         wait_for("run_finished")  # the first run of what is on disk
-        first, verdict, stages = [], [], []
+        time.sleep(args.settle)  # the session's compile-ahead helpers start after its first run
+        first, verdict, stages, handed = [], [], [], []
         for rep in range(args.reps):
             text = source.replace(MARK, MARK + f"    # latency probe {rep} {time.time_ns()}\n")
             tmp = kernel.with_name(".softmax_triton.py.tmp")
@@ -95,21 +105,27 @@ def main() -> int:
                 seen.append((saved_wall + at - saved, event))
                 if event.get("type") == "rung_finished" and event["rung"].startswith("correctness[") and len(first) == rep:
                     first.append(at - saved)
+                if event.get("type") == "rung_finished" and event["rung"] == "compile":
+                    handed.append(event["figures"].get("compiling_ahead") or {})
                 if event.get("type") == "run_finished":
                     verdict.append(at - saved)
                     assert event["verdict"] == "passed", event
                     stages.append(breakdown(saved_wall, seen))
-                    print(f"save {rep + 1}/{args.reps}: verdict after {verdict[-1]:.3f} s", file=sys.stderr, flush=True)
+                    ahead = handed[-1] if handed else {}
+                    print(f"save {rep + 1}/{args.reps}: verdict after {verdict[-1]:.3f} s; compiled ahead: "
+                          f"{ahead.get('shapes', 0)} shape(s) on {ahead.get('helpers', 0)} helper(s)",
+                          file=sys.stderr, flush=True)
                     break
     finally:
         proc.terminate()
         proc.wait(timeout=30)
         shutil.rmtree(root, ignore_errors=True)
     device = f"{ready.get('device')} · {ready.get('tier')} · {ready.get('arch')}"
-    result = {"device": device, "reps": args.reps, "date": time.strftime("%Y-%m-%d"),
+    result = {"device": device, "reps": args.reps, "date": time.strftime("%Y-%m-%d"), "compiling_ahead": handed,
               "first_correctness_s": _stats(first), "verdict_s": _stats(verdict),
               "stages_p50_s": {name: statistics.median(s.get(name, 0.0) for s in stages) for name in STAGES}}
-    print(f"watch latency · {device} · {args.reps} atomic-rename saves of softmax_triton")
+    helpers = "no compile-ahead helpers" if args.no_ahead else f"compile-ahead: {sum(bool(h) for h in handed)} of {len(handed)} runs handed out"
+    print(f"watch latency · {device} · {args.reps} atomic-rename saves of softmax_triton · {helpers}")
     for name in ("first_correctness_s", "verdict_s"):
         s = result[name]
         print(f"  {name:20s} p50 {s['p50']:.3f} s  min {s['min']:.3f}  max {s['max']:.3f}")

@@ -55,6 +55,7 @@ class Dsl:
     package = ""  # the module a kernel file imports
     install = ""  # what to run when ``package`` is missing
     runs_on_cpu = False  # whether the CPU tier runs its kernels (else: compiled ahead of time only)
+    compiles_ahead = False  # whether ``compiling_only`` exists: helper processes may build its shapes ahead
 
     def configure(self, arch: str) -> None:
         """Target ``arch`` and set the DSL's process-wide options; called before the DSL is imported."""
@@ -71,6 +72,11 @@ class Dsl:
     def counting(self, kernels: dict[str, Any], received: Any, execute: bool) -> ContextManager[list[int]]:
         """Count launches of ``kernels`` into the yielded ``[n]`` and add what each was handed to
         ``received`` (provenance); with ``execute=False`` a launch does nothing (the dependence rung)."""
+        raise NotImplementedError
+
+    def compiling_only(self, kernels: dict[str, Any]) -> ContextManager:
+        """While active, a launch of ``kernels`` compiles its specialisation into the DSL's on-disk
+        cache and runs nothing (``ktui.worker.ahead``: another process then finds it built)."""
         raise NotImplementedError
 
     def call_scope(self, is_gpu: bool) -> ContextManager:

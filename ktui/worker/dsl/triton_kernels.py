@@ -205,9 +205,10 @@ class LaunchRecorder:
         return len(self.launches)
 
     @contextlib.contextmanager
-    def recording(self, execute: bool = True) -> Iterator[LaunchRecorder]:
+    def recording(self, execute: bool = True, compile_only: bool = False) -> Iterator[LaunchRecorder]:
         """Record launches while active. ``execute=False`` records without running them: all the
-        CPU tier needs to compile a specialisation is its arguments."""
+        CPU tier needs to compile a specialisation is its arguments. ``compile_only``: each launch
+        is Triton's own warm-up instead, which compiles (or finds in the cache) and runs nothing."""
         patched = []
         for name, obj in self.kernels.items():
             inner = innermost(obj)
@@ -220,6 +221,8 @@ class LaunchRecorder:
                     self.launches.append(launch)
                 if not execute:
                     return None
+                if compile_only:
+                    return _original(*args, grid=grid, warmup=True, **kwargs)
                 with inside_launch():
                     result = _original(*args, grid=grid, warmup=warmup, **kwargs)
                 if isinstance(result, triton.compiler.CompiledKernel):
@@ -358,6 +361,7 @@ class TritonDsl(Dsl):
     package = "triton"
     install = "pip install triton"
     runs_on_cpu = True  # in Triton's interpreter, on CPU tensors
+    compiles_ahead = True  # a warm-up launch compiles into Triton's on-disk cache, which every process reads
 
     def find(self, module: ModuleType) -> dict[str, Any]:
         return dict(sorted(find_triton_kernels(module).items()))
@@ -377,6 +381,9 @@ class TritonDsl(Dsl):
             for launch in recorder.launches:
                 received.add(launch.args)
                 received.add(launch.kwargs)
+
+    def compiling_only(self, kernels: dict[str, Any]) -> Any:
+        return LaunchRecorder(kernels).recording(compile_only=True)
 
     def call_scope(self, is_gpu: bool) -> Any:
         return contextlib.nullcontext() if is_gpu else interpreter_environment()

@@ -69,6 +69,8 @@ def run(ctx: RunContext) -> Outcome:
         "compile_s": round(time.perf_counter() - started, 3),
         "trace_s": round(trace_s, 3),
     }
+    if ctx.ahead_sent:  # the other shapes, handed to the compile-ahead helpers (``ktui.worker.ahead``)
+        figures["compiling_ahead"] = ctx.ahead_sent
     for op, where in unmasked_accesses(ctx).items():
         if where:  # read back by a failure on the CPU tier (measure/masks.py)
             figures[FIGURES[op]] = where

@@ -25,7 +25,7 @@ def run(ctx: RunContext) -> Outcome:
     tried: list[str] = []
     skipped: list[str] = []
     rejected: list[str] = []
-    for shape in chosen(ctx):
+    for shape in planned(ctx):
         label = shape_label(shape)
         why = _rejected(ctx, shape)
         if why:
@@ -55,6 +55,24 @@ def run(ctx: RunContext) -> Outcome:
     if rejected:
         message += f"; skipped (the reference rejects them): {'; '.join(rejected)}"
     return Outcome(figures={"shapes": tried, "skipped": skipped}, message=message)
+
+
+def plan(ctx: RunContext) -> None:
+    """Choose the fresh shapes once, as the ladder starts: compile-ahead builds them beside the
+    declared ones (``ktui.worker.ahead``), and the rung checks exactly those."""
+    try:
+        ctx.fresh_plan = chosen(ctx)
+    except RungSkipped as skip:
+        ctx.fresh_plan = skip
+
+
+def planned(ctx: RunContext) -> list[dict]:
+    """The shapes ``plan`` chose (choosing them now if it did not run); ``RungSkipped`` if none."""
+    if ctx.fresh_plan is None:
+        plan(ctx)
+    if isinstance(ctx.fresh_plan, RungSkipped):
+        raise ctx.fresh_plan
+    return list(ctx.fresh_plan)
 
 
 def chosen(ctx: RunContext) -> list[dict]:

@@ -1,0 +1,5 @@
+import sys
+
+from ktui.worker.ahead.helper import main
+
+sys.exit(main())

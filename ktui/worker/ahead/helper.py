@@ -1,0 +1,81 @@
+"""One compile-ahead helper process: ``python -m ktui.worker.ahead`` (see the package's docstring).
+
+Protocol, one JSON line each way: the worker sends ``{"job": …, "shapes": […]}``; the helper
+answers ``{"type": "ready"}`` once, then ``{"type": "done", "compiled": n, "s": …}`` per request.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import time
+from typing import Any
+
+from ktui.protocol import processes
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ktui.worker.ahead")
+    parser.add_argument("--arch", default=None)
+    args = parser.parse_args(argv)
+    from ktui.worker.main import protocol_channel
+
+    channel = protocol_channel()
+    processes.watch_parent(int(os.environ.get(processes.PARENT_ENV) or 0))
+
+    def send(obj: dict) -> None:
+        channel.write(json.dumps(obj) + "\n")
+        channel.flush()
+
+    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # as the worker: part of Triton's cache key
+    import torch
+
+    from ktui.worker.dsl.registry import DSLS
+    from ktui.worker.tier import detect
+
+    tier = detect(args.arch)
+    for dsl in DSLS:
+        dsl.configure(tier.arch)
+    if tier.is_gpu:
+        torch.cuda.init()
+    from ktui.protocol.job import Job
+
+    send({"type": "ready", "pid": os.getpid()})
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        request = json.loads(line)
+        started = time.perf_counter()
+        compiled = compile_shapes(Job.from_json(request["job"]), tier, request["shapes"])
+        processes.end_descendants()
+        send({"type": "done", "compiled": compiled, "s": round(time.perf_counter() - started, 3)})
+    return 0
+
+
+def compile_shapes(job: Any, tier: Any, shapes: list[dict]) -> int:
+    """Call ``custom_kernel`` on inputs for each of ``shapes`` with every launch a compile; return
+    how many calls completed. Any failure is the worker's to find and report: here it is skipped."""
+    from ktui.worker.context import RunContext
+    from ktui.worker.modules import job_imports
+    from ktui.worker.rungs import precheck
+
+    ctx = RunContext(job=job, tier=tier, emit=lambda event: None)
+    completed = 0
+    with job_imports(job):
+        try:
+            precheck.run(ctx)
+        except BaseException:  # the worker's own pre-checks say what went wrong
+            return 0
+        with contextlib.ExitStack() as scope:
+            for dsl in ctx.dsls:
+                scope.enter_context(dsl.compiling_only(ctx.kernels[dsl.name]))
+            for shape in shapes:
+                try:
+                    ctx.custom_kernel(*ctx.generate(shape, ctx.next_seed()))
+                    completed += 1
+                except BaseException:  # sys.exit and the like included: the worker judges
+                    continue
+    return completed

@@ -1,0 +1,154 @@
+"""The worker's compile-ahead helpers: started after its first job, handed shapes as a run starts.
+
+Only a session's worker keeps them (``ktui watch``, ``serve``, the MCP server: ``--compile-ahead``);
+a one-shot ``ktui run`` would pay their start for nothing. How many: ``KTUI_COMPILE_AHEAD``
+(``0`` turns them off), else up to six on a GPU machine with the cores to spare (half its cores,
+less one); none on the CPU tier, where Triton's interpreter runs the kernels and nothing is
+compiled per shape.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+from ktui.protocol import processes
+
+HELPERS_ENV = "KTUI_COMPILE_AHEAD"
+MAX_HELPERS = 6
+STUCK_S = 120.0  # a helper busy this long (user code that hangs on the host) is replaced
+
+
+def wanted(session_on_gpu: bool, cpus: int | None = None, env: str | None = None) -> int:
+    """How many helpers a worker keeps: none unless it serves a session on a GPU."""
+    if not session_on_gpu:
+        return 0
+    if env is not None and env.strip():
+        try:
+            return max(0, min(16, int(env)))
+        except ValueError:
+            return 0
+    return max(0, min(MAX_HELPERS, (cpus or 1) // 2 - 1))
+
+
+class Helper:
+    """One ``python -m ktui.worker.ahead`` child and what it last said."""
+
+    def __init__(self, argv: list[str]):
+        env = {**os.environ, processes.PARENT_ENV: str(os.getpid())}
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     text=True, bufsize=1, env=env)
+        self.ready = threading.Event()
+        self.idle = threading.Event()
+        self.busy_since = 0.0
+        self.answers: list[dict[str, Any]] = []
+        threading.Thread(target=self._read, name="ktui-ahead-reader", daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            try:
+                message = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if message.get("type") == "ready":
+                self.ready.set()
+            elif message.get("type") == "done":
+                self.answers.append(message)
+            self.idle.set()
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stuck(self) -> bool:
+        return self.ready.is_set() and not self.idle.is_set() and time.monotonic() - self.busy_since > STUCK_S
+
+    def take(self, job: dict[str, Any], shapes: list[dict]) -> bool:
+        """Hand it ``shapes`` if it is ready and idle; whether it took them."""
+        if not (self.ready.is_set() and self.idle.is_set() and self.alive()):
+            return False
+        self.idle.clear()
+        self.busy_since = time.monotonic()
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(json.dumps({"job": job, "shapes": shapes}) + "\n")
+            self.proc.stdin.flush()
+        except (OSError, ValueError):
+            return False
+        return True
+
+    def end(self) -> None:
+        processes.kill_all([self.proc.pid, *processes.descendants(self.proc.pid)])
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+class AheadPool:
+    """Up to ``size`` helpers; ``submit`` spreads a run's shapes over the idle ones."""
+
+    def __init__(self, size: int, argv: list[str]):
+        self.size = size
+        self.argv = argv
+        self.helpers: list[Helper] = []
+
+    @classmethod
+    def for_worker(cls, session_on_gpu: bool, arch: str) -> AheadPool:
+        size = wanted(session_on_gpu, os.cpu_count(), os.environ.get(HELPERS_ENV))
+        return cls(size, [sys.executable, "-m", "ktui.worker.ahead", "--arch", arch])
+
+    def start(self) -> None:
+        """Bring the pool to its size, replacing helpers that died or hang; returns at once."""
+        for helper in [h for h in self.helpers if not h.alive() or h.stuck()]:
+            helper.end()
+            self.helpers.remove(helper)
+        while len(self.helpers) < self.size:
+            self.helpers.append(Helper(self.argv))
+
+    def submit(self, job: dict[str, Any], shapes: list[dict]) -> dict[str, int]:
+        """Deal ``shapes`` round-robin to the idle helpers; what was handed out to how many."""
+        idle = [h for h in self.helpers if h.ready.is_set() and h.idle.is_set() and h.alive()]
+        if not idle or not shapes:
+            return {}
+        shares = [shapes[i::len(idle)] for i in range(min(len(idle), len(shapes)))]
+        taken = [share for helper, share in zip(idle, shares) if helper.take(job, share)]
+        return {"shapes": sum(len(share) for share in taken), "helpers": len(taken)} if taken else {}
+
+    def pids(self) -> set[int]:
+        """The helpers: the worker's end-of-job sweep leaves them, and what they run, alone."""
+        return {h.proc.pid for h in self.helpers if h.alive()}
+
+    def close(self) -> None:
+        for helper in self.helpers:
+            helper.end()
+        self.helpers.clear()
+
+
+def shapes_ahead(ctx: Any) -> list[dict]:
+    """The shapes a run will call ``custom_kernel`` on after its compile rung's traced one: the
+    declared tests, the planned fresh shapes, the benchmarks when they run; each once."""
+    traced = (ctx.benchmarks or ctx.tests)[0] if (ctx.benchmarks or ctx.tests) else None
+    fresh = ctx.fresh_plan if isinstance(ctx.fresh_plan, list) else []
+    wanted_shapes = [*ctx.tests, *fresh, *(ctx.benchmarks if ctx.job.options.benchmark else [])]
+    seen = {json.dumps(traced, sort_keys=True, default=str)}
+    out = []
+    for shape in wanted_shapes:
+        key = json.dumps(shape, sort_keys=True, default=str)
+        if key not in seen:
+            seen.add(key)
+            out.append(shape)
+    return out
+
+
+def submit_run(ctx: Any) -> dict[str, int]:
+    """Hand the run's other shapes to the helpers when every DSL of its module can compile ahead."""
+    pool = ctx.ahead
+    if pool is None or not pool.helpers or not ctx.dsls or not all(dsl.compiles_ahead for dsl in ctx.dsls):
+        return {}
+    return pool.submit(ctx.job.to_json(), shapes_ahead(ctx))

@@ -1,0 +1,157 @@
+"""Compile-ahead (``ktui.worker.ahead``): which shapes a run hands its helpers, how the pool deals
+them out, and that the worker's end-of-job sweep spares its helpers and nothing else.
+
+The pool is driven here by a scripted helper (a few lines of Python speaking the helper's
+protocol); the real helpers compile Triton on a GPU (``test_compile_ahead_gpu.py``)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from ktui.protocol import processes
+from ktui.worker.ahead.pool import AheadPool, shapes_ahead, submit_run, wanted
+from ktui.worker.errors import RungSkipped
+
+SCRIPTED = textwrap.dedent("""
+    import json, sys
+    print(json.dumps({"type": "ready"}), flush=True)
+    for line in sys.stdin:
+        request = json.loads(line)
+        if request["shapes"] and request["shapes"][0].get("die"):
+            sys.exit(3)
+        print(json.dumps({"type": "done", "compiled": len(request["shapes"]), "shapes": request["shapes"]}), flush=True)
+""")
+
+
+def ctx_with(tests, benchmarks=(), fresh=None, benchmark=True, dsls=("triton",)):
+    options = SimpleNamespace(benchmark=benchmark)
+    return SimpleNamespace(tests=list(tests), benchmarks=list(benchmarks), fresh_plan=fresh,
+                           job=SimpleNamespace(options=options, to_json=lambda: {"run_id": "r"}),
+                           dsls=[SimpleNamespace(compiles_ahead=d == "triton") for d in dsls], ahead=None)
+
+
+def ready_pool(size: int) -> AheadPool:
+    pool = AheadPool(size, [sys.executable, "-c", SCRIPTED])
+    pool.start()
+    deadline = time.monotonic() + 30
+    while not all(h.ready.is_set() for h in pool.helpers):
+        assert time.monotonic() < deadline, "the scripted helpers never said ready"
+        time.sleep(0.01)
+    return pool
+
+
+def wait_idle(pool: AheadPool) -> None:
+    deadline = time.monotonic() + 30
+    while not all(h.idle.is_set() for h in pool.helpers if h.alive()):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
+@pytest.mark.unit
+def test_only_a_session_on_a_gpu_keeps_helpers_and_the_variable_sets_how_many():
+    assert wanted(False, cpus=64) == 0
+    assert wanted(False, cpus=64, env="4") == 0
+    assert wanted(True, cpus=16) == 6
+    assert wanted(True, cpus=4) == 1
+    assert wanted(True, cpus=2) == 0
+    assert wanted(True, cpus=16, env="0") == 0
+    assert wanted(True, cpus=2, env="3") == 3
+    assert wanted(True, cpus=16, env="many") == 0
+
+
+@pytest.mark.unit
+def test_the_traced_shape_is_left_out_and_every_other_shape_is_handed_out_once():
+    tests = [{"n": 1}, {"n": 7}, {"n": 7}, {"n": 100}]
+    benches = [{"n": 100}, {"n": 4096}]
+    got = shapes_ahead(ctx_with(tests, benches, fresh=[{"n": 33}, {"n": 1}]))
+    # the compile rung traces the first benchmark shape: the worker compiles that one itself
+    assert got == [{"n": 1}, {"n": 7}, {"n": 33}, {"n": 4096}]
+
+
+@pytest.mark.unit
+def test_without_benchmarks_the_first_test_is_traced_and_none_of_them_is_sent():
+    got = shapes_ahead(ctx_with([{"n": 1}, {"n": 7}], [{"n": 4096}], fresh=RungSkipped("off"), benchmark=False))
+    assert got == [{"n": 1}, {"n": 7}]
+    assert shapes_ahead(ctx_with([{"n": 1}, {"n": 7}], fresh=[{"n": 9}])) == [{"n": 7}, {"n": 9}]
+
+
+@pytest.mark.unit
+def test_a_module_with_a_kernel_that_cannot_compile_ahead_hands_out_nothing():
+    ctx = ctx_with([{"n": 1}, {"n": 7}], dsls=("triton", "cutedsl"))
+    ctx.ahead = SimpleNamespace(helpers=[object()], submit=lambda job, shapes: pytest.fail("handed out"))
+    assert submit_run(ctx) == {}
+
+
+@pytest.mark.worker
+def test_shapes_are_dealt_round_robin_to_the_idle_helpers_and_a_busy_one_is_passed_over():
+    pool = ready_pool(2)
+    try:
+        shapes = [{"n": i} for i in range(5)]
+        assert pool.submit({"run_id": "a"}, shapes) == {"shapes": 5, "helpers": 2}
+        wait_idle(pool)
+        got = sorted(n["n"] for h in pool.helpers for n in h.answers[-1]["shapes"])
+        assert got == [0, 1, 2, 3, 4]
+        pool.helpers[0].idle.clear()  # as while it compiles the previous run
+        assert pool.submit({"run_id": "b"}, shapes[:2]) == {"shapes": 2, "helpers": 1}
+        wait_idle(SimpleNamespace(helpers=pool.helpers[1:]))
+        assert [n["n"] for n in pool.helpers[1].answers[-1]["shapes"]] == [0, 1]
+    finally:
+        pool.close()
+
+
+@pytest.mark.worker
+def test_a_helper_that_died_is_replaced_when_the_pool_starts_again():
+    pool = ready_pool(1)
+    try:
+        first = pool.helpers[0]
+        assert pool.submit({"run_id": "a"}, [{"die": True}]) == {"shapes": 1, "helpers": 1}
+        first.proc.wait(timeout=10)
+        assert pool.submit({"run_id": "b"}, [{"n": 1}]) == {}  # nothing to hand it to
+        pool.start()
+        assert pool.helpers[0] is not first and pool.helpers[0].alive()
+    finally:
+        pool.close()
+    assert not first.alive()
+
+
+@pytest.mark.worker
+def test_closing_the_pool_leaves_no_helper_behind():
+    pool = ready_pool(2)
+    pids = [h.proc.pid for h in pool.helpers]
+    pool.close()
+    for pid in pids:
+        assert not os.path.exists(f"/proc/{pid}") or _zombie(pid)
+
+
+@pytest.mark.worker
+def test_the_end_of_job_sweep_spares_the_helpers_and_what_they_run_and_nothing_else():
+    spared = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; "
+                               "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"])
+    stray = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        deadline = time.monotonic() + 20
+        while not processes.descendants(spared.pid):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        grandchild = processes.descendants(spared.pid)[0]
+        below = processes.descendants(os.getpid(), spare={spared.pid})
+        assert stray.pid in below and spared.pid not in below and grandchild not in below
+    finally:
+        processes.kill_all([spared.pid, *processes.descendants(spared.pid), stray.pid])
+        spared.wait(timeout=10)
+        stray.wait(timeout=10)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except OSError:
+        return True
