@@ -49,6 +49,7 @@ BACKGROUND = "background"
 RUN = "run"
 TURN = "turn"  # another process's turn on the first GPU (a profile, an audit): work that waits for it to end
 STOPPED = "cancelled: ktui stopped before this run finished"
+MTIME_SLACK_S = 0.05  # a file's modification time is read from a coarse clock: it may lag a write by a tick
 
 
 class Batch:
@@ -93,6 +94,7 @@ class _Current:
     reason: str = REPLACED  # what a cancel of this run says
     run_id: str = ""  # the job the worker has (set with ``live``)
     finished: bool = False  # background work that was not pre-empted
+    unconfined_since: float | None = None  # wall clock: its run started unconfined (``could_have_written``)
 
 
 class RunQueue:
@@ -122,6 +124,7 @@ class RunQueue:
         self._background: list[_Entry] = []  # starts only when _queue is empty
         self._ids: dict[Path, str] = {}
         self._ended: dict[Path, float] = {}  # when each kernel's last run ended (time.monotonic)
+        self._unconfined: dict[Path, tuple[float, float]] = {}  # its last unconfined run: start, end (wall clock)
         self._again: set[Path] = set()  # kernels whose reference changed during their last run (Session.mark_again)
         self._seq = 0  # the last snapshot's number
         self._slots: list[_Current | None] = [None] * len(self.runners)  # what each runner runs now
@@ -301,14 +304,17 @@ class RunQueue:
                 seq=self._seq,
             )
 
-    def ran_lately(self, path: Path, within_s: float) -> bool:
-        """Whether a run of the kernel at ``path`` is in flight or ended less than ``within_s`` ago:
-        a save arriving now may be that run's own (``ktui.watch.echoes``)."""
+    def could_have_written(self, path: Path, written: float) -> bool:
+        """Whether a run of the kernel at ``path`` could have written a file last modified at
+        ``written`` (wall clock): an unconfined run of it was in flight then (``ktui.watch.echoes``).
+        A confined run cannot write the workspace, and nothing a run started outlives it (the
+        worker ends its tree after each job), so a file written after the run ended is someone's save."""
         with self._cond:
-            if any(cur.entry.key() == (RUN, path) for _, cur in self._running()):
+            if any(cur.entry.key() == (RUN, path) and cur.unconfined_since is not None
+                   and cur.unconfined_since <= written for _, cur in self._running()):
                 return True
-            ended = self._ended.get(path)
-        return ended is not None and time.monotonic() - ended < within_s
+            span = self._unconfined.get(path)
+        return span is not None and span[0] <= written <= span[1]
 
     def busy(self, path: Path) -> bool:
         """Whether a run of the kernel at ``path`` is queued or in flight: its verdict is coming."""
@@ -408,6 +414,8 @@ class RunQueue:
                     self._slots[slot] = None
                     if current.entry.kind == RUN:
                         self._ended[current.entry.path] = time.monotonic()
+                        if current.unconfined_since is not None:
+                            self._unconfined[current.entry.path] = (current.unconfined_since, time.time())
                     if (current.entry.kind == BACKGROUND and not current.finished and current.cancel.is_set()
                             and not self._stopping):
                         self._background.insert(0, current.entry)  # pre-empted: again once the runs are done
@@ -489,6 +497,9 @@ class RunQueue:
             session.mark_again(job)
         runner = self.runners[slot]
         for event in session.events(job, runner=runner):
+            if isinstance(event, RunStarted) and event.confined is False:
+                with self._cond:  # user code may write the workspace from now on (``could_have_written``);
+                    current.unconfined_since = time.time() - MTIME_SLACK_S  # a file time may lag a tick behind
             if isinstance(event, RunFinished) and event.summary.get("reference_changed") and entry.batch is None:
                 with self._cond:
                     self._again.add(entry.path)

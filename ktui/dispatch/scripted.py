@@ -61,6 +61,7 @@ class ScriptedRunner:
     script: Callable[[Job], Script] = field(default=lambda job: Script())
     tier: str = "scripted"
     played: list[Played] = field(default_factory=list)
+    confined: bool | None = None  # what its runs say of their confinement (None: not known)
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -71,7 +72,7 @@ class ScriptedRunner:
         self.closed = False
 
     def describe(self) -> dict[str, Any]:
-        return {"tier": self.tier, "device": "script", "arch": "-", "confined": None, "confinement": ""}
+        return {"tier": self.tier, "device": "script", "arch": "-", "confined": self.confined, "confinement": ""}
 
     def cancel(self, reason: str = REPLACED, run_id: str | None = None) -> None:
         with self._lock:
@@ -93,7 +94,7 @@ class ScriptedRunner:
         yield RunStarted(job.run_id, kernel=job.kernel_id, path=job.kernel_path, version=job.version,
                          content_hash=job.content_hash, reference=job.reference_path,
                          reference_hash=job.reference_hash, tier=self.tier, device="script", arch="-",
-                         run_dir=job.run_dir, strict=job.options.strict)
+                         run_dir=job.run_dir, strict=job.options.strict, confined=self.confined)
         verdict, message = script.verdict, script.message
         try:
             for step in script.steps:

@@ -2,8 +2,10 @@
 
 Confined (``ktui.worker.confine``), a kernel cannot write its source, its reference or a helper
 module; unconfined (``KTUI_NO_CONFINE=1``, a kernel without Landlock) it can, and each such save
-starts it again. An *echo* is a save that reaches a kernel while its own run is in flight, or
-within the watcher's debounce after it ended: a file that run could have written. After
+starts it again. An *echo* is a save of a file last written while an unconfined run of the kernel
+was in flight (``RunQueue.could_have_written``): a file that run could have written. A save made
+after the run ended — an agent writing its next version the moment it reads the verdict — is
+never one: nothing a run starts outlives it. After
 ``LIMIT`` re-runs caused by echoes in a row, the next echo re-runs nothing and says why; any
 other save of the kernel (the user's) ends the streak and runs it as always.
 """

@@ -32,7 +32,6 @@ from ktui.workspace.folder import KernelIndex, Workspace
 from ktui.workspace.kernels import Kernel
 
 SAVE_GRACE_S = 2.0  # beyond the debounce: how long a save may take to be queued (the owner's followers wait that long)
-ECHO_GRACE_S = 1.0  # after a run ends, how long a save may still be that run's own, beyond the debounce
 
 
 @dataclass(frozen=True)
@@ -180,7 +179,7 @@ class WatchLoop:
             dependency = all(k.path != save.path for k in affected)
             self.listener(Saved(str(save.path), tuple(k.id for k in affected), save.content_hash, dependency))
             for kernel in affected:
-                echo = self.scheduler.ran_lately(kernel.path, self.settings.debounce_s + ECHO_GRACE_S)
+                echo = self.scheduler.could_have_written(kernel.path, _modified(save.path))
                 rerun, stopped = self.echoes.admit(kernel.id, kernel.path, save.path, echo)
                 if stopped is not None:
                     self.listener(stopped)
@@ -192,3 +191,11 @@ class WatchLoop:
         if self.audits is not None:
             for kernel in kernels:
                 self.audits.request(kernel)
+
+
+def _modified(path: Path) -> float:
+    """When ``path`` was last written (wall clock); -1 once it is gone (no run wrote what is not there)."""
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return -1.0

@@ -247,3 +247,26 @@ def test_cancelling_one_callers_batch_leaves_another_callers_run_alone(tmp_path)
     [(_, cancelled)] = ours
     assert cancelled.verdict == CANCELLED
     assert [(k.id, f.verdict) for k, f in theirs] == [("softmax_triton", PASSED)]
+
+
+@pytest.mark.parametrize("confined", [False, True])
+def test_only_an_unconfined_run_in_flight_could_have_written_a_file_and_a_save_after_it_ended_never(tmp_path, confined):
+    root = _workspace(tmp_path, ["add_triton"])
+    kernel = _kernels(root)["add_triton"]
+    runner, heard = ScriptedRunner(lambda job: Script((Step("correctness", 0.3),)), confined=confined), Heard()
+    queue = _queue(root, runner, heard)
+    try:
+        before = time.time()
+        time.sleep(0.1)
+        queue.submit(kernel)
+        _wait(lambda: runner.played)
+        during = time.time()
+        assert queue.could_have_written(kernel.path, during) is not confined  # in flight
+        heard.wait_finished(1)
+        after = time.time()
+    finally:
+        queue.close()
+    assert queue.could_have_written(kernel.path, during) is not confined  # written while it ran
+    assert not queue.could_have_written(kernel.path, before)  # before the run: someone's save
+    assert not queue.could_have_written(kernel.path, after)  # the moment after its verdict: someone's save
+    assert not queue.could_have_written(root / "kernels" / "other.py", during)

@@ -21,7 +21,7 @@ from typing import Callable
 from ktui.protocol import processes
 from ktui.protocol.events import ERROR
 from ktui.worker.confine import confine, writable_from_env
-from ktui.worker.main import _protocol_channel
+from ktui.worker.main import protocol_channel
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # First of all, before any thread: the reference writes nothing but temp files (``ktui.worker.confine``).
     confinement = confine(writable_from_env())
-    channel = _protocol_channel()
+    channel = protocol_channel()
     sys.dont_write_bytecode = True  # the audit writes nothing outside .ktui/, not even a problem's __pycache__
     processes.become_subreaper()
     processes.watch_parent(int(os.environ.get(processes.PARENT_ENV) or 0))
