@@ -41,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         dsl.configure(tier.arch)
     if tier.is_gpu:
         torch.cuda.init()
+    warm_up(tier)
     from ktui.protocol.job import Job
 
     send({"type": "ready", "pid": os.getpid()})
@@ -53,6 +54,21 @@ def main(argv: list[str] | None = None) -> int:
         processes.end_descendants()
         send({"type": "done", "compiled": compiled, "s": round(time.perf_counter() - started, 3)})
     return 0
+
+
+def warm_up(tier: Any) -> None:
+    """Pay a new process's one-time costs before saying ready, as the worker does: the memory fit
+    check's fake tensors (1.3 s of a first request, measured) and Triton's first compile."""
+    from ktui.worker import memory
+
+    memory.warm_up()
+    if tier.is_gpu:
+        from ktui.worker.timing.floorkernels import compile_afresh
+
+        try:
+            compile_afresh()
+        except Exception:  # only a head start: a helper that cannot compile it still serves
+            pass
 
 
 def compile_shapes(job: Any, tier: Any, shapes: list[dict]) -> int:

@@ -1,10 +1,10 @@
 """The worker's compile-ahead helpers: started after its first job, handed shapes as a run starts.
 
-Only a session's worker keeps them (``ktui watch``, ``serve``, the MCP server: ``--compile-ahead``);
-a one-shot ``ktui run`` would pay their start for nothing. How many: ``KTUI_COMPILE_AHEAD``
-(``0`` turns them off), else up to six on a GPU machine with the cores to spare (half its cores,
-less one); none on the CPU tier, where Triton's interpreter runs the kernels and nothing is
-compiled per shape.
+Only a session's worker may keep them (``ktui watch``, ``serve``, the MCP server pass
+``--compile-ahead``; a one-shot ``ktui run`` would pay their start for nothing), and only when
+``KTUI_COMPILE_AHEAD=N`` asks for N of them: on the H200 the first measurement of a save handed
+to six helpers was slower than none (docs/measured.md), so they are not on by default. None on the
+CPU tier, where Triton's interpreter runs the kernels and nothing is compiled per shape.
 """
 
 from __future__ import annotations
@@ -20,20 +20,18 @@ from typing import Any
 from ktui.protocol import processes
 
 HELPERS_ENV = "KTUI_COMPILE_AHEAD"
-MAX_HELPERS = 6
+MAX_HELPERS = 8
 STUCK_S = 120.0  # a helper busy this long (user code that hangs on the host) is replaced
 
 
-def wanted(session_on_gpu: bool, cpus: int | None = None, env: str | None = None) -> int:
-    """How many helpers a worker keeps: none unless it serves a session on a GPU."""
-    if not session_on_gpu:
+def wanted(session_on_gpu: bool, env: str | None = None) -> int:
+    """How many helpers a worker keeps: ``KTUI_COMPILE_AHEAD``'s count for a session on a GPU, else none."""
+    if not session_on_gpu or env is None or not env.strip():
         return 0
-    if env is not None and env.strip():
-        try:
-            return max(0, min(16, int(env)))
-        except ValueError:
-            return 0
-    return max(0, min(MAX_HELPERS, (cpus or 1) // 2 - 1))
+    try:
+        return max(0, min(MAX_HELPERS, int(env)))
+    except ValueError:
+        return 0
 
 
 class Helper:
@@ -100,7 +98,7 @@ class AheadPool:
 
     @classmethod
     def for_worker(cls, session_on_gpu: bool, arch: str) -> AheadPool:
-        size = wanted(session_on_gpu, os.cpu_count(), os.environ.get(HELPERS_ENV))
+        size = wanted(session_on_gpu, os.environ.get(HELPERS_ENV))
         return cls(size, [sys.executable, "-m", "ktui.worker.ahead", "--arch", arch])
 
     def start(self) -> None:

@@ -26,3 +26,19 @@ def empty() -> Callable[[], Any]:
         _nothing[(1,)](flag)
 
     return run
+
+
+def compile_afresh() -> None:
+    """Compile the empty kernel past Triton's cache: a process's first compile pays Triton's
+    one-time set-up (its backend, LLVM, ptxas's version), which a compile-ahead helper
+    (``ktui.worker.ahead``) pays before it says it is ready."""
+    import torch
+    from triton import knobs
+
+    flag = torch.zeros(1, device="cuda", dtype=torch.int32)
+    saved = getattr(knobs.compilation, "always_compile", False)
+    knobs.compilation.always_compile = True
+    try:
+        _nothing.warmup(flag, grid=(1,))
+    finally:
+        knobs.compilation.always_compile = saved
