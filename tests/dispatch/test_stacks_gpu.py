@@ -15,10 +15,6 @@ from conftest import by_kernel, finished, ktui, make_workspace, parse_events, ru
 pytestmark = [pytest.mark.gpu, pytest.mark.worker]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "seen on the H200 (2026-12-02): a kernel hanging in its device loop during the compile rung's traced "
-    "call timed out with 'it wrote no Python stack within 5 s of being asked'; the CPU tier reads the whole "
-    "stack (tests/dispatch/test_stacks.py). Open: why the worker's faulthandler dump does not arrive there"))
 def test_on_the_gpu_a_kernel_hanging_in_its_loop_times_out_with_its_whole_stack_read(tmp_path):
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
