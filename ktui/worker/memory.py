@@ -58,7 +58,8 @@ def footprint(inputs: Any, out: Any, ref: Any) -> int:
 
 
 def note_footprint(ctx: Any, inputs: Any, out: Any, ref: Any) -> None:
-    """Record the footprint of the run's largest checked call (what ``summary_figures`` reports)."""
+    """Record the footprint of the run's largest checked call (what ``summary_figures`` reports): the
+    correctness calls', and the first checked call of each benchmark, whose shapes may be far larger."""
     ctx.footprint_bytes = max(getattr(ctx, "footprint_bytes", None) or 0, footprint(inputs, out, ref))
 
 

@@ -235,3 +235,21 @@ def test_on_a_gpu_compare_takes_at_most_its_chunk_workspace():
     compare(out, ref, chunk=chunk)
     compare(out.view(8192, -1).t(), ref.view(8192, -1).t(), chunk=chunk)  # non-contiguous: chunks are copied
     assert torch.cuda.max_memory_allocated() - before <= workspace_bytes(chunk=chunk)
+
+
+@pytest.mark.unit
+def test_a_benchmark_shape_larger_than_every_test_shape_sets_the_footprint_the_memory_ratio_divides_by(monkeypatch):
+    """GPU MODE benchmarks run shapes far larger than its tests: a ratio over the tests' footprint
+    read 3972× on the H200 for a correct grayscale kernel."""
+    from types import SimpleNamespace
+
+    from ktui.worker import integrity
+
+    monkeypatch.setattr(integrity, "judge", lambda ctx, inputs, out, pairs: SimpleNamespace(passed=True))
+    ctx = SimpleNamespace(ref_kernel=lambda x: x * 2, pair=lambda out, ref: [(out, ref)], footprint_bytes=4 * 3 * 8)
+    large = [(torch.ones(1000),), (torch.ones(1000),)]
+    check = integrity.TimedOutputCheck(ctx, large, every=1)
+    check.inspect(0, 0, large[0][0] * 2)  # the first timed call of the benchmark, checked
+    assert ctx.footprint_bytes == 3 * 1000 * 4  # its input, its output, the reference's
+    check.inspect(0, 1, large[1][0] * 2)
+    assert ctx.footprint_bytes == 3 * 1000 * 4
