@@ -6,12 +6,13 @@ cache misses and the kernel really recompiles, and times from the rename to the 
 watch loop prints: the first ``correctness[...]`` result and ``run_finished``. The debounce, the
 hand-off to the warm worker, compile, the checks and the history write are all inside the figure.
 
-    python tests/benchmarks/watch_latency.py [--reps 8] [--cpu] [--no-ahead] [--settle 20] [--json OUT.json]
+    python tests/benchmarks/watch_latency.py [--reps 8] [--cpu] [--ahead N | --no-ahead] [--settle 20] [--json OUT.json]
 
-A watch session's worker keeps compile-ahead helpers (``ktui.worker.ahead``), started once it has
-served its first run: ``--settle`` waits that long after the first run so they are up before the
-timed saves, and each save prints how many shapes its run handed them. ``--no-ahead`` runs the same
-saves with none (``KTUI_COMPILE_AHEAD=0``), for the comparison.
+``--ahead N`` gives the watch session's worker N compile-ahead helpers (``KTUI_COMPILE_AHEAD=N``,
+``ktui.worker.ahead``), started once it has served its first run: ``--settle`` waits that long after
+the first run so they are up before the timed saves, and each save prints how many shapes its run
+handed them. ``--no-ahead`` (``KTUI_COMPILE_AHEAD=0``) runs the same saves with none, for the
+comparison; with neither, the variable is left as it is (helpers are off unless it asks for them).
 
 Prints the device line of the watcher, p50 / min / max of both figures, and where the time went:
 one row per stage (the save noticed, queue and hashing, the hand-off to the worker, each rung and the
@@ -52,6 +53,7 @@ def main() -> int:
     ap.add_argument("--cpu", action="store_true")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--no-ahead", action="store_true", help="no compile-ahead helpers (KTUI_COMPILE_AHEAD=0)")
+    ap.add_argument("--ahead", type=int, default=None, metavar="N", help="N compile-ahead helpers (KTUI_COMPILE_AHEAD=N)")
     ap.add_argument("--settle", type=float, default=20.0, help="seconds to wait after the first run (helpers start)")
     args = ap.parse_args()
     root = workspace()
@@ -60,8 +62,8 @@ def main() -> int:
     assert MARK in source, "the shipped softmax changed: update MARK"
     argv = [sys.executable, "-m", "ktui", "watch", "kernels/", "--headless", "--no-bench", *(["--cpu"] if args.cpu else [])]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    if args.no_ahead:
-        env["KTUI_COMPILE_AHEAD"] = "0"
+    if args.no_ahead or args.ahead is not None:
+        env["KTUI_COMPILE_AHEAD"] = "0" if args.no_ahead else str(args.ahead)
     errors = tempfile.TemporaryFile("w+")  # noqa: SIM115 (the watcher writes it until the end)
     proc = subprocess.Popen(argv, cwd=root, stdout=subprocess.PIPE, stderr=errors, text=True, env=env)
     events: queue.Queue = queue.Queue()
@@ -124,7 +126,7 @@ def main() -> int:
     result = {"device": device, "reps": args.reps, "date": time.strftime("%Y-%m-%d"), "compiling_ahead": handed,
               "first_correctness_s": _stats(first), "verdict_s": _stats(verdict),
               "stages_p50_s": {name: statistics.median(s.get(name, 0.0) for s in stages) for name in STAGES}}
-    helpers = "no compile-ahead helpers" if args.no_ahead else f"compile-ahead: {sum(bool(h) for h in handed)} of {len(handed)} runs handed out"
+    helpers = f"KTUI_COMPILE_AHEAD={env.get('KTUI_COMPILE_AHEAD', 'unset')}: {sum(bool(h) for h in handed)} of {len(handed)} runs handed out"
     print(f"watch latency · {device} · {args.reps} atomic-rename saves of softmax_triton · {helpers}")
     for name in ("first_correctness_s", "verdict_s"):
         s = result[name]
