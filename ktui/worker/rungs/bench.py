@@ -29,16 +29,16 @@ from ktui.worker.errors import RungFailure, RungSkipped
 from ktui.worker.outcome import Outcome
 from ktui.worker.tier import tensors_in
 from ktui.worker.timing import bootstrap
-from ktui.worker.timing.sampler import CallTiming, Flush, Measurement, Sampler, capture_graph
+from ktui.worker.timing.sampler import CallTiming, Flush, Measurement, Sampler, capture_graph, flush_bytes, l2_bytes
 
 # Input sets may use at most this share of the free device memory (the rest is for outputs,
 # the reference's temporaries and the flush buffer).
 INPUT_MEMORY_SHARE = 0.25
 # A benchmark may hold at most this many times the problem's own footprint (inputs, the
-# reference's output and the candidate's) at its peak: past a gigabyte that, not the free memory,
-# bounds how many input sets rotate (each set costs its inputs and its expected output).
+# reference's output and the candidate's) at its peak: past SMALL_FOOTPRINT that, not the free
+# memory, bounds how many input sets rotate (each set costs its inputs and its expected output).
 MEMORY_RATIO = 3.0
-BIG_FOOTPRINT = 1e9
+SMALL_FOOTPRINT = 64 * 2**20  # below it a benchmark keeps every input set asked for: memory is not the concern
 # One timed output in this many is compared with the reference (all of them with --strict).
 RECHECK_EVERY = 8
 NO_GPU_TIMING = "no GPU: timing needs CUDA (CPU tier)"
@@ -121,26 +121,28 @@ def input_sets(ctx: RunContext, shape: dict, settings: BenchSettings) -> list[tu
     size = sum(t.numel() * t.element_size() for t in tensors_in(first))
     free, _ = torch.cuda.mem_get_info()
     fit = int(INPUT_MEMORY_SHARE * free // size) if size else wanted
-    count = min(wanted, fit, sets_within_ratio(memory.estimate(ctx, shape), wanted))
+    flush = 0 if settings.hot_cache else flush_bytes(l2_bytes()[0])  # the sampler's L2 flush buffer
+    count = min(wanted, fit, sets_within_ratio(memory.estimate(ctx, shape), wanted, flush))
     return [first] + [ctx.generate(shape, ctx.next_seed()) for _ in range(max(0, count - 1))]
 
 
-def sets_within_ratio(need: memory.Need | None, wanted: int) -> int:
+def sets_within_ratio(need: memory.Need | None, wanted: int, fixed: int = 0) -> int:
     """How many input sets keep a benchmark's peak within ``MEMORY_RATIO`` × the footprint.
 
     While timed calls are checked, the benchmark holds every set's inputs and expected output,
     plus one call's worth of the problem (the candidate's output, the reference's, a private copy
-    of the inputs for the judge) and the metrics' workspace: ``sets × (in + out) + footprint +
-    workspace``. Never fewer than two when two were asked for (rotation is what tells a result
-    cached by pointer from a computed one); under ``BIG_FOOTPRINT`` (or with no estimate) as many as asked.
+    of the inputs for the judge), the metrics' workspace and ``fixed`` (the L2 flush buffer):
+    ``sets × (in + out) + footprint + workspace + fixed``. Never fewer than two when two were asked
+    for (rotation is what tells a result cached by pointer from a computed one); under
+    ``SMALL_FOOTPRINT`` (or with no estimate) as many as asked.
     """
     if need is None:
         return wanted
     footprint = need.inputs + memory.OUTPUT_COPIES * need.outputs
     per_set = need.inputs + need.outputs
-    if footprint < BIG_FOOTPRINT or per_set <= 0:
+    if footprint < SMALL_FOOTPRINT or per_set <= 0:
         return wanted
-    room = (MEMORY_RATIO - 1) * footprint - need.workspace
+    room = (MEMORY_RATIO - 1) * footprint - need.workspace - fixed
     return max(min(2, wanted), min(wanted, int(room // per_set)))
 
 

@@ -54,6 +54,11 @@ def l2_bytes() -> tuple[int | None, str]:
     return None, "unknown"
 
 
+def flush_bytes(l2: int | None) -> int:
+    """The flush buffer's size for an L2 of ``l2`` bytes (``Flush``): what a benchmark holds besides the problem."""
+    return 2 * l2 if l2 else FALLBACK_FLUSH_BYTES
+
+
 class Flush:
     """Evicts the L2 between samples.
 
@@ -76,7 +81,7 @@ class Flush:
         self.l2, self.l2_source = l2_bytes()
         self._buffer: torch.Tensor | None = None
         if mode != "hot":
-            self.bytes = 2 * self.l2 if self.l2 else FALLBACK_FLUSH_BYTES
+            self.bytes = flush_bytes(self.l2)
             dtype = torch.float32 if mode == "read" else torch.int8
             numel = self.bytes // torch.empty(0, dtype=dtype).element_size()
             self._buffer = torch.ones(numel, dtype=dtype, device="cuda")
