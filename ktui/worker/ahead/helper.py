@@ -16,6 +16,8 @@ from typing import Any
 
 from ktui.protocol import processes
 
+MAX_SHAPE_BYTES = 256 * 2**20  # a helper leaves larger shapes to the worker (``too_large``)
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ktui.worker.ahead")
@@ -89,9 +91,22 @@ def compile_shapes(job: Any, tier: Any, shapes: list[dict]) -> int:
             for dsl in ctx.dsls:
                 scope.enter_context(dsl.compiling_only(ctx.kernels[dsl.name]))
             for shape in shapes:
+                if too_large(ctx, shape):
+                    continue  # the worker compiles it itself, without a second copy of its inputs
                 try:
                     ctx.custom_kernel(*ctx.generate(shape, ctx.next_seed()))
                     completed += 1
                 except BaseException:  # sys.exit and the like included: the worker judges
                     continue
     return completed
+
+
+def too_large(ctx: Any, shape: dict) -> bool:
+    """Whether ``shape``'s inputs and outputs pass ``MAX_SHAPE_BYTES`` (by the fake-tensor estimate), or
+    cannot be sized: a helper making a benchmark's gigabytes of inputs would take them from the
+    worker's GPU, several helpers at once, for a specialisation the worker builds in a fraction of
+    a second anyway."""
+    from ktui.worker import memory
+
+    need = memory.estimate(ctx, shape)
+    return need is None or need.inputs + need.outputs > MAX_SHAPE_BYTES
