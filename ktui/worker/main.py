@@ -10,7 +10,8 @@ It may write only its run folders, its temp folder, the compilers' caches and /d
 (``ktui.worker.confine``): the history is the parent's alone.
 
 Protocol lines (worker → parent), besides the loop's events:
-    {"type": "ready", "tier": ..., "device": ..., "arch": ..., "pid": ..., "confined": bool, "confinement": ...}
+    {"type": "ready", "tier": ..., "device": ..., "arch": ..., "pid": ..., "confined": bool, "confinement": ...,
+     "start_s": {phase: seconds}}
     {"type": "job_done", "run_id": ..., "healthy": bool}
 """
 
@@ -49,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compile-ahead", action="store_true",
                         help="keep helpers that compile a run's other shapes ahead (ktui.worker.ahead)")
     args = parser.parse_args(argv)
+    phases = StartPhases()
     # First of all: Landlock binds this thread and those it starts, not threads already running.
     confinement = confine(writable_from_env())
     channel = protocol_channel()
@@ -64,27 +66,34 @@ def main(argv: list[str] | None = None) -> int:
         channel.write(json.dumps(obj, allow_nan=False, default=str) + "\n")
         channel.flush()
 
+    phases.mark("confine")
     # Heavy imports happen once, here: this is what makes the worker warm.
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # Triton's documented default, made explicit
     import torch
 
+    phases.mark("torch")
     from ktui.worker.dsl.registry import DSLS
     from ktui.worker.tier import detect
 
     tier = detect(args.arch, force_cpu=args.cpu)
     for dsl in DSLS:
         dsl.configure(tier.arch)  # before user code imports the DSL
+    phases.mark("dsls")
 
     from ktui.protocol.job import Job
     from ktui.worker import memory  # every rung module, before the snapshot below
     from ktui.worker.integrity import HarnessGuard
 
+    phases.mark("rung modules")
     if tier.is_gpu:
         torch.cuda.init()
+    phases.mark("cuda init")
     memory.warm_up()  # the fit check's fake tensors cost ~1.5 s on first use: pay it before "ready"
+    phases.mark("fake tensors")
     guard = HarnessGuard.snapshot()  # before any user code runs in this process
+    phases.mark("harness snapshot")
     send({"type": "ready", "tier": tier.name, "device": tier.device, "arch": tier.arch, "pid": os.getpid(),
-          **confinement.to_json()})
+          **confinement.to_json(), "start_s": phases.seconds})
 
     from ktui.worker.ahead.pool import AheadPool
 
@@ -104,6 +113,20 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         ahead.close()
     return 0
+
+
+class StartPhases:
+    """Where the worker's start went, phase by phase, from ``main``'s first line (``start_s`` in the
+    ready message; ``tests/benchmarks/worker_start.py`` adds the interpreter's own start before it)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def mark(self, name: str) -> None:
+        now = time.perf_counter()
+        self.seconds[name] = round(now - self._last, 4)
+        self._last = now
 
 
 def run_job(job, tier, emit, guard=None, confinement=None, ahead=None) -> bool:

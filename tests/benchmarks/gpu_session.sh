@@ -19,7 +19,7 @@
 # processes), hotspots (the hot-spot fixtures), roofline (calibrate, every shipped kernel of the
 # three DSLs at its benchmark shapes), latency (the owner and MCP latencies), mcp (an agent-style
 # MCP session), memory (KernelBench sizes, benchmark on), trust (ktui's corpus column), watch (save →
-# verdict through the watcher, with compile-ahead and without), tests (the
+# verdict through the watcher, with compile-ahead and without), start (a worker's start by phase), tests (the
 # GPU tests named in TESTS, alone; TESTS_LIMIT seconds, default 200). A step that
 # would end past DEADLINE seconds is not started; queue.log names what ran and what is left.
 #
@@ -133,7 +133,7 @@ case "${1:-}" in
     shift
     deadline="${DEADLINE:-540}"
     declare -A LIMIT=([gpu]=450 [gpu-timing]=200 [hotspots]=200 [roofline]=420 [latency]=150 [mcp]=150
-                      [memory]=170 [trust]=500 [watch]=220 [tests]=${TESTS_LIMIT:-200})
+                      [memory]=170 [trust]=500 [watch]=220 [start]=60 [tests]=${TESTS_LIMIT:-200})
     for name in "$@"; do
       limit="${LIMIT[$name]:?unknown step $name}"
       if (( SECONDS + limit > deadline )); then echo "left: $name (needs ${limit} s, $((deadline - SECONDS)) s left)" >> "$OUT/queue.log"; continue; fi
@@ -152,6 +152,8 @@ case "${1:-}" in
              step watch.log 130 "$PY" tests/benchmarks/watch_latency.py --reps 6 --ahead 6 --json "$OUT/watch_latency.json"
              step watch.log 80 "$PY" tests/benchmarks/watch_latency.py --reps 4 --settle 0 --no-ahead \
                --json "$OUT/watch_latency_noahead.json" ;;
+        start) machine latency.log  # where a cold worker's start goes, phase by phase
+             step latency.log "$limit" "$PY" tests/benchmarks/worker_start.py --runs 5 ;;
         latency) machine latency.log
              step latency.log "$limit" "$PY" tests/benchmarks/owner_latency.py --runs 5 ;;
         mcp) machine mcp.log
