@@ -170,9 +170,13 @@ def loop_options(args: argparse.Namespace):
 
 
 def worker_config(args: argparse.Namespace):
-    """The worker's ``WorkerConfig`` from ``add_target_flags``' flags (none: the defaults)."""
+    """The worker's ``WorkerConfig`` from ``add_target_flags``' flags (none: the defaults); ValueError,
+    in one line, for a session's bad ``KTUI_COMPILE_AHEAD``."""
     from ktui.dispatch.runner import WorkerConfig  # deferred for start-up speed
+    from ktui.protocol.processes import COMPILE_AHEAD_ENV, compile_ahead_helpers
 
+    if getattr(args, "session", False):
+        compile_ahead_helpers(os.environ.get(COMPILE_AHEAD_ENV))
     return WorkerConfig(arch=getattr(args, "arch", None), force_cpu=getattr(args, "cpu", False),
                         compile_ahead=getattr(args, "session", False))
 
@@ -241,8 +245,9 @@ def ray_pool(args: argparse.Namespace, fresh_each_run: bool = False):
     CPU tier), each a runner of the run queue; ValueError saying why there is none."""
     from ktui.dispatch.ray_pool import RayMissing, RayPool  # deferred: Ray is an optional extra
 
+    config = worker_config(args)  # its own ValueError says what is wrong, not "could not join"
     try:
-        return RayPool(args.ray, worker_config(args), fresh_each_run=fresh_each_run)
+        return RayPool(args.ray, config, fresh_each_run=fresh_each_run)
     except RayMissing as exc:
         raise ValueError(str(exc)) from None
     except (ConnectionError, RuntimeError, ValueError) as exc:  # no cluster at that address

@@ -61,8 +61,28 @@ def test_only_a_session_on_a_gpu_that_asks_for_helpers_keeps_them():
     assert wanted(True, env="") == 0
     assert wanted(True, env="4") == 4
     assert wanted(True, env="0") == 0
-    assert wanted(True, env="99") == 8
-    assert wanted(True, env="many") == 0
+    assert wanted(True, env="8") == 8
+    assert wanted(True, env="99") == 0 and wanted(True, env="many") == 0  # the parent refused these already
+
+
+@pytest.mark.unit
+def test_a_bad_helper_count_is_refused_in_one_line_saying_what_is_allowed():
+    assert processes.compile_ahead_helpers(None) == 0 and processes.compile_ahead_helpers(" 3 ") == 3
+    for bad in ("many", "-1", "9", "2.5"):
+        with pytest.raises(ValueError) as refused:
+            processes.compile_ahead_helpers(bad)
+        assert str(refused.value) == f"KTUI_COMPILE_AHEAD must be a whole number of helpers from 0 to 8, got {bad!r}"
+
+
+@pytest.mark.worker
+def test_a_session_with_a_bad_helper_count_stops_before_any_worker_starts(tmp_path):
+    from conftest import ktui, make_workspace
+
+    ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
+    proc = ktui("watch", str(ws), "--headless", "--cpu", cwd=ws, timeout=120, env={"KTUI_COMPILE_AHEAD": "many"})
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "ktui: KTUI_COMPILE_AHEAD must be a whole number of helpers from 0 to 8, got 'many'" in proc.stderr
+    assert "watch_device" not in proc.stdout  # no worker was started
 
 
 @pytest.mark.unit

@@ -19,17 +19,16 @@ from typing import Any
 
 from ktui.protocol import processes
 
-HELPERS_ENV = "KTUI_COMPILE_AHEAD"
-MAX_HELPERS = 8
 STUCK_S = 120.0  # a helper busy this long (user code that hangs on the host) is replaced
 
 
 def wanted(session_on_gpu: bool, env: str | None = None) -> int:
-    """How many helpers a worker keeps: ``KTUI_COMPILE_AHEAD``'s count for a session on a GPU, else none."""
-    if not session_on_gpu or env is None or not env.strip():
+    """How many helpers a worker keeps: ``KTUI_COMPILE_AHEAD``'s count for a session on a GPU, else
+    none. The parent refused a bad value before starting the worker (``options.worker_config``)."""
+    if not session_on_gpu:
         return 0
     try:
-        return max(0, min(MAX_HELPERS, int(env)))
+        return processes.compile_ahead_helpers(env)
     except ValueError:
         return 0
 
@@ -98,7 +97,7 @@ class AheadPool:
 
     @classmethod
     def for_worker(cls, session_on_gpu: bool, arch: str) -> AheadPool:
-        size = wanted(session_on_gpu, os.environ.get(HELPERS_ENV))
+        size = wanted(session_on_gpu, os.environ.get(processes.COMPILE_AHEAD_ENV))
         return cls(size, [sys.executable, "-m", "ktui.worker.ahead", "--arch", arch])
 
     def start(self) -> None:
