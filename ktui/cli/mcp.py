@@ -32,7 +32,7 @@ def add_parser(subparsers) -> None:
     add_gpus_flag(mcp)
     add_ray_flag(mcp)
     add_remote_flags(mcp)
-    mcp.set_defaults(handler=cmd_mcp, session=True)  # a long-lived worker: it compiles ahead
+    mcp.set_defaults(handler=cmd_mcp, session=True)  # a long-lived worker: it may keep compile-ahead helpers
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:

@@ -31,7 +31,7 @@ def add_parser(subparsers) -> None:
     add_gpus_flag(serve)
     add_ray_flag(serve)
     add_state_dir(serve)
-    serve.set_defaults(handler=cmd_serve, session=True)  # a long-lived worker: it compiles ahead
+    serve.set_defaults(handler=cmd_serve, session=True)  # a long-lived worker: it may keep compile-ahead helpers
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

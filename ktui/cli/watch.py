@@ -42,7 +42,7 @@ def add_parser(subparsers) -> None:
     add_ray_flag(watch)
     add_state_dir(watch)
     add_remote_flags(watch)
-    watch.set_defaults(handler=cmd_watch, session=True)  # a long-lived worker: it compiles ahead
+    watch.set_defaults(handler=cmd_watch, session=True)  # a long-lived worker: it may keep compile-ahead helpers
 
 
 def cmd_watch(args: argparse.Namespace) -> int:

@@ -68,16 +68,12 @@ def main(argv: list[str] | None = None) -> int:
 
     phases.mark("confine")
     # Heavy imports happen once, here: this is what makes the worker warm.
-    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # Triton's documented default, made explicit
     import torch
 
     phases.mark("torch")
-    from ktui.worker.dsl.registry import DSLS
-    from ktui.worker.tier import detect
+    from ktui.worker.tier import for_user_code
 
-    tier = detect(args.arch, force_cpu=args.cpu)
-    for dsl in DSLS:
-        dsl.configure(tier.arch)  # before user code imports the DSL
+    tier = for_user_code(args.arch, force_cpu=args.cpu)
     phases.mark("dsls")
 
     from ktui.protocol.job import Job

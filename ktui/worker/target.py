@@ -74,22 +74,18 @@ def _write(path: Path, result: dict) -> None:
 
 
 def run(args: argparse.Namespace, result: dict) -> None:
-    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # as the worker sets it
     import torch
 
     from ktui.protocol.job import Job
     from ktui.worker.context import RunContext
     from ktui.worker.dsl.proton import proton_support
-    from ktui.worker.dsl.registry import DSLS
     from ktui.worker.errors import RungFailure
     from ktui.worker.modules import job_imports
     from ktui.worker.rungs import precheck
-    from ktui.worker.tier import detect
+    from ktui.worker.tier import for_user_code
 
     job = Job.from_json(json.loads(args.job.read_text()))
-    tier = detect(job.options.arch, force_cpu=job.options.force_cpu)
-    for dsl in DSLS:
-        dsl.configure(tier.arch)  # before user code imports the DSL
+    tier = for_user_code(job.options.arch, force_cpu=job.options.force_cpu)
     result.update(tier=tier.name, device=tier.device, arch=tier.arch)
     if args.mode == "sections" or args.proton:
         result["proton"] = proton_support()

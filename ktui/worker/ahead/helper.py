@@ -32,15 +32,11 @@ def main(argv: list[str] | None = None) -> int:
         channel.write(json.dumps(obj) + "\n")
         channel.flush()
 
-    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # as the worker: part of Triton's cache key
     import torch
 
-    from ktui.worker.dsl.registry import DSLS
-    from ktui.worker.tier import detect
+    from ktui.worker.tier import for_user_code
 
-    tier = detect(args.arch)
-    for dsl in DSLS:
-        dsl.configure(tier.arch)
+    tier = for_user_code(args.arch)  # as the worker's: the same Triton cache keys
     if tier.is_gpu:
         torch.cuda.init()
     warm_up(tier)
