@@ -130,7 +130,9 @@ class AheadPool:
 def shapes_ahead(ctx: Any) -> list[dict]:
     """The shapes a run will call ``custom_kernel`` on after its compile rung's traced one: the
     declared tests, the planned fresh shapes, the benchmarks when they run; each once."""
-    traced = (ctx.benchmarks or ctx.tests)[0] if (ctx.benchmarks or ctx.tests) else None
+    from ktui.worker.rungs.compile import traced_shape
+
+    traced = traced_shape(ctx) if (ctx.benchmarks or ctx.tests) else None  # the worker compiles that one itself
     fresh = ctx.fresh_plan if isinstance(ctx.fresh_plan, list) else []
     wanted_shapes = [*ctx.tests, *fresh, *(ctx.benchmarks if ctx.job.options.benchmark else [])]
     seen = {json.dumps(traced, sort_keys=True, default=str)}

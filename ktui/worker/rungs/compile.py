@@ -26,7 +26,7 @@ from ktui.worker.tier import synchronize
 def run(ctx: RunContext) -> Outcome:
     started = time.perf_counter()
     captures = [dsl.capture(ctx) for dsl in ctx.dsls]
-    shape = (ctx.benchmarks or ctx.tests)[0]
+    shape = traced_shape(ctx)
     inputs = ctx.generate(shape, ctx.next_seed())
 
     trace_error: BaseException | None = None
@@ -81,6 +81,11 @@ def run(ctx: RunContext) -> Outcome:
         figures["trace_error"] = info.message.splitlines()[0] if info.message else info.type
         message += f"; the traced call then raised {info.type} (see the run rung)"
     return Outcome(figures=figures, message=message)
+
+
+def traced_shape(ctx: RunContext) -> dict:
+    """The shape of the traced call: the first benchmark shape (the one timed and profiled), else the first test."""
+    return (ctx.benchmarks or ctx.tests)[0]
 
 
 def unmasked_accesses(ctx: RunContext) -> dict[str, list[str]]:
