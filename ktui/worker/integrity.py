@@ -37,7 +37,7 @@ from ktui.worker import memory
 from ktui.worker.dsl.base import Dsl
 from ktui.worker.errors import RungFailure
 from ktui.worker.judgement import judge
-from ktui.worker.metrics import CHUNK_ELEMENTS, flat_chunks
+from ktui.worker.metrics import flat_chunks
 from ktui.worker.outcome import Outcome
 from ktui.worker.provenance import Received
 from ktui.worker.tier import clone_tree, synchronize, tensors_in
@@ -209,7 +209,7 @@ def fingerprint(out: Any, chunk: int | None = None) -> tuple:
             prints.append((tuple(t.shape), str(t.dtype)))
             continue
         total = weighted = 0.0
-        for offset, piece in flat_chunks(t.detach(), chunk or CHUNK_ELEMENTS):
+        for offset, piece in flat_chunks(t.detach(), chunk):
             flat = piece.to(torch.float64)
             weights = torch.arange(offset + 1, offset + flat.numel() + 1, device=flat.device, dtype=torch.float64)
             total += float(flat.sum())
@@ -234,7 +234,7 @@ def checksums(tree: Any, chunk: int | None = None) -> list[tuple[int, int]]:
         total = torch.zeros(2, dtype=torch.int64, device=t.device)
         width = t.element_size()
         as_int = _SAME_WIDTH_INTS.get(width, torch.int64)
-        for offset, piece in flat_chunks(t.detach(), chunk or CHUNK_ELEMENTS):
+        for offset, piece in flat_chunks(t.detach(), chunk):
             piece = piece.reshape(-1)
             if piece.stride(0) != 1:  # one element of a strided tensor: a view of it keeps its stride
                 piece = piece.clone(memory_format=torch.contiguous_format)
@@ -346,7 +346,10 @@ class TimedOutputCheck:
         except RungFailure as exc:
             self.failure = f"timed call {round_}: {exc.message}"
             return
-        verdict = judge(self.ctx, clone_tree(self.sets[which]), result, pairs)
+        # Only a problem's own check reads the inputs (and may write into them): a private copy of
+        # a set is a whole footprint more at the benchmark's peak, so it is made only for it.
+        pristine = clone_tree(self.sets[which]) if self.ctx.problem.has_check else ()
+        verdict = judge(self.ctx, pristine, result, pairs)
         if not verdict.passed:
             self.failure = f"timed call {round_}: {verdict.reason}"
 

@@ -37,6 +37,7 @@ from ktui.protocol.events import (
     first_failure,
 )
 from ktui.protocol.rungs import RUNGS
+from ktui.worker import memory
 from ktui.worker.ahead.pool import submit_run
 from ktui.worker.context import RunContext
 from ktui.worker.errors import RungFailure, RungSkipped, error_info
@@ -63,6 +64,8 @@ class Ladder:
         ctx.emit(RungStarted(ctx.job.run_id, rung=name, timeout_s=ctx.job.options.timeout_for(name)))
         started = time.perf_counter()
         ctx.phases.take()  # nothing before this rung counts as its own
+        if ctx.peaks is not None:
+            ctx.peaks.start_rung()
         try:
             outcome = fn(ctx, *args)
             status, figures, message, error = outcome.status, outcome.figures, outcome.message, None
@@ -84,7 +87,7 @@ class Ladder:
             ctx.job.run_id,
             rung=name,
             status=status,
-            figures=clean_figures(figures),
+            figures=clean_figures({**figures, **memory.gb_figure("peak_mem_gb", ctx.peaks.end_rung() if ctx.peaks else None)}),
             message=message,
             error=error,
             duration_s=round(time.perf_counter() - started, 4),

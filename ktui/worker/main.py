@@ -135,10 +135,10 @@ def run_job(job, tier, emit, guard=None, confinement=None, ahead=None) -> bool:
 
     started = time.perf_counter()
     ctx = RunContext(job=job, tier=tier, emit=emit, guard=guard, ahead=ahead)
-    memory.start_peak(tier)
+    ctx.peaks = memory.Peaks(tier)
     with job_imports(job):
         results = Ladder(ctx).climb()
-    figures = memory.summary_figures(ctx, memory.peak_bytes(tier))
+    figures = memory.summary_figures(ctx, ctx.peaks.of_run())
     final = verdict(results, compile_only(ctx))
     only = "/".join(dsl.title for dsl in ctx.dsls if not dsl.runs_on_cpu)
     checked = {"compile_only": compile_only_text(tier.arch, only)} if final == COMPILED else {}

@@ -8,8 +8,9 @@ beside the problem's footprint so that ktui's own overhead stays visible:
 - ``footprint``: the bytes of one call's inputs, the reference's output and the candidate's.
 - ``fit`` / ``require_fit``: before anything heavy, the bytes one checked call needs, found on fake
   tensors (shapes and dtypes, no memory), against what the device has free.
-- ``start_peak`` / ``peak_bytes``: the allocator's high-water mark over a run, GPU only; on the CPU
-  tier there is no such figure and none is made up.
+- ``Peaks``: the allocator's high-water mark over a run and each of its rungs, GPU only; on the
+  CPU tier there is no such figure and none is made up. Memory allocated outside torch (a
+  CuTeDSL workspace, cuBLAS's) is not in it.
 """
 
 from __future__ import annotations
@@ -194,17 +195,49 @@ def require_fit(ctx: Any, free: int | None = None) -> Fit:
 # -- what the run took ------------------------------------------------------------------------
 
 
-def start_peak(tier: Tier) -> None:
-    """Start the run's high-water mark from what is allocated now."""
-    if tier.is_gpu:
+class Peaks:
+    """The allocator's high-water mark of the run, of each rung and of parts of a rung, from one
+    counter.
+
+    torch keeps one peak per device; a part's own peak is read by folding the counter into the
+    run's and restarting it. Each rung's figure (``peak_mem_gb``) says where a run's memory went:
+    a correctness shape, a benchmark's input sets, its CUDA graph, the metrics of a large output."""
+
+    def __init__(self, tier: Tier):
+        self.gpu = tier.is_gpu
+        self.run = 0
+        self.rung = 0
+        if self.gpu:
+            torch.cuda.reset_peak_memory_stats()
+
+    def split(self) -> int | None:
+        """The peak since the last split (None on the CPU tier), folded into the rung's and the
+        run's; the counter starts again from what is allocated now."""
+        if not self.gpu:
+            return None
+        peak = int(torch.cuda.max_memory_allocated())
+        self.run, self.rung = max(self.run, peak), max(self.rung, peak)
         torch.cuda.reset_peak_memory_stats()
+        return peak
+
+    def start_rung(self) -> None:
+        self.split()
+        self.rung = 0
+
+    def end_rung(self) -> int | None:
+        """The rung's peak: the highest of its parts."""
+        return None if self.split() is None else self.rung
+
+    def of_run(self) -> int | None:
+        """The run's peak so far; None on the CPU tier."""
+        if not self.gpu:
+            return None
+        return max(self.run, int(torch.cuda.max_memory_allocated()))
 
 
-def peak_bytes(tier: Tier) -> int | None:
-    """The most bytes torch's allocator held at once since ``start_peak``; None on the CPU tier.
-
-    Memory allocated outside torch (a CuTeDSL workspace, cuBLAS's) is not in this figure."""
-    return int(torch.cuda.max_memory_allocated()) if tier.is_gpu else None
+def gb_figure(name: str, peak: int | None) -> dict[str, float]:
+    """``{name: peak in GB}`` where there is a peak (a GPU), else nothing."""
+    return {} if peak is None else {name: _gb(peak)}
 
 
 def summary_figures(ctx: Any, peak: int | None) -> dict[str, float]:

@@ -70,10 +70,15 @@ class Comparison:
     note: str = ""  # a passing shape that proves little (no signal), in one line
 
 
-# Tensors are compared in chunks of this many elements, each upcast to float64 on its own: a
-# whole-tensor float64 copy of a 6 GB fp32 output would be 12 GB, and several such temporaries do
-# not fit next to the problem's own tensors. 16 Mi elements keep the launches per chunk negligible.
+# Tensors are compared in chunks, each upcast to float64 on its own: a whole-tensor float64 copy
+# of a 6 GB fp32 output would be 12 GB, and several such temporaries do not fit next to the
+# problem's own tensors. A chunk is a CHUNKS_PER_TENSOR-th of the tensor, between MIN_CHUNK and
+# CHUNK_ELEMENTS elements: the workspace (~96 bytes per chunk element) stays a fraction of the
+# tensor at every size (a whole 16 Mi-element chunk of a 64 MB fp32 matmul output took 1.6 GB),
+# and the launches per chunk stay negligible.
 CHUNK_ELEMENTS = 1 << 24
+MIN_CHUNK = 1 << 20
+CHUNKS_PER_TENSOR = 32
 # Per chunk element, an upper bound: float64 temporaries (out, ref, their finite parts, the error
 # and the tolerance test's), boolean masks, and the chunks of non-contiguous inputs copied to be
 # flattened. A GPU test checks it: 83 bytes were measured on an H200 (2026-12-01) with
@@ -84,22 +89,32 @@ WORKSPACE_BYTES_PER_ELEMENT = 12 * 8
 WORKSPACE_FIXED_BYTES = 1 << 20
 
 
-def workspace_bytes(numel: int | None = None, chunk: int = CHUNK_ELEMENTS) -> int:
+def chunk_elements(numel: int | None) -> int:
+    """The chunk a tensor of ``numel`` elements is walked in (the largest chunk when unknown)."""
+    if numel is None:
+        return CHUNK_ELEMENTS
+    return min(CHUNK_ELEMENTS, max(MIN_CHUNK, numel // CHUNKS_PER_TENSOR))
+
+
+def workspace_bytes(numel: int | None = None, chunk: int | None = None) -> int:
     """The most extra memory one ``compare`` (or ``fingerprint``) of ``numel`` elements takes:
     bounded by the chunk, however large the tensors."""
+    chunk = chunk or chunk_elements(numel)
     return (chunk if numel is None else min(numel, chunk)) * WORKSPACE_BYTES_PER_ELEMENT + WORKSPACE_FIXED_BYTES
 
 
 def compare(out: torch.Tensor, ref: torch.Tensor, tolerances: dict | None = None, *,
-            chunk: int = CHUNK_ELEMENTS) -> Comparison:
+            chunk: int | None = None) -> Comparison:
     """Compare one output tensor with the reference tensor of the same shape and dtype.
 
-    Streams over ``chunk``-element pieces in row-major order: two passes (the reference's peak
-    first, since the relative-error floor depends on it), never a whole-size float64 tensor.
+    Streams over ``chunk``-element pieces (default: ``chunk_elements``) in row-major order: two
+    passes (the reference's peak first, since the relative-error floor depends on it), never a
+    whole-size float64 tensor.
     """
     limits = thresholds_for(ref.dtype, tolerances)
     out, ref = out.detach(), ref.detach()
     n = ref.numel()
+    chunk = chunk or chunk_elements(n)
     figures: dict[str, Any] = {"dtype": dtype_name(ref.dtype), "numel": n}
     if n == 0:
         return Comparison(True, figures)
@@ -263,15 +278,15 @@ class _Sums:
         self._add_relative(diff, fin_r.abs_())
 
 
-def flat_chunks(t: torch.Tensor, chunk: int = CHUNK_ELEMENTS) -> Iterator[tuple[int, torch.Tensor]]:
+def flat_chunks(t: torch.Tensor, chunk: int | None = None) -> Iterator[tuple[int, torch.Tensor]]:
     """``(flat offset, 1-D piece)`` covering ``t`` in row-major order, each piece at most ``chunk``
-    elements.
+    elements (default: ``chunk_elements`` of ``t``).
 
     The pieces follow ``t``'s shape, not its strides, so two tensors of one shape give the same
     offsets however they are laid out. A contiguous tensor's pieces are views; a non-contiguous
     one's are copies of one piece at a time.
     """
-    chunk = max(1, int(chunk))
+    chunk = max(1, int(chunk or chunk_elements(t.numel())))
 
     def walk(prefix: tuple, dims: tuple[int, ...], offset: int) -> Iterator[tuple[int, tuple]]:
         if math.prod(dims) <= chunk:

@@ -193,7 +193,7 @@ def test_summary_figures_have_no_peak_on_the_cpu_tier_and_a_ratio_with_one():
     ctx = Noted()
     memory.note_footprint(ctx, (torch.zeros(1000),), torch.zeros(1000), torch.zeros(1000))
     memory.note_footprint(ctx, (torch.zeros(1),), torch.zeros(1), torch.zeros(1))  # only the first call counts
-    assert memory.peak_bytes(detect(force_cpu=True)) is None
+    assert memory.Peaks(detect(force_cpu=True)).of_run() is None
     assert memory.summary_figures(ctx, None) == {"footprint_gb": 1.2e-05}
     assert memory.summary_figures(ctx, 36_000) == {"footprint_gb": 1.2e-05, "peak_mem_gb": 3.6e-05, "mem_ratio": 3.0}
 
@@ -262,10 +262,62 @@ def test_a_benchmark_shape_larger_than_every_test_shape_sets_the_footprint_the_m
     from ktui.worker import integrity
 
     monkeypatch.setattr(integrity, "judge", lambda ctx, inputs, out, pairs: SimpleNamespace(passed=True))
-    ctx = SimpleNamespace(ref_kernel=lambda x: x * 2, pair=lambda out, ref: [(out, ref)], footprint_bytes=4 * 3 * 8)
+    ctx = SimpleNamespace(ref_kernel=lambda x: x * 2, pair=lambda out, ref: [(out, ref)], footprint_bytes=4 * 3 * 8,
+                          problem=SimpleNamespace(has_check=False))
     large = [(torch.ones(1000),), (torch.ones(1000),)]
     check = integrity.TimedOutputCheck(ctx, large, every=1)
     check.inspect(0, 0, large[0][0] * 2)  # the first timed call of the benchmark, checked
     assert ctx.footprint_bytes == 3 * 1000 * 4  # its input, its output, the reference's
     check.inspect(0, 1, large[1][0] * 2)
     assert ctx.footprint_bytes == 3 * 1000 * 4
+
+
+@pytest.mark.unit
+def test_the_metrics_workspace_of_a_mid_sized_output_is_a_fraction_of_its_footprint_not_a_fixed_gigabyte():
+    """KernelBench's 4096² fp32 matmul (a 64 MiB output, 0.27 GB of problem) held 6.16× on the H200:
+    a 16 Mi-element chunk of metrics workspace is 1.6 GB whatever the output's size."""
+    numel = 4096 * 4096
+    footprint = 4 * numel * 4  # two inputs, the reference's output, the candidate's
+    assert workspace_bytes(numel) <= 0.4 * footprint
+    assert workspace_bytes(10 * 2**30) == workspace_bytes()  # a huge output keeps the largest chunk
+    assert workspace_bytes(1000) < 2**20 + 1000 * 100  # a small one: its own size
+
+
+@pytest.mark.unit
+def test_a_timed_check_copies_the_inputs_only_for_a_problem_that_brings_its_own_judge(monkeypatch):
+    """A private copy of a benchmark's inputs is a whole footprint at its peak (47_Sum read 3.02×
+    on the H200); only GPU MODE's check_implementation reads them."""
+    from types import SimpleNamespace
+
+    from ktui.worker import integrity
+
+    copies = []
+    real_clone = integrity.clone_tree
+    monkeypatch.setattr(integrity, "clone_tree", lambda tree: copies.append(tree) or real_clone(tree))
+    monkeypatch.setattr(integrity, "judge", lambda ctx, inputs, out, pairs: SimpleNamespace(passed=True))
+    for has_check, copied in ((False, 0), (True, 1)):
+        ctx = SimpleNamespace(ref_kernel=lambda x: x * 2, pair=lambda out, ref: [(out, ref)],
+                              problem=SimpleNamespace(has_check=has_check))
+        sets = [(torch.ones(10),)]
+        check = integrity.TimedOutputCheck(ctx, sets, every=1)
+        copies.clear()
+        check.inspect(0, 0, sets[0][0] * 2)
+        assert len(copies) == copied
+
+
+@pytest.mark.worker
+@pytest.mark.gpu
+def test_on_a_gpu_each_part_has_its_own_peak_and_the_run_keeps_the_highest():
+    peaks = memory.Peaks(detect())
+    peaks.start_rung()
+    big = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    del big
+    first = peaks.split()
+    small = torch.empty(16 << 20, dtype=torch.uint8, device="cuda")
+    del small
+    second = peaks.split()
+    base = torch.cuda.memory_allocated()
+    assert first - base >= 256 << 20 and second - base < 256 << 20
+    assert peaks.end_rung() == first and peaks.of_run() == first
+    peaks.start_rung()
+    assert peaks.end_rung() < first and peaks.of_run() == first

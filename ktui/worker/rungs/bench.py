@@ -54,6 +54,7 @@ def run(ctx: RunContext, shape: dict) -> Outcome:
     sets = input_sets(ctx, shape, settings)
     rule = stats.StoppingRule(settings.rse_target, settings.min_samples, settings.time_s, settings.max_samples)
     check = integrity.TimedOutputCheck(ctx, sets, every=1 if ctx.job.options.strict else RECHECK_EVERY)
+    peaks = _peak(ctx, "peak_sets_gb")  # the input sets and their expected outputs
     sampler = Sampler(Flush("hot" if settings.hot_cache else settings.flush), _clock_monitor(), inspect=check.inspect)
 
     def kernel(i: int) -> Any:
@@ -65,6 +66,7 @@ def run(ctx: RunContext, shape: dict) -> Outcome:
     measured = sampler.measure([kernel, reference], rule, settings.warmup_s)
     figures = timing_figures(measured, settings)
     figures["input_sets"] = len(sets)
+    figures.update(peaks, **_peak(ctx, "peak_timed_gb"))  # the timed calls, with their checks
     figures["rechecked"] = check.checked
     if check.failure is not None:
         return Outcome(figures=figures, status=SUSPICIOUS,
@@ -80,6 +82,7 @@ def run(ctx: RunContext, shape: dict) -> Outcome:
             f"{figures['kernel_us']:.1f} µs by CUDA events (another stream, a thread, or deferred work)"))
     if settings.cuda_graph:
         figures.update(graph_figures(ctx, sets, sampler, rule, settings))
+        figures.update(_peak(ctx, "peak_graph_gb"))
     model, dtype, notes = roofline_model(ctx, shape, sets[0])
     figures.update(notes)
     ceiling, limit, ceiling_note = ceilings(ctx.tier.device, Path(ctx.job.root), _driver())
@@ -96,6 +99,11 @@ def run(ctx: RunContext, shape: dict) -> Outcome:
     figures.update(roof.figures())
     status = SUSPICIOUS if roof.impossible else OK
     return Outcome(figures=figures, message=message(figures, roof), status=status)
+
+
+def _peak(ctx: RunContext, name: str) -> dict[str, float]:
+    """The memory high-water mark of the benchmark's part that just ended, as a figure."""
+    return memory.gb_figure(name, ctx.peaks.split()) if ctx.peaks is not None else {}
 
 
 def roofline_done(ctx: RunContext) -> tuple[float, str]:
@@ -130,11 +138,11 @@ def sets_within_ratio(need: memory.Need | None, wanted: int, fixed: int = 0) -> 
     """How many input sets keep a benchmark's peak within ``MEMORY_RATIO`` × the footprint.
 
     While timed calls are checked, the benchmark holds every set's inputs and expected output,
-    plus one call's worth of the problem (the candidate's output, the reference's, a private copy
-    of the inputs for the judge), the metrics' workspace and ``fixed`` (the L2 flush buffer):
-    ``sets × (in + out) + footprint + workspace + fixed``. Never fewer than two when two were asked
-    for (rotation is what tells a result cached by pointer from a computed one); under
-    ``SMALL_FOOTPRINT`` (or with no estimate) as many as asked.
+    plus up to one call's worth of the problem (the candidate's output, a private copy of the
+    inputs where the problem brings its own judge), the metrics' workspace and ``fixed`` (the L2
+    flush buffer): ``sets × (in + out) + footprint + workspace + fixed``. Never fewer than two
+    when two were asked for (rotation is what tells a result cached by pointer from a computed
+    one); under ``SMALL_FOOTPRINT`` (or with no estimate) as many as asked.
     """
     if need is None:
         return wanted
