@@ -110,6 +110,16 @@ def run_ktui(args: list[str], *, log: Path, timeout_s: float, extra: list[str]) 
     log.with_suffix(".ktui.stderr").write_text(done.stderr)
     if done.returncode is None:
         return Outcome("timed_out", f"no verdict within {timeout_s:.0f} s", done.wall_s)
+    highest = ""  # the rung whose own peak was the run's
+    top = 0.0
+    for line in done.stdout.splitlines():
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        rung_peak = (event.get("figures") or {}).get("peak_mem_gb") if event.get("type") == "rung_finished" else None
+        if isinstance(rung_peak, (int, float)) and rung_peak > top:
+            top, highest = rung_peak, event.get("rung", "")
     for line in reversed(done.stdout.splitlines()):
         try:
             event = json.loads(line)
@@ -120,7 +130,8 @@ def run_ktui(args: list[str], *, log: Path, timeout_s: float, extra: list[str]) 
             note = failure.get("message") or ("" if event["verdict"] == "passed" else event.get("message", ""))
             if failure.get("rung"):
                 note = f"{failure['rung']}: {note}"
-            return Outcome(event["verdict"], first_line(note), done.wall_s, memory_cell(event.get("summary") or {}))
+            cell = memory_cell(event.get("summary") or {})
+            return Outcome(event["verdict"], first_line(note), done.wall_s, f"{cell} at {highest}" if cell and highest else cell)
     return Outcome("error", f"exit {done.returncode}, no run_finished: {last_line(done.stderr)}", done.wall_s)
 
 

@@ -164,7 +164,8 @@ case "${1:-}" in
              step corpus.log "$limit" "$PY" tests/benchmarks/corpus_table.py --gpumode "${CORPORA:?}/gpumode/problems/pmpp_v2" \
                --kernelbench "$CORPORA/kernelbench" --out /tmp/corpus --timeout 120 --ktui-only --ktui-arg=--bench-time \
                --ktui-arg=1 ${ONLY:-}
-             cp /tmp/corpus/table.md "$OUT/corpus_table.md" 2>> "$OUT/corpus.log" ;;
+             cp /tmp/corpus/table.md "$OUT/corpus_table.md" 2>> "$OUT/corpus.log"
+             tar -czf "$OUT/corpus_runs.tgz" -C /tmp/corpus . 2>> "$OUT/corpus.log" ;;
       esac
       echo "end: $name at ${SECONDS} s" >> "$OUT/queue.log"
     done
