@@ -132,7 +132,7 @@ case "${1:-}" in
   queue)
     shift
     deadline="${DEADLINE:-540}"
-    declare -A LIMIT=([gpu]=450 [gpu-timing]=200 [hotspots]=200 [roofline]=420 [latency]=150 [mcp]=150
+    declare -A LIMIT=([gpu]=450 [gpu-timing]=330 [hotspots]=200 [roofline]=420 [latency]=150 [mcp]=150
                       [memory]=170 [trust]=500 [watch]=220 [start]=60 [tests]=${TESTS_LIMIT:-200})
     for name in "$@"; do
       limit="${LIMIT[$name]:?unknown step $name}"

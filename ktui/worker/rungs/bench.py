@@ -53,7 +53,8 @@ def run(ctx: RunContext, shape: dict) -> Outcome:
     done, _ = roofline_done(ctx)  # a bad ROOFLINE_DONE fails here, before any timing
     sets = input_sets(ctx, shape, settings)
     rule = stats.StoppingRule(settings.rse_target, settings.min_samples, settings.time_s, settings.max_samples)
-    check = integrity.TimedOutputCheck(ctx, sets, every=1 if ctx.job.options.strict else RECHECK_EVERY)
+    check = integrity.TimedOutputCheck(ctx, sets, every=1 if ctx.job.options.strict else RECHECK_EVERY,
+                                       fresh=lambda: ctx.generate(shape, ctx.next_seed()))
     peaks = _peak(ctx, "peak_sets_gb")  # the input sets and their expected outputs
     sampler = Sampler(Flush("hot" if settings.hot_cache else settings.flush), _clock_monitor(), inspect=check.inspect)
 
