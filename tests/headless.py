@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import queue
@@ -26,16 +27,30 @@ class Headless:
         self.proc = subprocess.Popen([sys.executable, "-m", "ktui", "watch", str(ws), "--headless", "--seed", "0",
                                       "--debounce-ms", "50", *flags], stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True, env=env)
-        self.lines: queue.Queue[dict] = queue.Queue()
+        self.lines: queue.Queue[dict | None] = queue.Queue()
         self.seen: list[dict] = []
-        threading.Thread(target=lambda: [self.lines.put(json.loads(line)) for line in self.proc.stdout],
-                         daemon=True).start()
+        self.stderr: collections.deque[str] = collections.deque(maxlen=40)  # drained: a full pipe would stall it
+        threading.Thread(target=self._read_stdout, daemon=True).start()
+        threading.Thread(target=lambda: self.stderr.extend(self.proc.stderr), daemon=True).start()
+
+    def _read_stdout(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.put(json.loads(line))
+        self.lines.put(None)  # its stdout closed: the watcher ended
 
     def until(self, predicate, timeout: float = 180.0) -> dict:
-        """The next line that ``predicate`` accepts (the lines before it are kept in ``seen``)."""
+        """The next line that ``predicate`` accepts (the lines before it are kept in ``seen``); an
+        AssertionError with the watcher's exit and last stderr lines when none comes."""
         deadline = time.monotonic() + timeout
         while True:
-            item = self.lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            try:
+                item = self.lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                item = None
+            if item is None:
+                raise AssertionError(f"no line the test waits for within {timeout:g} s; the watcher "
+                                     f"{'exited ' + str(self.proc.poll()) if self.proc.poll() is not None else 'still runs'}, "
+                                     f"its stderr ends:\n{''.join(self.stderr)}")
             self.seen.append(item)
             if predicate(item):
                 return item

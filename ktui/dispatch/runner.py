@@ -170,9 +170,9 @@ class WorkerProcess:
                 tail = "\n".join(self.stderr_tail)
                 raise WorkerStartError(f"the worker exited during start-up ({describe_exit(self.proc.returncode)}):\n{tail}")
 
-    def signal_stack(self) -> None:
+    def signal_stack(self, signum: int = processes.STACK_SIGNAL) -> None:
         """Ask the worker for every thread's Python stack on its stderr (``ktui.dispatch.stacks``)."""
-        os.kill(self.proc.pid, processes.STACK_SIGNAL)
+        os.kill(self.proc.pid, signum)
 
     def send(self, job: Job) -> None:
         assert self.proc.stdin is not None

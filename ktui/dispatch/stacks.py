@@ -1,8 +1,9 @@
 """Where a kernel was when its time ran out: the worker's Python stack, asked for before the kill.
 
-The worker registers ``faulthandler`` for ``STACK_SIGNAL``; on a timeout the parent sends it,
-reads the dump from the stderr pipe until it is complete, and reads back the innermost frame in
-the user's own files (the kernel, its reference, their helpers), so the message says
+The worker registers ``faulthandler`` for ``STACK_SIGNAL``; on a timeout the parent sends it (and,
+when nothing answers, ``STACK_SIGNAL_ASIDE``: see ``ktui.worker.stack_request``), reads the dump
+from the stderr pipe until it is complete, and reads back the innermost frame in the user's own
+files (the kernel, its reference, their helpers), so the message says
 ``stopped at kernels/hang.py:20 in custom_kernel`` instead of only "exceeded its limit".
 
 faulthandler writes every thread's block, the newest thread first and the main thread last, and
@@ -22,8 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ktui.protocol.events import ErrorInfo, SourceLocation
+from ktui.protocol.processes import STACK_SIGNAL_ASIDE
 
 STACK_WAIT_S = 5.0  # how long the dump may take to arrive in full
+ASIDE_AFTER_S = 1.5  # silence after the first request that sends the second (the worker's own thread)
 POLL_S = 0.02
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
 OUTERMOST = "_run_module_as_main"  # the main thread's last frame in a ``python -m`` process's dump
@@ -48,19 +51,29 @@ class Dump:
 
 def ask_for_stack(worker, wait_s: float = STACK_WAIT_S) -> Dump:
     """Signal ``worker`` (a ``WorkerProcess``) and read its dump until it is complete, for at most
-    ``wait_s``: what arrived by then, and whether that was all of it."""
+    ``wait_s``: what arrived by then, and whether that was all of it. When no line answers the
+    first request within ``ASIDE_AFTER_S``, the request goes again to the thread the worker keeps
+    for it (``ktui.worker.stack_request``)."""
     seen = worker.lines_seen
     try:
         worker.signal_stack()  # a remote worker is signalled on its own host
     except (ProcessLookupError, PermissionError):
         return Dump([], False, 0.0)
-    deadline = time.monotonic() + wait_s
+    started = time.monotonic()
+    asked_aside = False
     while True:
         lines = _since(worker, seen)
         if dump_complete(lines):
             return Dump(lines, True, wait_s)
-        if time.monotonic() >= deadline:
+        waited = time.monotonic() - started
+        if waited >= wait_s:
             return Dump(lines, False, wait_s)
+        if not lines and not asked_aside and waited >= min(ASIDE_AFTER_S, wait_s / 2):
+            asked_aside = True
+            try:
+                worker.signal_stack(STACK_SIGNAL_ASIDE)
+            except (ProcessLookupError, PermissionError):
+                return Dump([], False, waited)
         time.sleep(POLL_S)
 
 

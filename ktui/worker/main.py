@@ -18,7 +18,6 @@ Protocol lines (worker → parent), besides the loop's events:
 from __future__ import annotations
 
 import argparse
-import faulthandler
 import io
 import json
 import os
@@ -27,6 +26,7 @@ import time
 from typing import IO
 
 from ktui.protocol import processes
+from ktui.worker import stack_request
 from ktui.worker.confine import confine, writable_from_env
 
 
@@ -53,14 +53,15 @@ def main(argv: list[str] | None = None) -> int:
     phases = StartPhases()
     # First of all: Landlock binds this thread and those it starts, not threads already running.
     confinement = confine(writable_from_env())
+    # A kernel past its time limit: the parent asks for every thread's Python stack before the
+    # kill (see ktui.dispatch.stacks), written on the stderr pipe whatever user code does to
+    # sys.stderr; before any other thread starts (see ktui.worker.stack_request).
+    stack_request.listen(os.fdopen(os.dup(2), "w"))
     channel = protocol_channel()
     # Before any user code: what it starts stays in this process's tree, and none of it (nor this
     # process) outlives the parent (see ktui.protocol.processes).
     processes.become_subreaper()
     processes.watch_parent(int(os.environ.get(processes.PARENT_ENV) or 0))
-    # A kernel past its time limit: the parent asks for every thread's Python stack before the
-    # kill (see ktui.dispatch.stacks), written on the stderr pipe whatever user code does to sys.stderr.
-    faulthandler.register(processes.STACK_SIGNAL, file=os.fdopen(os.dup(2), "w"), all_threads=True)
 
     def send(obj: dict) -> None:
         channel.write(json.dumps(obj, allow_nan=False, default=str) + "\n")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import queue
 import shlex
+import signal
 import subprocess
 import threading
 import uuid
@@ -79,11 +80,11 @@ class RemoteWorker(WorkerProcess):
                 return
         super()._output(line)
 
-    def signal_stack(self) -> None:
+    def signal_stack(self, signum: signal.Signals = processes.STACK_SIGNAL) -> None:
         """Ask the remote worker for its Python stacks (``ktui.dispatch.stacks``)."""
         if self.remote_pid is not None:
             try:
-                self.link.run(["kill", f"-{processes.STACK_SIGNAL.name.removeprefix('SIG')}", str(self.remote_pid)],
+                self.link.run(["kill", f"-{signal.Signals(signum).name.removeprefix('SIG')}", str(self.remote_pid)],
                               timeout=KILL_TIMEOUT_S, check=False)
             except LinkDown:
                 pass

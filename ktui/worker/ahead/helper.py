@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import json
 import os
+import signal
 import sys
 import time
 from typing import Any
@@ -23,6 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ktui.worker.ahead")
     parser.add_argument("--arch", default=None)
     args = parser.parse_args(argv)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {processes.STACK_SIGNAL_ASIDE})  # the worker's mask, inherited
     from ktui.worker.main import protocol_channel
 
     channel = protocol_channel()

@@ -1,0 +1,80 @@
+"""The stack request reaches a thread that can answer it (``ktui.worker.stack_request``): a thread
+waiting in the GPU driver on a kernel that never ends may not run a handler, and on the H200 such
+a hang's dump then never came."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from ktui.dispatch import stacks
+from ktui.dispatch.runner import WorkerConfig, WorkerProcess
+from ktui.protocol.processes import STACK_SIGNAL, STACK_SIGNAL_ASIDE
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads thread masks from /proc")
+
+# Waits in a call no handler interrupts for the first request: STACK_SIGNAL is blocked in every
+# thread, as it is in effect for a thread waiting in the GPU driver. ``wait`` is in ws/ (the workspace).
+UNREACHABLE = '''
+import signal, sys
+from ktui.protocol.processes import STACK_SIGNAL
+from ktui.worker import stack_request
+
+signal.pthread_sigmask(signal.SIG_BLOCK, {STACK_SIGNAL})
+stack_request.listen(sys.stderr)
+sys.path.insert(0, "ws")
+from waiting import wait
+
+wait()
+'''
+
+
+def threads_that_can_receive(pid: int, signum: int) -> list[str]:
+    """The ids of ``pid``'s threads that do not block ``signum`` (``SigBlk`` in their status)."""
+    open_to = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        fields = dict(line.split(":\t", 1) for line in (task / "status").read_text().splitlines() if ":\t" in line)
+        if not int(fields["SigBlk"], 16) >> (signum - 1) & 1:
+            open_to.append(task.name)
+    return open_to
+
+
+@pytest.mark.worker
+def test_a_ready_worker_keeps_one_thread_alone_able_to_take_the_second_request():
+    worker = WorkerProcess(WorkerConfig(force_cpu=True))
+    try:
+        worker.wait_ready()
+        threads = len(list(Path(f"/proc/{worker.proc.pid}/task").iterdir()))
+        assert threads > 2  # torch's, the parent watch, the listener
+        assert len(threads_that_can_receive(worker.proc.pid, STACK_SIGNAL_ASIDE)) == 1
+        assert len(threads_that_can_receive(worker.proc.pid, STACK_SIGNAL)) == threads  # the first request: any thread
+    finally:
+        worker.kill()
+
+
+class Unreachable:
+    def argv(self) -> list[str]:
+        return [sys.executable, "-m", "unreachable"]
+
+
+@pytest.mark.worker
+def test_a_first_request_no_thread_can_take_is_answered_through_the_kept_thread(tmp_path, monkeypatch):
+    (tmp_path / "unreachable.py").write_text(textwrap.dedent(UNREACHABLE))
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "waiting.py").write_text("import time\n\n\ndef wait():\n    time.sleep(600)\n")
+    monkeypatch.chdir(tmp_path)
+    worker = WorkerProcess(Unreachable())
+    try:
+        time.sleep(1.5)  # its listener started and its main thread waiting
+        started = time.monotonic()
+        dump = stacks.ask_for_stack(worker)
+        assert dump.complete, dump.lines
+        assert time.monotonic() - started < stacks.STACK_WAIT_S
+        frame = stacks.user_frame(dump.lines, str(tmp_path / "ws"))
+        assert frame is not None and frame.function == "wait" and frame.line == 5, dump.lines
+    finally:
+        worker.kill()
