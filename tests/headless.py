@@ -23,7 +23,8 @@ class Headless:
 
     def __init__(self, ws: Path, *flags: str):
         self.tag = uuid.uuid4().hex
-        env = {**os.environ, "PYTHONPATH": str(REPO), "KTUI_TEST_TAG": self.tag}
+        path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))  # what the tests import, too
+        env = {**os.environ, "PYTHONPATH": path, "KTUI_TEST_TAG": self.tag}
         self.proc = subprocess.Popen([sys.executable, "-m", "ktui", "watch", str(ws), "--headless", "--seed", "0",
                                       "--debounce-ms", "50", *flags], stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True, env=env)
