@@ -32,12 +32,18 @@ def make_workspace(root: Path, kernels: list[str] = (), fixtures: list[str] = ()
     return root
 
 
+def child_env(env: dict | None = None) -> dict:
+    """The environment of a ktui process a test starts: this one's, with the checkout first on a
+    ``PYTHONPATH`` that keeps what was on it (on the GPU machine textual and watchdog come from it)."""
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path, **(env or {})}
+
+
 def ktui(*args: str, cwd: Path, timeout: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run the real CLI in a subprocess, as a user or an agent would."""
-    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
-    full_env = {**os.environ, "PYTHONPATH": path, **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "ktui", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=full_env
+        [sys.executable, "-m", "ktui", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+        env=child_env(env)
     )
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import collections
 import json
-import os
 import queue
 import signal
 import subprocess
@@ -14,7 +13,7 @@ import time
 import uuid
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import child_env
 
 
 class Headless:
@@ -23,8 +22,7 @@ class Headless:
 
     def __init__(self, ws: Path, *flags: str):
         self.tag = uuid.uuid4().hex
-        path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))  # what the tests import, too
-        env = {**os.environ, "PYTHONPATH": path, "KTUI_TEST_TAG": self.tag}
+        env = child_env({"KTUI_TEST_TAG": self.tag})
         self.proc = subprocess.Popen([sys.executable, "-m", "ktui", "watch", str(ws), "--headless", "--seed", "0",
                                       "--debounce-ms", "50", *flags], stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True, env=env)
@@ -49,8 +47,9 @@ class Headless:
             except queue.Empty:
                 item = None
             if item is None:
-                raise AssertionError(f"no line the test waits for within {timeout:g} s; the watcher "
-                                     f"{'exited ' + str(self.proc.poll()) if self.proc.poll() is not None else 'still runs'}, "
+                code = self.proc.poll()
+                state = "still runs" if code is None else f"exited {code}"
+                raise AssertionError(f"no line the test waits for within {timeout:g} s; the watcher {state}, "
                                      f"its stderr ends:\n{''.join(self.stderr)}")
             self.seen.append(item)
             if predicate(item):

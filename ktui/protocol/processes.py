@@ -33,7 +33,7 @@ OUTPUT_END = "\x00ktui:end-of-job-output\x00"
 NVTX_RANGE = "ktui_custom_kernel"
 STACK_SIGNAL = signal.SIGUSR1  # the worker answers it with every thread's Python stack on stderr
 # The same request, received only by a thread the worker keeps for it (ktui.worker.stack_request):
-# sent when the first went unanswered (the thread it reached waits in the GPU driver).
+# sent when the first went unanswered (the thread it reached may wait in the GPU driver).
 STACK_SIGNAL_ASIDE = signal.SIGUSR2
 TOKEN_ENV = "KTUI_WORKER_TOKEN"  # set in the worker's environment, inherited by what user code starts
 PARENT_ENV = "KTUI_WORKER_PARENT"  # the pid of the process that started the worker

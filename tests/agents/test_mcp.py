@@ -13,7 +13,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import REPO, ktui, make_workspace
+from conftest import REPO, child_env, ktui, make_workspace
 from leftovers import tagged
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
@@ -428,7 +428,7 @@ def test_the_server_exits_when_its_client_closes_stdin_even_after_a_16_mib_argum
 
     ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
     proc = subprocess.Popen([sys.executable, "-m", "ktui", "mcp", str(ws), "--cpu"], cwd=ws, stdin=subprocess.PIPE,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(REPO)})
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=child_env())
     messages = [
         {"jsonrpc": "2.0", "id": 1, "method": "initialize",
          "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -11,7 +10,7 @@ import uuid
 
 import anyio
 import pytest
-from conftest import REPO, make_workspace
+from conftest import child_env, make_workspace
 from test_mcp import call, connect, tagged_processes
 
 from ktui.protocol.processes import descendants
@@ -58,7 +57,7 @@ def test_the_mcp_server_keeps_its_warm_worker_from_one_run_call_to_the_next(tmp_
 def test_the_mcp_server_runs_on_the_owners_worker_while_another_process_owns_the_workspace(tmp_path):
     ws = make_workspace(tmp_path / "ws", ["add_triton"])
     serve = subprocess.Popen([sys.executable, "-m", "ktui", "serve", "--cpu"], cwd=ws,
-                             env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE, text=True)
+                             env=child_env(), stdout=subprocess.PIPE, text=True)
     try:
         assert "owning" in serve.stdout.readline()
         workers = _warm_workers(serve.pid)

@@ -11,7 +11,7 @@ import time
 
 import anyio
 import pytest
-from conftest import REPO, make_workspace
+from conftest import child_env, make_workspace
 from test_mcp import call, connect
 
 from ktui.workspace.kernels import content_hash
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.worker
 def _owner(ws, *argv: str) -> subprocess.Popen:
     """``ktui watch --headless`` or ``ktui serve`` on ``ws``, once its owner's socket is there."""
     process = subprocess.Popen([sys.executable, "-m", "ktui", *argv, "--cpu"], cwd=ws, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(REPO)},
+                               stderr=subprocess.DEVNULL, env=child_env(),
                                start_new_session=True)
     deadline = time.monotonic() + 60
     while not (ws / ".ktui" / "owner" / "socket").exists():
