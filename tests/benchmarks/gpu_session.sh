@@ -31,7 +31,7 @@ cd "$(dirname "$0")/../.."
 export PYTHONUNBUFFERED=1
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # the commands run from scratch folders outside the checkout
 PY="${PYTHON:-python3}"
-# test_mcp.py holds no GPU test and imports the MCP SDK, which the GPU machine lacks
+# test_mcp.py holds no GPU test; the modules that do import the MCP SDK need it staged (gpu_stage.sh)
 GPU_TESTS=(-m gpu -q -p no:cacheprovider -rA --timeout 300 --ignore=tests/agents/test_mcp.py)
 
 step() {  # step LOG LIMIT CMD...

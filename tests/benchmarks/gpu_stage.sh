@@ -2,7 +2,9 @@
 # /tmp/keep by earlier calls (../shared/gpu/README.md): .gpu/b (the CuTeDSL library's second half)
 # and, for TileLang, its archive. Installs what is staged into /tmp/site once and puts it on
 # PYTHONPATH: .gpu/a (textual & co, CuTeDSL), the TileLang archive (from /tmp/keep or
-# .whl/tilelang), and the MCP SDK's wheels (.whl/mcp or /tmp/keep/mcp; for tests/benchmarks/mcp_session.py).
+# .whl/tilelang), and the MCP SDK's wheels (.whl/mcp or /tmp/keep/mcp). The GPU tier needs the MCP SDK
+# too: without it pytest stops at collecting the modules that import `mcp` (tests/agents/test_mcp_*.py,
+# and tests/worker/test_tilelang.py through ktui.agents), before any test runs.
 #
 #     source tests/benchmarks/gpu_stage.sh && OUT=... bash tests/benchmarks/gpu_session.sh queue ...
 if [ -d .gpu/a ]; then
