@@ -52,6 +52,18 @@ STOPPED = "cancelled: ktui stopped before this run finished"
 MTIME_SLACK_S = 0.05  # a file's modification time is read from a coarse clock: it may lag a write by a tick
 
 
+def _mtime_tick() -> float:
+    """How far a file's modification time may lag the wall clock: Linux stamps files from its coarse
+    clock (one scheduler tick, 1-10 ms); elsewhere, a hundredth of a second."""
+    try:
+        return time.clock_getres(5)  # CLOCK_REALTIME_COARSE, which Python does not name
+    except (AttributeError, OSError):
+        return 0.01
+
+
+MTIME_TICK_S = _mtime_tick()
+
+
 class Batch:
     """What one ``batch`` call waits on: each of its entries ends here, with a verdict or without;
     a caller that holds it can cancel that batch's runs alone (``RunQueue.cancel``)."""
@@ -95,6 +107,7 @@ class _Current:
     run_id: str = ""  # the job the worker has (set with ``live``)
     finished: bool = False  # background work that was not pre-empted
     unconfined_since: float | None = None  # wall clock: its run started unconfined (``could_have_written``)
+    unconfined_until: float | None = None  # wall clock: that run said it finished (its tree ended before)
 
 
 class RunQueue:
@@ -308,13 +321,14 @@ class RunQueue:
         """Whether a run of the kernel at ``path`` could have written a file last modified at
         ``written`` (wall clock): an unconfined run of it was in flight then (``ktui.watch.echoes``).
         A confined run cannot write the workspace, and nothing a run started outlives it (the
-        worker ends its tree after each job), so a file written after the run ended is someone's save."""
+        worker ends its tree before it says the run finished), so a file written after the run
+        said so is someone's save."""
         with self._cond:
-            if any(cur.entry.key() == (RUN, path) and cur.unconfined_since is not None
-                   and cur.unconfined_since <= written for _, cur in self._running()):
-                return True
-            span = self._unconfined.get(path)
-        return span is not None and span[0] <= written <= span[1]
+            spans = [(cur.unconfined_since, cur.unconfined_until or float("inf")) for _, cur in self._running()
+                     if cur.entry.key() == (RUN, path) and cur.unconfined_since is not None]
+            if path in self._unconfined:
+                spans.append(self._unconfined[path])
+        return any(since <= written < until for since, until in spans)
 
     def busy(self, path: Path) -> bool:
         """Whether a run of the kernel at ``path`` is queued or in flight: its verdict is coming."""
@@ -415,7 +429,8 @@ class RunQueue:
                     if current.entry.kind == RUN:
                         self._ended[current.entry.path] = time.monotonic()
                         if current.unconfined_since is not None:
-                            self._unconfined[current.entry.path] = (current.unconfined_since, time.time())
+                            until = current.unconfined_until or time.time()  # no run_finished: it ended here
+                            self._unconfined[current.entry.path] = (current.unconfined_since, until)
                     if (current.entry.kind == BACKGROUND and not current.finished and current.cancel.is_set()
                             and not self._stopping):
                         self._background.insert(0, current.entry)  # pre-empted: again once the runs are done
@@ -500,6 +515,9 @@ class RunQueue:
             if isinstance(event, RunStarted) and event.confined is False:
                 with self._cond:  # user code may write the workspace from now on (``could_have_written``);
                     current.unconfined_since = time.time() - MTIME_SLACK_S  # a file time may lag a tick behind
+            if isinstance(event, RunFinished) and current.unconfined_since is not None:
+                with self._cond:  # before anyone hears of it: a save made on reading it is nobody's echo,
+                    current.unconfined_until = time.time() - MTIME_TICK_S  # though its stamp lags a tick
             if isinstance(event, RunFinished) and event.summary.get("reference_changed") and entry.batch is None:
                 with self._cond:
                     self._again.add(entry.path)

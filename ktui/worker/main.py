@@ -102,7 +102,6 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             job = Job.from_json(json.loads(line))
             healthy = run_job(job, tier, lambda event: send(event.to_json()), guard, confinement, ahead)
-            processes.end_descendants(keep=ahead.pids())  # nothing user code started outlives its run
             send({"type": "job_done", "run_id": job.run_id, "healthy": healthy})
             if not healthy:
                 return 0
@@ -144,6 +143,9 @@ def run_job(job, tier, emit, guard=None, confinement=None, ahead=None) -> bool:
     only = "/".join(dsl.title for dsl in ctx.dsls if not dsl.runs_on_cpu)
     checked = {"compile_only": compile_only_text(tier.arch, only)} if final == COMPILED else {}
     _end_job_output()
+    # Nothing user code started outlives its run, and the run is over once it says so: a file
+    # written after ``run_finished`` is someone's save (``RunQueue.could_have_written``).
+    processes.end_descendants(keep=ahead.pids() if ahead is not None else set())
     emit(
         RunFinished(
             job.run_id,

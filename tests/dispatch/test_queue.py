@@ -270,3 +270,25 @@ def test_only_an_unconfined_run_in_flight_could_have_written_a_file_and_a_save_a
     assert not queue.could_have_written(kernel.path, before)  # before the run: someone's save
     assert not queue.could_have_written(kernel.path, after)  # the moment after its verdict: someone's save
     assert not queue.could_have_written(root / "kernels" / "other.py", during)
+
+
+def test_a_file_saved_by_whoever_hears_the_verdict_is_never_the_unconfined_runs_own(tmp_path):
+    root = _workspace(tmp_path, ["add_triton"])
+    kernel = _kernels(root)["add_triton"]
+    runner = ScriptedRunner(lambda job: Script((Step("correctness", 0.05),)), confined=False)
+    echoes: list[bool] = []
+    queue: RunQueue | None = None
+
+    def agent(item) -> None:  # saves its next version the moment it reads the verdict, in the queue's thread
+        if isinstance(item, RunFinished):
+            kernel.path.write_text(kernel.path.read_text() + "\n# next version\n")
+            echoes.append(queue.could_have_written(kernel.path, kernel.path.stat().st_mtime))
+
+    queue = _queue(root, runner, agent)
+    try:
+        for run in range(1, 4):
+            queue.submit(kernel)
+            _wait(lambda run=run: len(echoes) == run)
+    finally:
+        queue.close()
+    assert echoes == [False, False, False]
