@@ -12,7 +12,7 @@ from conftest import make_workspace
 from ktui.dispatch.queue import RunQueue
 from ktui.dispatch.scripted import HANG, Script, ScriptedRunner, Step
 from ktui.dispatch.session import Session
-from ktui.protocol.events import CANCELLED, CRASHED, PASSED, RunFinished
+from ktui.protocol.events import CANCELLED, CRASHED, PASSED, RunFinished, RunStarted
 from ktui.protocol.job import Options
 from ktui.workspace.kernels import discover
 
@@ -259,7 +259,7 @@ def test_only_an_unconfined_run_in_flight_could_have_written_a_file_and_a_save_a
         before = time.time()
         time.sleep(0.1)
         queue.submit(kernel)
-        _wait(lambda: runner.played)
+        _wait(lambda: any(isinstance(i, RunStarted) for i in list(heard.items)))  # the queue read the run's start
         during = time.time()
         assert queue.could_have_written(kernel.path, during) is not confined  # in flight
         heard.wait_finished(1)
