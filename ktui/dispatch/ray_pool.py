@@ -169,8 +169,8 @@ class RayPool:
     def _init(self, address: str, num_cpus: int | None) -> None:
         quiet = {"include_dashboard": False, "logging_level": logging.ERROR, "log_to_driver": False,
                  "configure_logging": True}
-        if address == LOCAL:
-            self.ray.init(num_cpus=num_cpus or os.cpu_count() or 1, **quiet)
+        if address == LOCAL:  # a new instance of its own: with no address Ray joins one already running here
+            self.ray.init(address="local", num_cpus=num_cpus or os.cpu_count() or 1, **quiet)
         else:
             _reachable(address)
             self.ray.init(address=address, **{k: v for k, v in quiet.items() if k != "include_dashboard"})

@@ -32,11 +32,19 @@ OPTIONS = Options(seed=7, benchmark=False)
 
 @pytest.fixture(scope="module")
 def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    # a new instance of its own ("local"), never another test process's cluster that runs meanwhile
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
     try:
         yield ray
     finally:
         ray.shutdown()
+
+
+@pytest.fixture
+def address(local_ray) -> str:
+    """The module's own Ray instance: ``--ray auto`` would join whichever instance this machine
+    started last, another test process's two-node cluster included (tests/dispatch/test_ray_nodes.py)."""
+    return local_ray.get_runtime_context().gcs_address
 
 
 @pytest.fixture(scope="module")
@@ -62,10 +70,10 @@ def history(ws: Path) -> dict[str, list]:
         store.close()
 
 
-def test_eight_kernels_on_ray_get_the_serial_verdicts_and_all_reach_the_history(local_ray, serial_verdicts, tmp_path):
+def test_eight_kernels_on_ray_get_the_serial_verdicts_and_all_reach_the_history(address, serial_verdicts, tmp_path):
     ws = make_workspace(tmp_path / "ws", SHIPPED, FIXTURES)
     # the real CLI, joining the module's Ray instance (two CPUs: two actors, each with a warm worker)
-    proc = ktui("run", "--no-audit", "--json", "--no-bench", "--seed", "7", "--ray", "auto", "kernels", cwd=ws, timeout=240)
+    proc = ktui("run", "--no-audit", "--json", "--no-bench", "--seed", "7", "--ray", address, "kernels", cwd=ws, timeout=240)
     assert proc.returncode == 3, proc.stderr  # the worst verdict among them: suspicious
     events = parse_events(proc.stdout)
     kernel_of = {e["run_id"]: e["kernel"] for e in events if e["type"] == "run_started"}
@@ -260,7 +268,7 @@ def test_a_cancelled_run_on_an_actor_ends_cancelled_and_the_actor_runs_the_next_
         pool.close()
 
 
-def test_ktui_run_ray_while_serve_ray_owns_the_workspace_runs_through_its_actors(local_ray, tmp_path):
+def test_ktui_run_ray_while_serve_ray_owns_the_workspace_runs_through_its_actors(address, tmp_path):
     import os
     import signal
 
@@ -268,18 +276,18 @@ def test_ktui_run_ray_while_serve_ray_owns_the_workspace_runs_through_its_actors
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     errors = tmp_path / "serve.err"  # a file, not a pipe nobody reads: what the owner said if it died
     with errors.open("w") as err:
-        serve = subprocess.Popen([sys.executable, "-m", "ktui", "serve", "--ray", "auto"], cwd=ws, env=env,
+        serve = subprocess.Popen([sys.executable, "-m", "ktui", "serve", "--ray", address], cwd=ws, env=env,
                                  stdout=subprocess.PIPE, stderr=err, text=True, start_new_session=True)
     try:
-        assert "(Ray auto)" in serve.stdout.readline(), errors.read_text()[-3000:]
-        proc = ktui("run", "--no-audit", "--json", "--no-bench", "--ray", "auto", "kernels/add_triton.py", cwd=ws,
+        assert f"(Ray {address})" in serve.stdout.readline(), errors.read_text()[-3000:]
+        proc = ktui("run", "--no-audit", "--json", "--no-bench", "--ray", address, "kernels/add_triton.py", cwd=ws,
                     timeout=240)
         assert proc.returncode == 0, f"{proc.stderr}\n--- ktui serve's stderr:\n{errors.read_text()[-3000:]}"
         [end] = [e for e in parse_events(proc.stdout) if e["type"] == "run_finished"]
         assert end["verdict"] == "passed" and end["summary"]["ran_on"]["node_id"]
         assert not descendants(serve.pid) or all("ktui.worker.main" not in _cmdline(pid) for pid in descendants(serve.pid))
         refused = ktui("run", "--no-audit", "--no-bench", "--cpu", "kernels/add_triton.py", cwd=ws, timeout=60)
-        assert refused.returncode == 2 and "runs on Ray auto, not this machine (CPU tier)" in refused.stderr
+        assert refused.returncode == 2 and f"runs on Ray {address}, not this machine (CPU tier)" in refused.stderr
     finally:
         serve.send_signal(signal.SIGTERM)
         serve.wait(60)
@@ -326,7 +334,7 @@ def _new_workers(before: set[int]) -> list[int]:
     return [pid for pid in descendants(os.getpid()) if pid not in before and "ktui.worker.main" in _cmdline(pid)]
 
 
-def test_watch_headless_on_ray_gives_a_verdict_and_a_save_runs_it_again(local_ray, tmp_path):
+def test_watch_headless_on_ray_gives_a_verdict_and_a_save_runs_it_again(address, tmp_path):
     import json
 
     from headless import Headless
@@ -334,7 +342,7 @@ def test_watch_headless_on_ray_gives_a_verdict_and_a_save_runs_it_again(local_ra
     ws = make_workspace(tmp_path / "ws", ["add_triton"])
     kernel = ws / "kernels" / "add_triton.py"
     before = set(descendants(os.getpid()))
-    watch = Headless(ws, "--no-audit", "--no-bench", "--ray", "auto")
+    watch = Headless(ws, "--no-audit", "--no-bench", "--ray", address)
     until = watch.until
     try:
         first = until(lambda e: e["type"] == "run_finished")  # the catch-up run, on an actor
@@ -357,13 +365,13 @@ def test_watch_headless_on_ray_gives_a_verdict_and_a_save_runs_it_again(local_ra
     assert _new_workers(before) == []  # the watch's actors ended with it, their workers too
 
 
-def test_mcp_on_ray_answers_a_run_call_through_the_sdk_client(local_ray, tmp_path):
+def test_mcp_on_ray_answers_a_run_call_through_the_sdk_client(address, tmp_path):
     import anyio
     from mcp import ClientSession, StdioServerParameters, stdio_client
 
     ws = make_workspace(tmp_path / "ws", ["add_triton"])
     before = set(descendants(os.getpid()))
-    params = StdioServerParameters(command=sys.executable, args=["-m", "ktui", "mcp", str(ws), "--ray", "auto"],
+    params = StdioServerParameters(command=sys.executable, args=["-m", "ktui", "mcp", str(ws), "--ray", address],
                                    env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=str(ws))
 
     async def main() -> dict:

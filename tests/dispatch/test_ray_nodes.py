@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import REPO, make_workspace
+from conftest import REPO, ktui, make_workspace, parse_events
 from test_ray_ship import HELPERS, helped_workspace
 
 from ktui.history.store import Store
@@ -263,3 +263,14 @@ def test_what_a_node_could_not_run_ends_its_run_with_the_reason_and_the_pool_goe
     assert (f"{big / 'data' / 'table.bin'} (9000 B) is too large to ship to a Ray node: a workspace file may be at "
             "most 8000 B") in ends["add_triton.py"].message
     assert stored_run(big).verdict == "error"  # recorded like any run
+
+
+def test_ray_with_no_address_starts_an_instance_of_its_own_beside_a_cluster_running_here(two_nodes, tmp_path):
+    """With no address Ray joins the cluster this machine runs (as ``ray start`` made it): ``--ray``
+    alone must not, or its ``num_cpus`` is refused and its runs would take that cluster's CPUs."""
+    ws = make_workspace(tmp_path / "ws", ["add_triton"])
+    proc = ktui("run", "--no-audit", "--json", "--no-bench", "--ray", "kernels/add_triton.py", cwd=ws, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [end] = [e for e in parse_events(proc.stdout) if e["type"] == "run_finished"]
+    assert end["verdict"] == "passed", end["message"]
+    assert end["summary"]["ran_on"]["node_id"] not in {node["NodeID"] for node in ray.nodes()}
