@@ -11,6 +11,8 @@ One sample of one callable is, on the current stream:
   still inside the launch path and a 5 µs kernel measures as 20 µs of Python. The pad is sized
   from the measured host time of the call and doubled whenever a sample shows the GPU reached
   the start event before the end event was enqueued (``exposed``), which is checked every sample.
+  An exposed sample times host work, so it is taken again (with the grown pad) up to ``RETAKES``
+  times; only one still exposed after that is kept, and counted.
 - Several callables (kernel and reference) are **interleaved** round by round, alternating their
   order, each round on the same input set, so they see the same conditions and their samples
   pair up; input sets **rotate** with the round number.
@@ -35,6 +37,7 @@ from ktui.measure.stats import StoppingRule
 from ktui.worker.timing.clocks import ClockLog, ClockMonitor
 
 MIN_PAD_US = 20.0
+RETAKES = 3  # an exposed sample is taken again this many times at most (a busy host's stall, not the call's)
 MAX_PAD_US = 20_000.0  # a call that needs more than this is synchronising with the host
 FALLBACK_FLUSH_BYTES = 256 * 2**20  # when neither the device nor the table knows the L2 size
 
@@ -135,7 +138,8 @@ class CallTiming:
 
     samples_ms: list[float] = field(default_factory=list)
     host_ms: list[float] = field(default_factory=list)  # CPU time of the call (launch cost)
-    exposed: int = 0  # samples where the GPU waited for the launch (see module docstring)
+    exposed: int = 0  # kept samples where the GPU waited for the launch (see module docstring)
+    retaken: int = 0  # exposed samples taken again rather than kept
     pad_us: float = MIN_PAD_US
     warm_host_us: list[float] = field(default_factory=list)
     synchronizes: bool = False  # the call waited for the GPU itself: no pad can hide its launch
@@ -172,7 +176,23 @@ class Sampler:
         self._end = torch.cuda.Event(enable_timing=True)
 
     def sample(self, call: Call, i: int, timing: CallTiming, keep: bool = True, index: int = 0) -> bool:
-        """One sample; returns whether the launch was exposed (the pad was too short)."""
+        """One sample (taken again while its launch was exposed, when kept); returns whether the
+        launch of the sample that counts was exposed (the pad was too short)."""
+        for attempt in range(RETAKES + 1):
+            exposed, host_s, result = self._take(call, i, timing, keep)
+            if not (keep and exposed and not timing.synchronizes and attempt < RETAKES):
+                break
+            timing.retaken += 1
+        if keep:
+            timing.samples_ms.append(self._start.elapsed_time(self._end))
+            timing.host_ms.append(host_s * 1e3)
+            timing.exposed += int(exposed)
+            if self.inspect is not None:
+                self.inspect(index, i, result)
+        return exposed
+
+    def _take(self, call: Call, i: int, timing: CallTiming, keep: bool) -> tuple[bool, float, Any]:
+        """Flush, pad, time one call; grow the pad when the launch was exposed."""
         self.flush()
         if not timing.synchronizes:
             self.pad(timing.pad_us)
@@ -194,13 +214,7 @@ class Sampler:
             # include lazy initialisation); afterwards only an exposure grows it.
             typical = statistics.median(timing.warm_host_us)
             timing.pad_us = min(MAX_PAD_US, max(timing.pad_us, 2 * typical + MIN_PAD_US))
-        if keep:
-            timing.samples_ms.append(self._start.elapsed_time(self._end))
-            timing.host_ms.append(host_s * 1e3)
-            timing.exposed += int(exposed)
-            if self.inspect is not None:
-                self.inspect(index, i, result)
-        return exposed
+        return exposed, host_s, result
 
     def measure(self, calls: Sequence[Call], rule: StoppingRule, warmup_s: float) -> Measurement:
         """Warm up for ``warmup_s``, then interleave ``calls`` round by round until ``rule`` stops."""
