@@ -28,7 +28,7 @@ from ktui.worker.context import RunContext
 from ktui.worker.errors import RungFailure, RungSkipped
 from ktui.worker.outcome import Outcome
 from ktui.worker.tier import tensors_in
-from ktui.worker.timing import bootstrap
+from ktui.worker.timing import bootstrap, gpu_lock
 from ktui.worker.timing.sampler import CallTiming, Flush, Measurement, Sampler, capture_graph, flush_bytes, l2_bytes
 
 # Input sets may use at most this share of the free device memory (the rest is for outputs,
@@ -56,34 +56,21 @@ def run(ctx: RunContext, shape: dict) -> Outcome:
     check = integrity.TimedOutputCheck(ctx, sets, every=1 if ctx.job.options.strict else RECHECK_EVERY,
                                        fresh=lambda: ctx.generate(shape, ctx.next_seed()))
     peaks = _peak(ctx, "peak_sets_gb")  # the input sets and their expected outputs
-    sampler = Sampler(Flush("hot" if settings.hot_cache else settings.flush), _clock_monitor(), inspect=check.inspect)
+    with ctx.phases.timing("gpu wait"):  # another ktui process timing on this GPU goes first
+        turn = gpu_lock.take(gpu_lock.device_key())
+    try:
+        outcome, figures = _timed(ctx, sets, rule, settings, check)
+    finally:
+        turn.release()
+    figures.update(peaks, **turn.figures())
+    if outcome is not None:
+        return outcome
+    return _judged(ctx, shape, sets, check, figures, settings, done)
 
-    def kernel(i: int) -> Any:
-        return ctx.custom_kernel(*sets[i % len(sets)])
 
-    def reference(i: int) -> Any:
-        return ctx.ref_kernel(*sets[i % len(sets)])
-
-    measured = sampler.measure([kernel, reference], rule, settings.warmup_s)
-    figures = timing_figures(measured, settings)
-    figures["input_sets"] = len(sets)
-    figures.update(peaks, **_peak(ctx, "peak_timed_gb"))  # the timed calls, with their checks
-    figures["rechecked"] = check.checked
-    if check.failure is not None:
-        return Outcome(figures=figures, status=SUSPICIOUS,
-                       message=f"right when checked, wrong when timed — {check.failure}")
-    overwritten = check.overwritten()
-    if overwritten is not None:
-        return Outcome(figures=figures, status=SUSPICIOUS, message=overwritten)
-    escape = integrity.timer_escape(lambda s: ctx.custom_kernel(*s), sets, figures["kernel_us"], figures["kernel_host_us"])
-    figures["wall_us"] = escape["wall_us"]
-    if escape["escaped"]:
-        return Outcome(figures=figures, status=SUSPICIOUS, message=(
-            f"work escapes the timer: {escape['wall_us']:.1f} µs per call with the device synchronised, "
-            f"{figures['kernel_us']:.1f} µs by CUDA events (another stream, a thread, or deferred work)"))
-    if settings.cuda_graph:
-        figures.update(graph_figures(ctx, sets, sampler, rule, settings))
-        figures.update(_peak(ctx, "peak_graph_gb"))
+def _judged(ctx: RunContext, shape: dict, sets: list[tuple], check: integrity.TimedOutputCheck,
+            figures: dict[str, Any], settings: BenchSettings, done: float) -> Outcome:
+    """The timed figures against the device's roofline: the rung's outcome."""
     model, dtype, notes = roofline_model(ctx, shape, sets[0])
     figures.update(notes)
     ceiling, limit, ceiling_note = ceilings(ctx.tier.device, Path(ctx.job.root), _driver())
@@ -100,6 +87,42 @@ def run(ctx: RunContext, shape: dict) -> Outcome:
     figures.update(roof.figures())
     status = SUSPICIOUS if roof.impossible else OK
     return Outcome(figures=figures, message=message(figures, roof), status=status)
+
+
+def _timed(ctx: RunContext, sets: list[tuple], rule: stats.StoppingRule, settings: BenchSettings,
+           check: integrity.TimedOutputCheck) -> tuple[Outcome | None, dict[str, Any]]:
+    """Everything that reads the clock, done while this process has the GPU to itself
+    (``ktui.worker.timing.gpu_lock``): the figures, and the outcome when the timing is suspicious."""
+    sampler = Sampler(Flush("hot" if settings.hot_cache else settings.flush), _clock_monitor(), inspect=check.inspect)
+
+    def kernel(i: int) -> Any:
+        return ctx.custom_kernel(*sets[i % len(sets)])
+
+    def reference(i: int) -> Any:
+        return ctx.ref_kernel(*sets[i % len(sets)])
+
+    measured = sampler.measure([kernel, reference], rule, settings.warmup_s)
+    figures = timing_figures(measured, settings)
+    figures["input_sets"] = len(sets)
+    figures.update(_peak(ctx, "peak_timed_gb"))  # the timed calls, with their checks
+    figures["rechecked"] = check.checked
+    if check.failure is not None:
+        return Outcome(figures=figures, status=SUSPICIOUS,
+                       message=f"right when checked, wrong when timed — {check.failure}")
+    overwritten = check.overwritten()
+    if overwritten is not None:
+        return Outcome(figures=figures, status=SUSPICIOUS, message=overwritten)
+    escape = integrity.timer_escape(lambda s: ctx.custom_kernel(*s), sets, figures["kernel_us"], figures["kernel_host_us"])
+    figures["wall_us"] = escape["wall_us"]
+    if escape["escaped"]:
+        return Outcome(figures=figures, status=SUSPICIOUS, message=(
+            f"work escapes the timer: {escape['wall_us']:.1f} µs per call with the device synchronised, "
+            f"{figures['kernel_us']:.1f} µs by CUDA events "
+            "(another stream, a thread, deferred work, or another program on this GPU)"))
+    if settings.cuda_graph:
+        figures.update(graph_figures(ctx, sets, sampler, rule, settings))
+        figures.update(_peak(ctx, "peak_graph_gb"))
+    return None, figures
 
 
 def _peak(ctx: RunContext, name: str) -> dict[str, float]:
@@ -166,6 +189,7 @@ def _summary_figures(prefix: str, timing: CallTiming) -> dict[str, Any]:
         f"{prefix}_rse": s.rse_median,
         f"{prefix}_host_us": host.median * 1e3,
         f"{prefix}_exposed": timing.exposed_fraction,
+        f"{prefix}_retaken": timing.retaken,
     }
     if timing.synchronizes:
         out[f"{prefix}_synchronizes"] = True
@@ -285,6 +309,10 @@ def message(figures: dict[str, Any], roof: rl.Roofline) -> str:
         text += f" · throttled ({', '.join(figures.get('throttle_reasons', []))})"
     if figures.get("kernel_exposed", 0) > 0.01:
         text += f" · launch not hidden in {figures['kernel_exposed']:.0%} of samples (host time included)"
+    if figures.get("gpu_lock"):
+        text += f" · {figures['gpu_lock']}"
+    elif figures.get("gpu_wait_s", 0) >= 1.0:
+        text += f" · waited {figures['gpu_wait_s']:.1f} s for another ktui process timing on this GPU"
     return text
 
 

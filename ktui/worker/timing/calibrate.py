@@ -15,6 +15,7 @@ from typing import Any, Callable
 from ktui.measure.calibrate import MATMUL_DTYPES, Calibration
 from ktui.measure.stats import StoppingRule, summarize
 from ktui.worker.timing import bandwidth as _bandwidth
+from ktui.worker.timing import gpu_lock
 from ktui.worker.timing import launchfloor as _launchfloor
 from ktui.worker.timing.clocks import ClockMonitor, driver_version
 from ktui.worker.timing.sampler import Flush, Sampler, l2_bytes
@@ -27,7 +28,6 @@ def measure(time_s: float = 2.0, progress: Callable[[str], None] = lambda _: Non
     """Measure copy bandwidth and matmul rates on the current CUDA device."""
     import torch
 
-
     if not torch.cuda.is_available():
         raise RuntimeError("calibrate needs a CUDA GPU (torch.cuda.is_available() is False on this machine)")
     device = torch.cuda.get_device_name()
@@ -38,8 +38,11 @@ def measure(time_s: float = 2.0, progress: Callable[[str], None] = lambda _: Non
     rule = StoppingRule(rse_target=0.005, min_samples=10, time_cap_s=time_s)
     details: dict[str, Any] = {"clock_source": clocks.source}
 
+    key = gpu_lock.device_key()
+
     def timed(fn: Callable[[], Any]) -> tuple[float, dict[str, Any]]:
-        m = sampler.measure([lambda i: fn()], rule, warmup_s=0.2)
+        with gpu_lock.alone_on(key):  # one measurement at a time on this GPU, with every ktui process
+            m = sampler.measure([lambda i: fn()], rule, warmup_s=0.2)
         s = summarize(m.calls[0].samples_ms)
         return s.median * 1e-3, {"median_us": s.median * 1e3, "rse": s.rse_median, "samples": s.n, "stop": m.stop,
                                  **m.clocks.figures()}
@@ -48,7 +51,8 @@ def measure(time_s: float = 2.0, progress: Callable[[str], None] = lambda _: Non
     size = max(COPY_MIN_BYTES, 16 * (l2 or 0))
     size -= size % (1 << 20)  # a whole number of every streaming config's blocks
     bandwidth = _bandwidth.measure(size, timed, details, progress)
-    launch_floor = _measure_launch_floor(details, bandwidth, clocks, time_s, progress)
+    with gpu_lock.alone_on(key):
+        launch_floor = _measure_launch_floor(details, bandwidth, clocks, time_s, progress)
 
     tflops: dict[str, float] = {}
     for key in MATMUL_DTYPES:

@@ -1,0 +1,114 @@
+"""Timed sections of different ktui processes take turns on a GPU (``ktui.worker.timing.gpu_lock``):
+real processes, real ``flock``, and a worker confined by Landlock that still takes its turn."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+
+import pytest
+from conftest import REPO
+
+from ktui.worker.timing import gpu_lock
+
+pytestmark = pytest.mark.worker
+
+HOLDER = """
+import sys, time
+from pathlib import Path
+from ktui.worker.timing import gpu_lock
+with gpu_lock.alone_on(sys.argv[1], directory=Path(sys.argv[2]) if sys.argv[2] else None) as turn:
+    print("held" if turn.held else "not held", flush=True)
+    time.sleep(float(sys.argv[3]))
+"""
+
+
+def hold(key: str, seconds: float, directory: str = "") -> subprocess.Popen:
+    """Another process that holds ``key``'s lock for ``seconds`` once it prints ``held``."""
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, key, directory, str(seconds)], cwd=REPO,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def test_a_section_waits_for_another_process_timing_on_the_same_gpu(tmp_path):
+    holder = hold("GPU-waits", 1.0, str(tmp_path))
+    try:
+        with gpu_lock.alone_on("GPU-waits", directory=tmp_path) as turn:
+            assert turn.held
+        assert 0.5 <= turn.waited_s <= 5.0
+        assert turn.figures() == {"gpu_wait_s": round(turn.waited_s, 3)}
+    finally:
+        holder.wait(10)
+
+
+def test_another_gpu_is_not_waited_for(tmp_path):
+    holder = hold("GPU-one", 5.0, str(tmp_path))
+    try:
+        with gpu_lock.alone_on("GPU-two", directory=tmp_path) as turn:
+            assert turn.held and turn.waited_s < 0.5 and turn.figures() == {}
+    finally:
+        holder.kill()
+        holder.wait(10)
+
+
+def test_a_lock_kept_past_the_wait_is_timed_anyway_and_says_so(tmp_path):
+    holder = hold("GPU-kept", 30.0, str(tmp_path))
+    try:
+        with gpu_lock.alone_on("GPU-kept", wait_s=0.3, directory=tmp_path) as turn:
+            assert not turn.held
+        assert 0.3 <= turn.waited_s < 3.0
+        assert "another ktui process was timing on this GPU" in turn.figures()["gpu_lock"]
+    finally:
+        holder.kill()
+        holder.wait(10)
+
+
+def test_a_holder_that_dies_hands_the_gpu_on(tmp_path):
+    holder = hold("GPU-dies", 60.0, str(tmp_path))
+    holder.kill()
+    holder.wait(10)
+    with gpu_lock.alone_on("GPU-dies", wait_s=5.0, directory=tmp_path) as turn:
+        assert turn.held and turn.waited_s < 1.0
+
+
+def test_a_hostile_device_name_stays_one_file_inside_the_lock_folder(tmp_path):
+    with gpu_lock.alone_on("../../etc/passwd\n", directory=tmp_path / "locks") as turn:
+        assert turn.held
+    assert [p.name for p in (tmp_path / "locks").iterdir()] == [".._.._etc_passwd_.lock"]
+    assert not (tmp_path / "etc").exists()
+
+
+def test_a_confined_worker_still_takes_its_turn_in_the_shared_folder(tmp_path):
+    # The default folder is beneath /dev (/dev/shm), which Landlock leaves writable for CUDA;
+    # elsewhere a confined worker could not create the lock file.
+    from ktui.worker.confine import landlock_abi
+    try:
+        if landlock_abi() < 1:
+            pytest.skip("this kernel has no Landlock")
+    except OSError:
+        pytest.skip("this kernel has no Landlock")
+    key = f"GPU-test-{uuid.uuid4()}"
+    probe = textwrap.dedent("""
+        import sys
+        from pathlib import Path
+        from ktui.worker.confine import confine
+        from ktui.worker.timing import gpu_lock
+        c = confine([Path(sys.argv[2])])
+        with gpu_lock.alone_on(sys.argv[1]) as turn:
+            print(c.confined, turn.held, repr(turn.note))
+    """)
+    holder = hold(key, 0.5)
+    try:
+        started = time.monotonic()
+        out = subprocess.run([sys.executable, "-c", probe, key, str(tmp_path)], cwd=REPO, capture_output=True,
+                             text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.split() == ["True", "True", "''"]
+        assert time.monotonic() - started >= 0.3  # it waited for the holder: both used one file
+    finally:
+        holder.wait(10)
+        (gpu_lock.lock_dir() / f"{key}.lock").unlink(missing_ok=True)
