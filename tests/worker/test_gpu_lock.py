@@ -82,6 +82,24 @@ def test_a_hostile_device_name_stays_one_file_inside_the_lock_folder(tmp_path):
     assert not (tmp_path / "etc").exists()
 
 
+def test_a_link_planted_in_the_shared_folder_is_never_followed(tmp_path):
+    # The folder is every user's: a link there must not make ktui open (or chmod) what it points at.
+    victim = tmp_path / "victim"
+    victim.write_text("mine")
+    victim.chmod(0o600)
+    locks = tmp_path / "locks"
+    locks.mkdir()
+    (locks / "GPU-linked.lock").symlink_to(victim)
+    with gpu_lock.alone_on("GPU-linked", directory=locks) as turn:
+        assert not turn.held and "could not be opened" in turn.figures()["gpu_lock"]
+    assert victim.stat().st_mode & 0o777 == 0o600 and victim.read_text() == "mine"
+    (tmp_path / "folder").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    (tmp_path / "elsewhere").mkdir(mode=0o700)
+    with gpu_lock.alone_on("GPU-x", directory=tmp_path / "folder") as turn:
+        assert not turn.held and "could not be opened" in turn.figures()["gpu_lock"]
+    assert (tmp_path / "elsewhere").stat().st_mode & 0o777 == 0o700 and not list((tmp_path / "elsewhere").iterdir())
+
+
 def test_a_confined_worker_still_takes_its_turn_in_the_shared_folder(tmp_path):
     # The default folder is beneath /dev (/dev/shm), which Landlock leaves writable for CUDA;
     # elsewhere a confined worker could not create the lock file.

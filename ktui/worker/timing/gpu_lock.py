@@ -18,6 +18,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import stat
 import tempfile
 import time
 from contextlib import contextmanager
@@ -63,22 +64,31 @@ _open: dict[Path, int] = {}  # one descriptor per lock file for the process's li
 
 
 def _descriptor(path: Path) -> int:
+    """The lock file's descriptor. The folder is shared by every user of the host, so nothing in it
+    is trusted: a link is never followed, and only a file or folder made here has its mode set."""
     if path not in _open:
-        path.parent.mkdir(mode=0o1777, exist_ok=True)
+        _folder(path.parent)
+        flags = os.O_CLOEXEC | os.O_NOFOLLOW
         try:
-            os.chmod(path.parent, 0o1777)  # every user's ktui shares the folder; the sticky bit keeps files apart
-        except PermissionError:
-            pass  # another user made it: theirs to set, and it was set when made
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | flags, 0o666)
+            os.fchmod(fd, 0o666)  # made here: the umask would keep other users from locking it
+        except FileExistsError:
             try:
-                os.fchmod(fd, 0o666)
+                fd = os.open(path, os.O_RDWR | flags)
             except PermissionError:
-                pass
-        except PermissionError:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)  # another user's file: flock needs only a read
+                fd = os.open(path, os.O_RDONLY | flags)  # another user's file: flock needs only a read
         _open[path] = fd
     return _open[path]
+
+
+def _folder(folder: Path) -> None:
+    try:
+        folder.mkdir(mode=0o1777)
+        os.chmod(folder, 0o1777)  # every user's ktui shares it; the sticky bit keeps their files apart
+    except FileExistsError:
+        pass
+    if not stat.S_ISDIR(os.lstat(folder).st_mode):
+        raise OSError(errno.ENOTDIR, "a link or a file stands where the lock folder should be")
 
 
 def _file_name(device_key: str) -> str:
