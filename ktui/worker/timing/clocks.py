@@ -16,6 +16,8 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Any
 
+from ktui.worker.timing.device_id import pci_bus_id_of, uuid_of
+
 # NVML clock-event ("throttle") reason bits, from nvml.h (nvmlClocksEventReason*).
 REASONS: dict[int, str] = {
     0x1: "gpu_idle",
@@ -93,7 +95,7 @@ class ClockMonitor:
 
         index = torch.cuda.current_device() if device_index is None else device_index
         props = torch.cuda.get_device_properties(index)
-        uuid = _uuid(props)
+        uuid = uuid_of(props)
         why = []
         try:
             import pynvml
@@ -102,7 +104,7 @@ class ClockMonitor:
             if uuid:
                 self._handle = pynvml.nvmlDeviceGetHandleByUUID(uuid)
             else:
-                pci = _pci_bus_id(props)
+                pci = pci_bus_id_of(props)
                 if pci is None:
                     raise RuntimeError("torch gives neither the device UUID nor its PCI bus id")
                 self._handle = pynvml.nvmlDeviceGetHandleByPciBusId(pci)
@@ -163,21 +165,6 @@ class ClockMonitor:
         reading = self.read()
         if reading is not None:
             log.readings.append(reading)
-
-
-def _uuid(props: Any) -> str | None:
-    uuid = getattr(props, "uuid", None)
-    if uuid is None:
-        return None
-    text = str(uuid)
-    return text if text.startswith("GPU-") else f"GPU-{text}"
-
-
-def _pci_bus_id(props: Any) -> str | None:
-    bus = getattr(props, "pci_bus_id", None)
-    if bus is None:
-        return None
-    return f"{getattr(props, 'pci_domain_id', 0):08x}:{bus:02x}:{getattr(props, 'pci_device_id', 0):02x}.0"
 
 
 def driver_version() -> tuple[str, str]:

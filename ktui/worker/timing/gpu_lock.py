@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from ktui.worker.timing.device_id import pci_bus_id_of, uuid_of
+
 WAIT_S = 60.0
 POLL_S = 0.005
 SHARED_MEMORY = Path("/dev/shm")
@@ -135,15 +137,9 @@ def alone_on(device_key: str, wait_s: float = WAIT_S, directory: Path | None = N
 
 
 def device_key(index: int | None = None) -> str:
-    """The current CUDA device's UUID (``GPU-…``; MIG instances have their own), as every process
-    of the host names it whatever its ``CUDA_VISIBLE_DEVICES``."""
+    """The current CUDA device as every process of the host names it (``device_id``)."""
     import torch
 
-    props = torch.cuda.get_device_properties(torch.cuda.current_device() if index is None else index)
-    uuid = str(getattr(props, "uuid", "") or "")
-    if uuid:
-        return uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
-    bus = getattr(props, "pci_bus_id", None)
-    if bus is not None:
-        return f"pci-{getattr(props, 'pci_domain_id', 0)}-{bus}-{getattr(props, 'pci_device_id', 0)}"
-    return f"{props.name}-{index if index is not None else torch.cuda.current_device()}"
+    index = torch.cuda.current_device() if index is None else index
+    props = torch.cuda.get_device_properties(index)
+    return uuid_of(props) or pci_bus_id_of(props) or f"{props.name}-{index}"
