@@ -36,7 +36,7 @@ from ktui.protocol.events import (
     clean_figures,
     first_failure,
 )
-from ktui.protocol.rungs import RUNGS
+from ktui.protocol.rungs import RUNGS, rung_family
 from ktui.worker import memory
 from ktui.worker.ahead.pool import submit_run
 from ktui.worker.context import RunContext
@@ -45,6 +45,10 @@ from ktui.worker.outcome import InputGenerationError, Outcome, shape_label
 from ktui.worker.rungs import fresh
 from ktui.worker.rungs.bench import NO_GPU_TIMING
 from ktui.worker.rungs.registry import IMPLEMENTATIONS as DO
+from ktui.worker.timing import gpu_lock
+
+# The rungs that run kernels on the GPU and time nothing: they share it (``Ladder.step``).
+SHARES_GPU = frozenset({"compile", "run", "correctness", fresh.NAME, "integrity", "dependence"})
 
 
 def needs_gpu(ctx: RunContext) -> str:
@@ -60,6 +64,18 @@ class Ladder:
 
     # -- one rung ------------------------------------------------------------------------------
     def step(self, name: str, fn: Callable[..., Outcome], *args: Any) -> RungFinished:
+        """Run one rung. One that runs kernels on the GPU, other than a benchmark (which takes the GPU
+        to itself), waits for another ktui process's timed section first and holds one off while it
+        runs (``gpu_lock.share``): before its own time limit starts, so a wait never fails it."""
+        if not (self.ctx.tier.is_gpu and rung_family(name) in SHARES_GPU):
+            return self._step(name, fn, args, {})
+        turn = gpu_lock.share(gpu_lock.device_key())
+        try:
+            return self._step(name, fn, args, turn.figures())
+        finally:
+            turn.release()
+
+    def _step(self, name: str, fn: Callable[..., Outcome], args: tuple, turn: dict[str, Any]) -> RungFinished:
         ctx = self.ctx
         ctx.emit(RungStarted(ctx.job.run_id, rung=name, timeout_s=ctx.job.options.timeout_for(name)))
         started = time.perf_counter()
@@ -87,7 +103,8 @@ class Ladder:
             ctx.job.run_id,
             rung=name,
             status=status,
-            figures=clean_figures({**figures, **memory.gb_figure("peak_mem_gb", ctx.peaks.end_rung() if ctx.peaks else None)}),
+            figures=clean_figures({**figures, **turn,
+                                   **memory.gb_figure("peak_mem_gb", ctx.peaks.end_rung() if ctx.peaks else None)}),
             message=message,
             error=error,
             duration_s=round(time.perf_counter() - started, 4),

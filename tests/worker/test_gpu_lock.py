@@ -1,5 +1,6 @@
-"""Timed sections of different ktui processes take turns on a GPU (``ktui.worker.timing.gpu_lock``):
-real processes, real ``flock``, and a worker confined by Landlock that still takes its turn."""
+"""Timed sections of different ktui processes take turns on a GPU, and other GPU work keeps out of
+their way (``ktui.worker.timing.gpu_lock``): real processes, real ``flock``, and a worker confined by
+Landlock that still takes its turn."""
 
 from __future__ import annotations
 
@@ -20,16 +21,26 @@ HOLDER = """
 import sys, time
 from pathlib import Path
 from ktui.worker.timing import gpu_lock
-with gpu_lock.alone_on(sys.argv[1], directory=Path(sys.argv[2]) if sys.argv[2] else None) as turn:
-    print("held" if turn.held else "not held", flush=True)
-    time.sleep(float(sys.argv[3]))
+print("asking", flush=True)
+turn = getattr(gpu_lock, sys.argv[4])(sys.argv[1], directory=Path(sys.argv[2]) if sys.argv[2] else None)
+print("held" if turn.held else "not held", flush=True)
+time.sleep(float(sys.argv[3]))
+turn.release()
 """
 
 
-def hold(key: str, seconds: float, directory: str = "") -> subprocess.Popen:
-    """Another process that holds ``key``'s lock for ``seconds`` once it prints ``held``."""
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, key, directory, str(seconds)], cwd=REPO,
+def start(key: str, seconds: float, directory: str = "", how: str = "take") -> subprocess.Popen:
+    """Another process that asks for its turn on ``key`` (``take``: timed, ``share``: other work),
+    returned once it asks; it prints ``held`` once it has it, and keeps it for ``seconds``."""
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, key, directory, str(seconds), how], cwd=REPO,
                             stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "asking"
+    return proc
+
+
+def hold(key: str, seconds: float, directory: str = "", how: str = "take") -> subprocess.Popen:
+    """``start``, returning once the other process holds its turn."""
+    proc = start(key, seconds, directory, how)
     assert proc.stdout.readline().strip() == "held"
     return proc
 
@@ -61,7 +72,7 @@ def test_a_lock_kept_past_the_wait_is_timed_anyway_and_says_so(tmp_path):
         with gpu_lock.alone_on("GPU-kept", wait_s=0.3, directory=tmp_path) as turn:
             assert not turn.held
         assert 0.3 <= turn.waited_s < 3.0
-        assert "another ktui process was timing on this GPU" in turn.figures()["gpu_lock"]
+        assert "another ktui process was using this GPU" in turn.figures()["gpu_lock"]
     finally:
         holder.kill()
         holder.wait(10)
@@ -75,10 +86,67 @@ def test_a_holder_that_dies_hands_the_gpu_on(tmp_path):
         assert turn.held and turn.waited_s < 1.0
 
 
+def test_other_gpu_work_waits_for_a_timed_section_then_runs(tmp_path):
+    holder = hold("GPU-shared", 1.0, str(tmp_path))
+    try:
+        turn = gpu_lock.share("GPU-shared", directory=tmp_path)
+        assert turn.held and 0.5 <= turn.waited_s <= 5.0
+        turn.release()
+    finally:
+        holder.wait(10)
+
+
+def test_other_gpu_work_runs_beside_other_gpu_work(tmp_path):
+    holder = hold("GPU-many", 5.0, str(tmp_path), how="share")
+    try:
+        turn = gpu_lock.share("GPU-many", directory=tmp_path)
+        assert turn.held and turn.waited_s < 0.5
+        turn.release()
+    finally:
+        holder.kill()
+        holder.wait(10)
+
+
+def test_a_timed_section_waits_for_other_gpu_work_to_finish(tmp_path):
+    holder = hold("GPU-busy", 1.0, str(tmp_path), how="share")
+    try:
+        with gpu_lock.alone_on("GPU-busy", directory=tmp_path) as turn:
+            assert turn.held and 0.5 <= turn.waited_s <= 5.0
+    finally:
+        holder.wait(10)
+
+
+def test_a_waiting_timed_section_holds_back_new_gpu_work(tmp_path):
+    # Without the gate, users that keep overlapping would keep a timed section waiting for ever:
+    # work that comes after a timed section began to wait runs after it.
+    first = hold("GPU-gate", 1.5, str(tmp_path), how="share")
+    timed = start("GPU-gate", 1.0, str(tmp_path), how="take")
+    try:
+        time.sleep(0.3)  # the timed section holds the gate and waits for the first user's turn to end
+        turn = gpu_lock.share("GPU-gate", directory=tmp_path)
+        assert timed.poll() is not None or timed.stdout.readline().strip() == "held"
+        assert turn.held and turn.waited_s >= 1.5  # the first user's second, then the timed section's
+        turn.release()
+    finally:
+        first.wait(10)
+        timed.wait(10)
+
+
+def test_other_gpu_work_kept_out_past_its_wait_runs_and_says_so(tmp_path):
+    holder = hold("GPU-long", 30.0, str(tmp_path))
+    try:
+        turn = gpu_lock.share("GPU-long", wait_s=0.3, directory=tmp_path)
+        assert not turn.held and 0.3 <= turn.waited_s < 3.0
+        assert "another ktui process was timing on this GPU" in turn.figures()["gpu_lock"]
+    finally:
+        holder.kill()
+        holder.wait(10)
+
+
 def test_a_hostile_device_name_stays_one_file_inside_the_lock_folder(tmp_path):
     with gpu_lock.alone_on("../../etc/passwd\n", directory=tmp_path / "locks") as turn:
         assert turn.held
-    assert [p.name for p in (tmp_path / "locks").iterdir()] == [".._.._etc_passwd_.lock"]
+    assert sorted(p.name for p in (tmp_path / "locks").iterdir()) == [".._.._etc_passwd_.gate", ".._.._etc_passwd_.lock"]
     assert not (tmp_path / "etc").exists()
 
 
@@ -91,12 +159,12 @@ def test_a_link_planted_in_the_shared_folder_is_never_followed(tmp_path):
     locks.mkdir()
     (locks / "GPU-linked.lock").symlink_to(victim)
     with gpu_lock.alone_on("GPU-linked", directory=locks) as turn:
-        assert not turn.held and "could not be opened" in turn.figures()["gpu_lock"]
+        assert not turn.held and "could not be used" in turn.figures()["gpu_lock"]
     assert victim.stat().st_mode & 0o777 == 0o600 and victim.read_text() == "mine"
     (tmp_path / "folder").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
     (tmp_path / "elsewhere").mkdir(mode=0o700)
     with gpu_lock.alone_on("GPU-x", directory=tmp_path / "folder") as turn:
-        assert not turn.held and "could not be opened" in turn.figures()["gpu_lock"]
+        assert not turn.held and "could not be used" in turn.figures()["gpu_lock"]
     assert (tmp_path / "elsewhere").stat().st_mode & 0o777 == 0o700 and not list((tmp_path / "elsewhere").iterdir())
 
 
@@ -129,4 +197,5 @@ def test_a_confined_worker_still_takes_its_turn_in_the_shared_folder(tmp_path):
         assert time.monotonic() - started >= 0.3  # it waited for the holder: both used one file
     finally:
         holder.wait(10)
-        (gpu_lock.lock_dir() / f"{key}.lock").unlink(missing_ok=True)
+        for kind in ("lock", "gate"):
+            (gpu_lock.lock_dir() / f"{key}.{kind}").unlink(missing_ok=True)

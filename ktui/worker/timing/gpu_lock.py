@@ -1,16 +1,24 @@
-"""One timed section at a time on each GPU, across every ktui process of this host.
+"""One timed section at a time on each GPU, and no other ktui work beside it, across every ktui
+process of this host.
 
 Two processes timing on one GPU at once each time the other's kernels too: a correct kernel's
 benchmark doubles, and the timer-escape check (``ktui.worker.integrity.timer_escape``) takes the
-other process's work for the kernel's hidden work and calls it ``suspicious``. A workspace's owner
-(``ktui.dispatch``) keeps one workspace's runs apart; this lock keeps apart the timed sections of
-different workspaces (two checkouts, a test suite in several processes, two users).
+other process's work for the kernel's hidden work and calls it ``suspicious``. The same holds for a
+correctness check or a compile that another process runs while one times. A workspace's owner
+(``ktui.dispatch``) keeps one workspace's runs apart; this lock keeps apart different workspaces
+(two checkouts, a test suite in several processes, two users).
 
-The lock is an advisory ``flock`` on one file per GPU, named by the GPU's UUID, in
+It is a readers-writer lock of advisory ``flock`` s on files named by the GPU's UUID in
 ``/dev/shm/ktui-gpu-locks`` — beneath ``/dev``, which a confined worker may write
-(``ktui.worker.confine``), and shared by every process of the host that shares its ``/dev/shm``.
-A section waits at most ``WAIT_S`` for it (well inside the benchmark rung's time limit), then is
-timed anyway and says so. Processes that are not ktui are not held back by it.
+(``ktui.worker.confine``), and shared by every process of the host that shares its ``/dev/shm``:
+
+- a timed section (``take``) holds ``<gpu>.lock`` exclusively; it first holds ``<gpu>.gate``, so
+  that the GPU's other users, which keep coming, cannot keep it waiting for ever;
+- any other GPU work (``share``: the ladder's rungs that run kernels) passes the gate and holds
+  ``<gpu>.lock`` shared: many at once, never beside a timed section.
+
+Either waits a bounded time, then goes on anyway and says so. Processes that are not ktui are not
+held back by it. One process holds one turn at a time (a turn inside another would wait for itself).
 """
 
 from __future__ import annotations
@@ -22,13 +30,14 @@ import stat
 import tempfile
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
 from ktui.worker.timing.device_id import pci_bus_id_of, uuid_of
 
-WAIT_S = 60.0
+WAIT_S = 60.0  # a timed section's wait (the benchmark rung's limit is 120 s)
+SHARE_WAIT_S = 100.0  # other GPU work's wait, before its rung starts (the ladder allows 120 s between rungs)
 POLL_S = 0.005
 SHARED_MEMORY = Path("/dev/shm")
 
@@ -41,12 +50,12 @@ def lock_dir() -> Path:
 
 @dataclass
 class Turn:
-    """How a timed section got (or did not get) the GPU to itself; ``release`` ends it."""
+    """How a section got (or did not get) its turn on the GPU; ``release`` ends it."""
 
     waited_s: float = 0.0
-    held: bool = False  # the section had the GPU to itself (it stays true once released)
-    note: str = ""  # why the section was timed without the lock, when it was
-    _fd: int | None = None  # the locked file, until ``release``
+    held: bool = False  # the section had its turn (it stays true once released)
+    note: str = ""  # why the section ran without its turn, when it did
+    _fds: list[int] = field(default_factory=list)  # what this turn locked, until ``release``
 
     def figures(self) -> dict[str, object]:
         out: dict[str, object] = {}
@@ -57,9 +66,8 @@ class Turn:
         return out
 
     def release(self) -> None:
-        if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            self._fd = None
+        while self._fds:
+            fcntl.flock(self._fds.pop(), fcntl.LOCK_UN)
 
 
 _open: dict[Path, int] = {}  # one descriptor per lock file for the process's life
@@ -93,36 +101,86 @@ def _folder(folder: Path) -> None:
         raise OSError(errno.ENOTDIR, "a link or a file stands where the lock folder should be")
 
 
-def _file_name(device_key: str) -> str:
+def _file_name(device_key: str, kind: str = "lock") -> str:
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in device_key)
-    return f"{safe or 'gpu'}.lock"
+    return f"{safe or 'gpu'}.{kind}"
+
+
+def _files(device_key: str, directory: Path | None) -> tuple[int, int]:
+    """The GPU's gate and lock descriptors."""
+    folder = directory or lock_dir()
+    return _descriptor(folder / _file_name(device_key, "gate")), _descriptor(folder / _file_name(device_key))
+
+
+def _flock(fd: int, operation: int, deadline: float) -> str:
+    """Lock ``fd`` by ``deadline``: "" when had, "busy" when the deadline passed, else what failed."""
+    while True:
+        try:
+            fcntl.flock(fd, operation | fcntl.LOCK_NB)
+            return ""
+        except OSError as exc:
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                return f"flock failed ({exc.strerror or exc})"
+        if time.monotonic() >= deadline:
+            return "busy"
+        time.sleep(POLL_S)
+
+
+def _opened(device_key: str, directory: Path | None, turn: Turn, what: str) -> tuple[int, int] | None:
+    try:
+        return _files(device_key, directory)
+    except OSError as exc:
+        folder = directory or lock_dir()
+        turn.note = f"{what} without the cross-process GPU lock: {folder} could not be used ({exc.strerror or exc})"
+        return None
 
 
 def take(device_key: str, wait_s: float = WAIT_S, directory: Path | None = None) -> Turn:
-    """Wait at most ``wait_s`` for the GPU named ``device_key``; the turn says whether it was had."""
+    """The GPU named ``device_key`` to this section alone: wait at most ``wait_s`` for the gate and
+    for its other users to finish; the turn says whether it was had."""
     turn = Turn()
-    path = (directory or lock_dir()) / _file_name(device_key)
-    try:
-        fd = _descriptor(path)
-    except OSError as exc:
-        turn.note = f"timed without the cross-process GPU lock: {path} could not be opened ({exc.strerror or exc})"
+    files = _opened(device_key, directory, turn, "timed")
+    if files is None:
         return turn
     started = time.monotonic()
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            turn.held, turn._fd = True, fd
+    problem = ""
+    for fd in files:  # the gate, then the lock
+        problem = _flock(fd, fcntl.LOCK_EX, started + wait_s)
+        if problem:
             break
-        except OSError as exc:
-            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                turn.note = f"timed without the cross-process GPU lock: flock failed ({exc.strerror or exc})"
-                break
-        if time.monotonic() - started >= wait_s:
-            turn.note = (f"timed while another ktui process was timing on this GPU: it kept the GPU's lock "
-                         f"for {wait_s:.0f} s, so this measurement may include its work")
-            break
-        time.sleep(POLL_S)
+        turn._fds.append(fd)
     turn.waited_s = time.monotonic() - started
+    if problem:
+        turn.release()
+        turn.note = ("timed while another ktui process was using this GPU: it kept the GPU for "
+                     f"{wait_s:.0f} s, so this measurement may include its work" if problem == "busy"
+                     else f"timed without the cross-process GPU lock: {problem}")
+    else:
+        turn.held = True
+    return turn
+
+
+def share(device_key: str, wait_s: float = SHARE_WAIT_S, directory: Path | None = None) -> Turn:
+    """Use the GPU named ``device_key`` beside other users but never beside a timed section (one
+    running or waiting to): wait at most ``wait_s``; the turn says whether it was had."""
+    turn = Turn()
+    files = _opened(device_key, directory, turn, "ran")
+    if files is None:
+        return turn
+    gate, lock = files
+    started = time.monotonic()
+    problem = _flock(gate, fcntl.LOCK_SH, started + wait_s)
+    if not problem:
+        problem = _flock(lock, fcntl.LOCK_SH, started + wait_s)
+        fcntl.flock(gate, fcntl.LOCK_UN)
+    turn.waited_s = time.monotonic() - started
+    if problem:
+        turn.note = (f"ran while another ktui process was timing on this GPU (it kept the GPU for {wait_s:.0f} s): "
+                     "its measurement may include this work" if problem == "busy"
+                     else f"ran without the cross-process GPU lock: {problem}")
+    else:
+        turn.held = True
+        turn._fds.append(lock)
     return turn
 
 
