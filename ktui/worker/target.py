@@ -83,6 +83,7 @@ def run(args: argparse.Namespace, result: dict) -> None:
     from ktui.worker.modules import job_imports
     from ktui.worker.rungs import precheck
     from ktui.worker.tier import for_user_code
+    from ktui.worker.timing import gpu_lock
 
     job = Job.from_json(json.loads(args.job.read_text()))
     tier = for_user_code(job.options.arch, force_cpu=job.options.force_cpu)
@@ -118,14 +119,21 @@ def run(args: argparse.Namespace, result: dict) -> None:
             result["error_kind"] = "unsupported"
             result["error"] = result["proton"]["reason"]
             return
-        inputs = ctx.generate(shape, args.seed)
-        if args.mode == "sanitize":
-            ctx.custom_kernel(*inputs)
-            torch.cuda.synchronize()
-        elif args.mode == "ncu":
-            _profiled_call(ctx, inputs, args.warmup, result)
-        else:
-            _sections_call(ctx, inputs, args.warmup, args.output, result)
+        # Never beside another ktui process's timed section: a profiler's replays or a sanitizer's
+        # slow launches would be timed as that kernel's work.
+        turn = gpu_lock.share(gpu_lock.device_key())
+        result.update(turn.figures())
+        try:
+            inputs = ctx.generate(shape, args.seed)
+            if args.mode == "sanitize":
+                ctx.custom_kernel(*inputs)
+                torch.cuda.synchronize()
+            elif args.mode == "ncu":
+                _profiled_call(ctx, inputs, args.warmup, result)
+            else:
+                _sections_call(ctx, inputs, args.warmup, args.output, result)
+        finally:
+            turn.release()
     result["ok"] = True
 
 

@@ -14,8 +14,9 @@ It is a readers-writer lock of advisory ``flock`` s on files named by the GPU's 
 
 - a timed section (``take``) holds ``<gpu>.lock`` exclusively; it first holds ``<gpu>.gate``, so
   that the GPU's other users, which keep coming, cannot keep it waiting for ever;
-- any other GPU work (``share``: the ladder's rungs that run kernels) passes the gate and holds
-  ``<gpu>.lock`` shared: many at once, never beside a timed section.
+- any other GPU work (``share``: the ladder's rungs that run kernels, the process a profiler or a
+  sanitizer wraps) passes the gate and holds ``<gpu>.lock`` shared: many at once, never beside a
+  timed section.
 
 Either waits a bounded time, then goes on anyway and says so. Processes that are not ktui are not
 held back by it. One process holds one turn at a time (a turn inside another would wait for itself).
