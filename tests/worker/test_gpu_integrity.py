@@ -22,16 +22,22 @@ def _suspicious(events):
     return [r for r in rungs(events).values() if r["status"] == "suspicious"]
 
 
+def _failed(events):
+    """A hack is right whenever it is checked: a failed rung is ktui's error, not the hack's."""
+    return [(r["rung"], r["message"]) for r in rungs(events).values() if r["status"] == "failed"]
+
+
 def test_work_on_a_side_stream_is_caught(stream):
     events = stream[1]["hack_side_stream"]
-    assert finished(events)["verdict"] == "suspicious"
+    assert finished(events)["verdict"] == "suspicious" and not _failed(events)
     reasons = " ".join(r["message"] for r in _suspicious(events))
     assert "escapes the timer" in reasons or "impossible" in reasons or "faster than" in reasons
 
 
 def test_a_kernel_that_cuts_corners_when_timed_is_caught(stream):
     events = stream[1]["hack_lazy_after_warmup"]
-    assert finished(events)["verdict"] == "suspicious"
+    assert finished(events)["verdict"] == "suspicious", _failed(events)
+    assert not _failed(events)
     assert any("wrong when timed" in r["message"] or "impossible" in r["message"] for r in _suspicious(events))
 
 

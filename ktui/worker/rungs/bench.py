@@ -59,12 +59,12 @@ def run(ctx: RunContext, shape: dict) -> Outcome:
     with ctx.phases.timing("gpu wait"):  # another ktui process timing on this GPU goes first
         turn = gpu_lock.take(gpu_lock.device_key())
     try:
-        outcome, figures = _timed(ctx, sets, rule, settings, check)
+        suspicion, figures = _timed(ctx, sets, rule, settings, check)
     finally:
         turn.release()
     figures.update(peaks, **turn.figures())
-    if outcome is not None:
-        return outcome
+    if suspicion is not None:
+        return Outcome(figures=figures, status=SUSPICIOUS, message=suspicion)
     return _judged(ctx, shape, sets, check, figures, settings, done)
 
 
@@ -90,9 +90,9 @@ def _judged(ctx: RunContext, shape: dict, sets: list[tuple], check: integrity.Ti
 
 
 def _timed(ctx: RunContext, sets: list[tuple], rule: stats.StoppingRule, settings: BenchSettings,
-           check: integrity.TimedOutputCheck) -> tuple[Outcome | None, dict[str, Any]]:
+           check: integrity.TimedOutputCheck) -> tuple[str | None, dict[str, Any]]:
     """Everything that reads the clock, done while this process has the GPU to itself
-    (``ktui.worker.timing.gpu_lock``): the figures, and the outcome when the timing is suspicious."""
+    (``ktui.worker.timing.gpu_lock``): why the timing is suspicious (None when it is not), and the figures."""
     sampler = Sampler(Flush("hot" if settings.hot_cache else settings.flush), _clock_monitor(), inspect=check.inspect)
 
     def kernel(i: int) -> Any:
@@ -107,18 +107,16 @@ def _timed(ctx: RunContext, sets: list[tuple], rule: stats.StoppingRule, setting
     figures.update(_peak(ctx, "peak_timed_gb"))  # the timed calls, with their checks
     figures["rechecked"] = check.checked
     if check.failure is not None:
-        return Outcome(figures=figures, status=SUSPICIOUS,
-                       message=f"right when checked, wrong when timed — {check.failure}")
+        return f"right when checked, wrong when timed — {check.failure}", figures
     overwritten = check.overwritten()
     if overwritten is not None:
-        return Outcome(figures=figures, status=SUSPICIOUS, message=overwritten)
+        return overwritten, figures
     escape = integrity.timer_escape(lambda s: ctx.custom_kernel(*s), sets, figures["kernel_us"], figures["kernel_host_us"])
     figures["wall_us"] = escape["wall_us"]
     if escape["escaped"]:
-        return Outcome(figures=figures, status=SUSPICIOUS, message=(
-            f"work escapes the timer: {escape['wall_us']:.1f} µs per call with the device synchronised, "
-            f"{figures['kernel_us']:.1f} µs by CUDA events "
-            "(another stream, a thread, deferred work, or another program on this GPU)"))
+        return (f"work escapes the timer: {escape['wall_us']:.1f} µs per call with the device synchronised, "
+                f"{figures['kernel_us']:.1f} µs by CUDA events "
+                "(another stream, a thread, deferred work, or another program on this GPU)"), figures
     if settings.cuda_graph:
         figures.update(graph_figures(ctx, sets, sampler, rule, settings))
         figures.update(_peak(ctx, "peak_graph_gb"))
