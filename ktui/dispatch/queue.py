@@ -49,7 +49,10 @@ BACKGROUND = "background"
 RUN = "run"
 TURN = "turn"  # another process's turn on the first GPU (a profile, an audit): work that waits for it to end
 STOPPED = "cancelled: ktui stopped before this run finished"
-MTIME_SLACK_S = 0.05  # a file's modification time is read from a coarse clock: it may lag a write by a tick
+# How early an unconfined run may have begun writing, before this process read its start: the
+# worker's start event crosses a pipe first, and a file's stamp may lag its write by a tick
+# (MTIME_TICK_S). Wider than the tick alone, so a write is never missed; the window's end uses the tick.
+MTIME_SLACK_S = 0.05
 
 
 def _mtime_tick() -> float:
@@ -514,7 +517,7 @@ class RunQueue:
         for event in session.events(job, runner=runner):
             if isinstance(event, RunStarted) and event.confined is False:
                 with self._cond:  # user code may write the workspace from now on (``could_have_written``);
-                    current.unconfined_since = time.time() - MTIME_SLACK_S  # a file time may lag a tick behind
+                    current.unconfined_since = time.time() - MTIME_SLACK_S  # the start was read late
             if isinstance(event, RunFinished) and current.unconfined_since is not None:
                 with self._cond:  # before anyone hears of it: a save made on reading it is nobody's echo,
                     current.unconfined_until = time.time() - MTIME_TICK_S  # though its stamp lags a tick
