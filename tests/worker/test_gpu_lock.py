@@ -4,11 +4,14 @@ Landlock that still takes its turn."""
 
 from __future__ import annotations
 
+import fcntl
+import os
 import subprocess
 import sys
 import textwrap
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 from conftest import REPO
@@ -122,14 +125,32 @@ def test_a_waiting_timed_section_holds_back_new_gpu_work(tmp_path):
     first = hold("GPU-gate", 1.5, str(tmp_path), how="share")
     timed = start("GPU-gate", 1.0, str(tmp_path), how="take")
     try:
-        time.sleep(0.3)  # the timed section holds the gate and waits for the first user's turn to end
+        wait_until_closed(tmp_path / "GPU-gate.gate")  # the timed section waits for the first user's turn
         turn = gpu_lock.share("GPU-gate", directory=tmp_path)
-        assert timed.poll() is not None or timed.stdout.readline().strip() == "held"
-        assert turn.held and turn.waited_s >= 1.5  # the first user's second, then the timed section's
+        # It passed the gate only once the timed section had had its second: the first user alone
+        # would have let it in at once.
+        assert turn.held and turn.waited_s >= 0.9
         turn.release()
     finally:
         first.wait(10)
         timed.wait(10)
+
+
+def wait_until_closed(gate: Path, limit_s: float = 30.0) -> None:
+    """Until another process holds ``gate`` exclusively (a shared lock on it is refused)."""
+    fd = os.open(gate, os.O_RDONLY)
+    try:
+        deadline = time.monotonic() + limit_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            except BlockingIOError:
+                return
+            assert time.monotonic() < deadline, "the timed section never took the gate"
+            time.sleep(0.01)
+    finally:
+        os.close(fd)
 
 
 def test_other_gpu_work_kept_out_past_its_wait_runs_and_says_so(tmp_path):
