@@ -127,61 +127,51 @@ def _flock(fd: int, operation: int, deadline: float) -> str:
         time.sleep(POLL_S)
 
 
-def _opened(device_key: str, directory: Path | None, turn: Turn, what: str) -> tuple[int, int] | None:
-    try:
-        return _files(device_key, directory)
-    except OSError as exc:
-        folder = directory or lock_dir()
-        turn.note = f"{what} without the cross-process GPU lock: {folder} could not be used ({exc.strerror or exc})"
-        return None
-
-
 def take(device_key: str, wait_s: float = WAIT_S, directory: Path | None = None) -> Turn:
     """The GPU named ``device_key`` to this section alone: wait at most ``wait_s`` for the gate and
     for its other users to finish; the turn says whether it was had."""
-    turn = Turn()
-    files = _opened(device_key, directory, turn, "timed")
-    if files is None:
-        return turn
-    started = time.monotonic()
-    problem = ""
-    for fd in files:  # the gate, then the lock
-        problem = _flock(fd, fcntl.LOCK_EX, started + wait_s)
-        if problem:
-            break
-        turn._fds.append(fd)
-    turn.waited_s = time.monotonic() - started
-    if problem:
-        turn.release()
-        turn.note = ("timed while another ktui process was using this GPU: it kept the GPU for "
-                     f"{wait_s:.0f} s, so this measurement may include its work" if problem == "busy"
-                     else f"timed without the cross-process GPU lock: {problem}")
-    else:
-        turn.held = True
-    return turn
+    return _turn(device_key, wait_s, directory, alone=True)
 
 
 def share(device_key: str, wait_s: float = SHARE_WAIT_S, directory: Path | None = None) -> Turn:
     """Use the GPU named ``device_key`` beside other users but never beside a timed section (one
     running or waiting to): wait at most ``wait_s``; the turn says whether it was had."""
+    return _turn(device_key, wait_s, directory, alone=False)
+
+
+def _turn(device_key: str, wait_s: float, directory: Path | None, alone: bool) -> Turn:
+    """The gate, then the lock, exclusive for a timed section (both kept) and shared for other work
+    (the gate only passed through)."""
     turn = Turn()
-    files = _opened(device_key, directory, turn, "ran")
-    if files is None:
+    what = "timed" if alone else "ran"
+    try:
+        files = _files(device_key, directory)
+    except OSError as exc:
+        folder = directory or lock_dir()
+        turn.note = f"{what} without the cross-process GPU lock: {folder} could not be used ({exc.strerror or exc})"
         return turn
-    gate, lock = files
     started = time.monotonic()
-    problem = _flock(gate, fcntl.LOCK_SH, started + wait_s)
-    if not problem:
-        problem = _flock(lock, fcntl.LOCK_SH, started + wait_s)
-        fcntl.flock(gate, fcntl.LOCK_UN)
+    problem = ""
+    for fd in files:
+        problem = _flock(fd, fcntl.LOCK_EX if alone else fcntl.LOCK_SH, started + wait_s)
+        if problem:
+            break
+        turn._fds.append(fd)
+    if not alone and turn._fds:
+        fcntl.flock(turn._fds.pop(0), fcntl.LOCK_UN)  # past the gate: it is for timed sections to close
     turn.waited_s = time.monotonic() - started
     if problem:
-        turn.note = (f"ran while another ktui process was timing on this GPU (it kept the GPU for {wait_s:.0f} s): "
-                     "its measurement may include this work" if problem == "busy"
-                     else f"ran without the cross-process GPU lock: {problem}")
+        turn.release()
+        if problem != "busy":
+            turn.note = f"{what} without the cross-process GPU lock: {problem}"
+        elif alone:
+            turn.note = (f"timed while another ktui process was using this GPU: it kept the GPU for {wait_s:.0f} s, "
+                         "so this measurement may include its work")
+        else:
+            turn.note = (f"ran while another ktui process was timing on this GPU (it kept the GPU for {wait_s:.0f} s): "
+                         "its measurement may include this work")
     else:
         turn.held = True
-        turn._fds.append(lock)
     return turn
 
 
