@@ -22,6 +22,8 @@ write the output then. The table of tricks in docs/verdicts.md says so.
 from __future__ import annotations
 
 import contextlib
+import functools
+import sys
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterator
@@ -72,7 +74,7 @@ class StorageLedger(TorchDispatchMode):
         super().__init__()
         self.origins: dict[int, Origin] = {}
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+    def record(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         result = func(*args, **kwargs)
         if not _in_launch():
@@ -100,6 +102,23 @@ class StorageLedger(TorchDispatchMode):
                 key = storage_key(t)
                 if key is not None:  # a fresh storage: whatever was recorded at this address is gone
                     self.origins[key] = Origin(made_by=None if name in ALLOCATIONS else f"aten.{name}")
+
+
+def _dispatch(self: StorageLedger, func, types, args=(), kwargs=None):
+    if "torch._dynamo" in sys.modules:  # someone may compile: keep Dynamo out of this frame, as torch would
+        return _record_outside_dynamo()(self, func, types, args, kwargs)
+    return self.record(func, types, args, kwargs)
+
+
+@functools.cache
+def _record_outside_dynamo():
+    return torch._disable_dynamo(StorageLedger.record, recursive=True)
+
+
+# Set after the class is made: ``TorchDispatchMode`` wraps a subclass's own ``__torch_dispatch__``
+# in ``torch._disable_dynamo``, whose first call imports all of ``torch._dynamo`` (seconds in a cold
+# worker) even when nothing is compiled. Where Dynamo is not loaded nothing can be compiling.
+StorageLedger.__torch_dispatch__ = _dispatch
 
 
 @dataclass
