@@ -98,6 +98,7 @@ class Session:
             problem=dict(kernel.problem),
             reference_files={str(path): text.decode("utf-8", errors="replace") for path, text in reference.files.items()},
             reference_modules={name: str(path) for name, path in reference.modules.items()},
+            sizes=self.store.sizes(reference.hash),
         )
 
     def events(self, job: Job, runner: Runner | None = None) -> Iterator[Event]:

@@ -61,6 +61,7 @@ CREATE TABLE IF NOT EXISTS runs (
     duration_s REAL
 );
 CREATE INDEX IF NOT EXISTS runs_by_kernel ON runs (kernel, started);
+CREATE INDEX IF NOT EXISTS runs_by_reference ON runs (reference_hash, started);
 CREATE TABLE IF NOT EXISTS rungs (
     run_id TEXT NOT NULL REFERENCES runs(run_id),
     idx INTEGER NOT NULL,
@@ -403,6 +404,23 @@ class Store:
             for r in rows:
                 out[r["run_id"]] = {"status": r["status"], "figures": json.loads(r["figures"]), "message": r["message"]}
         return out
+
+    def sizes(self, reference_hash: str, look_back: int = 20) -> list[dict[str, Any]]:
+        """The memory each shape of this reference version needs, as the newest run against it
+        that sized them recorded (its pre-checks' ``sizes``): the next job carries them, so a
+        worker sizes a reference once (``ktui.worker.memory``). Empty when none did."""
+        if not reference_hash:
+            return []
+        rows = self._conn().execute(
+            "SELECT g.figures FROM runs r JOIN rungs g ON g.run_id=r.run_id WHERE r.reference_hash=?"
+            " AND g.rung='pre-checks' ORDER BY r.started DESC, r.rowid DESC LIMIT ?",
+            (reference_hash, int(look_back)),
+        ).fetchall()
+        for row in rows:
+            sizes = json.loads(row["figures"]).get("sizes")
+            if isinstance(sizes, list) and sizes:
+                return sizes
+        return []
 
     def artifacts(self, run_id: str) -> list[dict[str, Any]]:
         rows = self._conn().execute("SELECT * FROM artifacts WHERE run_id=?", (run_id,)).fetchall()

@@ -97,6 +97,9 @@ class Job:
     # with what is on disk by then (a kernel's import could have rewritten it).
     reference_files: dict[str, str] = field(default_factory=dict)
     reference_modules: dict[str, str] = field(default_factory=dict)  # workspace modules it imports: name → path
+    # What each shape of this reference version needs in memory, as an earlier run's pre-checks
+    # found it (``ktui.worker.memory``): the worker sizes only the shapes missing here.
+    sizes: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -61,6 +61,8 @@ class RunContext:
     fresh_plan: Any = None  # the fresh-shapes rung's shapes, or why it has none (``fresh.plan``)
     ahead: Any = None  # the worker's compile-ahead helpers (``ktui.worker.ahead.pool``), if it keeps any
     ahead_sent: dict[str, int] = field(default_factory=dict)  # what this run handed them: shapes, helpers
+    sizes: dict[str, Any] | None = None  # memory.Need (or None: unsizable) per shape key; read lazily from the job
+    sized: int = 0  # shapes this run sized on fake tensors (the rest came with the job)
 
     def __post_init__(self) -> None:
         if self.job.options.seed is not None:

@@ -78,15 +78,13 @@ def main(argv: list[str] | None = None) -> int:
     phases.mark("dsls")
 
     from ktui.protocol.job import Job
-    from ktui.worker import memory  # every rung module, before the snapshot below
+    from ktui.worker import memory  # noqa: F401 (guarded: imported before the snapshot below)
     from ktui.worker.integrity import HarnessGuard
 
     phases.mark("rung modules")
     if tier.is_gpu:
         torch.cuda.init()
     phases.mark("cuda init")
-    memory.warm_up()  # the fit check's fake tensors cost ~1.5 s on first use: pay it before "ready"
-    phases.mark("fake tensors")
     guard = HarnessGuard.snapshot()  # before any user code runs in this process
     phases.mark("harness snapshot")
     send({"type": "ready", "tier": tier.name, "device": tier.device, "arch": tier.arch, "pid": os.getpid(),

@@ -7,7 +7,10 @@ beside the problem's footprint so that ktui's own overhead stays visible:
 
 - ``footprint``: the bytes of one call's inputs, the reference's output and the candidate's.
 - ``fit`` / ``require_fit``: before anything heavy, the bytes one checked call needs, found on fake
-  tensors (shapes and dtypes, no memory), against what the device has free.
+  tensors (shapes and dtypes, no memory), against what the device has free. A shape is sized once
+  per reference version: the figures travel in the pre-checks rung (``sizes``), the history keeps
+  them, and the next run's job carries them back (``Job.sizes``). Fake tensors import all of
+  ``torch._dynamo`` on first use (1–5 s), which a cold worker then never pays again.
 - ``Peaks``: the allocator's high-water mark over a run and each of its rungs, GPU only; on the
   CPU tier there is no such figure and none is made up. Memory allocated outside torch (a
   CuTeDSL workspace, cuBLAS's) is not in it.
@@ -16,6 +19,7 @@ beside the problem's footprint so that ktui's own overhead stays visible:
 from __future__ import annotations
 
 import contextlib
+import json
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -74,6 +78,7 @@ class Need:
     shape: dict  # {} when every shape of the run needs the same
     inputs: int  # one set of inputs
     outputs: int  # one set of outputs (the reference's; the candidate's has the same shapes)
+    largest: int  # elements of the largest output tensor
     workspace: int  # the metrics' chunk workspace
 
     @property
@@ -112,11 +117,21 @@ class Fit:
 
 
 def estimate(ctx: Any, shape: dict) -> Need | None:
-    """What one checked call on ``shape`` needs, from the problem's own code run on fake tensors.
+    """What one checked call on ``shape`` needs: from an earlier run against the same reference
+    version (``Job.sizes``) or, the first time, from ``size_on_fake_tensors``. None when the
+    problem's code cannot be sized."""
+    sizes = known_sizes(ctx)
+    key = shape_key(shape)
+    if key not in sizes:
+        sizes[key] = size_on_fake_tensors(ctx, shape)
+        ctx.sized += 1
+    return sizes[key]
 
-    The inputs are generated and the reference called under ``FakeTensorMode``: every tensor has
+
+def size_on_fake_tensors(ctx: Any, shape: dict) -> Need | None:
+    """The inputs are generated and the reference called under ``FakeTensorMode``: every tensor has
     its real shape, dtype and device and no memory, so a 13 GB problem is sized without taking
-    any (milliseconds, once ``warm_up`` has paid the fake-tensor machinery's first use, ~1.5 s).
+    any (milliseconds, once the fake-tensor machinery's first use has imported ``torch._dynamo``).
     The RNG state is restored afterwards (the real calls draw their own seeds). None when the code
     needs real values (``.item()``, NumPy, a kernel launch).
     """
@@ -128,13 +143,49 @@ def estimate(ctx: Any, shape: dict) -> Need | None:
             inputs = ctx.generate(shape, 1)
             ref = ctx.ref_kernel(*inputs)
             largest = max((t.numel() for t in tensors_in(ref)), default=0)
-            return Need(shape, nbytes(inputs), nbytes(ref), workspace_bytes(largest))
+            return need_of(shape, nbytes(inputs), nbytes(ref), largest)
     except Exception:
         return None
 
 
+def need_of(shape: dict, inputs: int, outputs: int, largest: int) -> Need:
+    return Need(shape, inputs, outputs, largest, workspace_bytes(largest))
+
+
+def shape_key(shape: dict) -> str:
+    """One text per shape, whatever the order of its keys."""
+    return json.dumps(shape, sort_keys=True, default=str)
+
+
+def known_sizes(ctx: Any) -> dict[str, Need | None]:
+    """The run's sizes by shape, first read from the job's rows (``sizes_rows`` of an earlier run)."""
+    if ctx.sizes is None:
+        ctx.sizes = {}
+        for row in ctx.job.sizes:
+            shape = row.get("shape")
+            if not isinstance(shape, dict):
+                continue
+            if row.get("unsized"):
+                ctx.sizes[shape_key(shape)] = None
+            elif all(isinstance(row.get(k), int) for k in ("inputs", "outputs", "largest")):
+                ctx.sizes[shape_key(shape)] = need_of(shape, row["inputs"], row["outputs"], row["largest"])
+    return ctx.sizes
+
+
+def sizes_rows(ctx: Any) -> list[dict]:
+    """The pre-checks' ``sizes`` figure: every shape sized so far, as the next run's job carries it."""
+    rows = []
+    for key, need in known_sizes(ctx).items():
+        if need is None:
+            rows.append({"shape": json.loads(key), "unsized": True})
+        else:
+            rows.append({"shape": need.shape, "inputs": need.inputs, "outputs": need.outputs, "largest": need.largest})
+    return rows
+
+
 def warm_up() -> None:
-    """Pay the fake-tensor machinery's one-time setup (~1.5 s) in the worker's start, not in a run."""
+    """Pay the fake-tensor machinery's one-time setup (``torch._dynamo``'s import) before a
+    compile-ahead helper says it is ready."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     with FakeTensorMode():
@@ -187,9 +238,14 @@ def require_fit(ctx: Any, free: int | None = None) -> Fit:
 
     result = fit(ctx, free=free)
     if result.fits is False:
-        figures = {"need_gb": _gb(result.need.total), "free_gb": _gb(result.free)}
+        figures = {"need_gb": _gb(result.need.total), "free_gb": _gb(result.free), **sizes_figures(ctx)}
         raise RungFailure(f"does not fit: {result.message}", figures)
     return result
+
+
+def sizes_figures(ctx: Any) -> dict[str, Any]:
+    """What the pre-checks rung records: the sizes, and how many of them this run found itself."""
+    return {"sizes": sizes_rows(ctx), "sized": ctx.sized}
 
 
 # -- what the run took ------------------------------------------------------------------------

@@ -120,6 +120,23 @@ def test_plain_lines_name_each_rung_with_its_figures(tmp_path, warm_ktui):
 
 
 @pytest.mark.worker
+def test_a_reference_version_is_sized_once_and_later_runs_take_its_sizes_from_the_history(tmp_path, warm_ktui):
+    root = make_workspace(tmp_path / "ws", kernels=["add_triton"])
+
+    def pre_checks() -> dict:
+        proc = warm_ktui("run", "--no-audit", "--no-bench", "--json", "kernels/add_triton.py", cwd=root)
+        assert proc.returncode == 0, proc.stderr
+        return next(e for e in parse_events(proc.stdout) if e["type"] == "rung_finished" and e["rung"] == "pre-checks")
+
+    first = pre_checks()["figures"]
+    path = root / "kernels" / "add_triton.py"
+    path.write_text(path.read_text().replace("block = 1024", "block = 512"))
+    second = pre_checks()["figures"]
+    assert first["sized"] == len(first["sizes"]) > 0 and second["sized"] == 0
+    assert second["sizes"] == first["sizes"]
+
+
+@pytest.mark.worker
 def test_an_edit_makes_a_new_version_and_the_history_lists_both(tmp_path, warm_ktui):
     root = make_workspace(tmp_path / "ws", kernels=["add_triton"])
     assert warm_ktui("run", "--no-audit", "kernels/add_triton.py", "--seed", "1", cwd=root).returncode == 0

@@ -37,6 +37,19 @@ def test_a_run_is_recorded_with_its_rungs_in_order(tmp_path):
     assert store.rungs("r1")[1]["figures"] == {"psnr": 3.0}
 
 
+@pytest.mark.unit
+def test_the_sizes_of_a_reference_version_are_the_newest_pre_checks_that_recorded_them(tmp_path):
+    store = Store(tmp_path / "history.db")
+    older = [{"shape": {"n": 1}, "inputs": 4, "outputs": 4, "largest": 1}]
+    newer = older + [{"shape": {"n": 2}, "unsized": True}]
+    for run_id, figures in (("r1", {"sizes": older}), ("r2", {"sizes": newer}), ("r3", {})):
+        store.record(_start(run_id))
+        store.record(RungFinished(run_id, rung="pre-checks", status="ok", figures=figures))
+        store.record(RunFinished(run_id, verdict="passed"))
+    assert store.sizes("rh") == newer  # r3's pre-checks failed before sizing: the one before it counts
+    assert store.sizes("another reference") == [] and store.sizes("") == []
+
+
 def _writer(path: str, prefix: str, n: int) -> None:
     store = Store(path)
     for i in range(n):

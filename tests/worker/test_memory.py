@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import textwrap
 from pathlib import Path
@@ -107,6 +108,74 @@ def test_a_problem_too_big_for_the_free_memory_is_refused_up_front_with_its_size
         memory.require_fit(ctx, free=8 * 10**9)
     # Sizing it drew no seed and left the global generator where it was.
     assert ctx.seeds_used == seeds_before and torch.equal(torch.get_rng_state(), rng)
+
+
+@pytest.mark.unit
+def test_a_shape_is_sized_once_and_the_next_job_brings_its_sizes(tmp_path, monkeypatch):
+    first = loaded_context(tmp_path, 8, 100)
+    rows = memory.sizes_figures(first)["sizes"]
+    shapes = [shape for i, shape in enumerate(first.tests + first.benchmarks) if shape not in (first.tests + first.benchmarks)[:i]]
+    assert first.sized == len(rows) == len(shapes) and [row["shape"] for row in rows] == shapes
+    assert all(row["inputs"] == row["outputs"] == 8 * 100 * 4 for row in rows)
+
+    def never(ctx, shape):
+        raise AssertionError(f"sized {shape} again")
+
+    later = RunContext(job=dataclasses.replace(first.job, sizes=rows), tier=first.tier, emit=lambda event: None)
+    later.problem = first.problem
+    monkeypatch.setattr(memory, "size_on_fake_tensors", never)
+    assert memory.estimate(later, later.benchmarks[0]) == memory.estimate(first, first.benchmarks[0])
+    assert later.sized == 0 and memory.sizes_rows(later) == rows
+
+
+@pytest.mark.unit
+def test_a_shape_that_could_not_be_sized_is_not_tried_again(tmp_path, monkeypatch):
+    first = loaded_context(tmp_path, 8, 100)
+    shape = first.benchmarks[0]
+    later = RunContext(job=dataclasses.replace(first.job, sizes=[{"shape": shape, "unsized": True}]),
+                       tier=first.tier, emit=lambda event: None)
+    monkeypatch.setattr(memory, "size_on_fake_tensors", lambda ctx, shape: pytest.fail("sized again"))
+    assert memory.estimate(later, shape) is None and later.sized == 0
+    assert memory.sizes_rows(later) == [{"shape": shape, "unsized": True}]
+
+
+COLD_WORKER_NEVER_IMPORTS_DYNAMO = """
+import sys
+import torch
+from ktui.protocol.job import Job, Options
+from ktui.worker import memory, provenance
+from ktui.worker.context import RunContext
+from ktui.worker.tier import detect
+
+job = Job("r", "k", "k.py", "r.py", "", "", ".", 1, "h", "", "run", Options(force_cpu=True),
+          sizes=[{"shape": {"n": 4}, "inputs": 16, "outputs": 16, "largest": 4}])
+ctx = RunContext(job=job, tier=detect(force_cpu=True), emit=lambda event: None)
+assert memory.estimate(ctx, {"n": 4}).inputs == 16
+with provenance.StorageLedger() as ledger:
+    out = torch.empty(4)
+    out.copy_(torch.ones(4) + 1)
+assert ledger.origins, "the ledger recorded nothing"
+print("dynamo" if "torch._dynamo" in sys.modules else "no dynamo")
+import torch._dynamo
+with provenance.StorageLedger() as ledger:
+    torch.ones(4) + 1
+assert ledger.origins and provenance._record_outside_dynamo.cache_info().currsize == 1
+print("kept out of dynamo")
+"""
+
+
+@pytest.mark.worker
+def test_a_worker_with_its_sizes_never_imports_torch_dynamo_and_keeps_dynamo_out_once_loaded():
+    """torch's fake tensors and a ``TorchDispatchMode``'s own ``__torch_dispatch__`` import all of
+    ``torch._dynamo`` on first use (1–5 s of a cold worker); with the sizes known and the ledger's
+    dispatch set after its class was made, a run needs neither."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", COLD_WORKER_NEVER_IMPORTS_DYNAMO], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["no", "dynamo", "kept", "out", "of", "dynamo"]
 
 
 @pytest.mark.unit

@@ -96,6 +96,7 @@ def run(ctx: RunContext) -> Outcome:
             "compile_only": "/".join(d.title for d in ctx.dsls if not (d.runs_on_cpu or ctx.tier.is_gpu)) or None,
             "tests": len(ctx.tests),
             "benchmarks": len(ctx.benchmarks),
+            **memory.sizes_figures(ctx),
         },
         message=f"{_summary(ctx)}; memory: {fitted.message}",
     )
