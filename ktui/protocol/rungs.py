@@ -19,6 +19,10 @@ class Rung:
     needs: str  # what must hold before it runs, as its skip message says it
     figures: tuple[str, ...]  # the figures the CLI's line shows, in order (``RungFinished.figures`` keys)
     per_shape: bool = False  # one rung per shape of the reference: ``name[shape]``
+    # Runs kernels on a GPU and times nothing: it shares the GPU with other such work and waits for
+    # another ktui process's timed section (``ktui.worker.timing.gpu_lock``). The benchmark takes the
+    # GPU to itself inside the rung; the others do not run kernels on it.
+    shares_gpu: bool = False
 
 
 # Time limits: short enough that a hung kernel is stopped while the user still waits for it, long
@@ -26,14 +30,15 @@ class Rung:
 # and compiles every kernel ahead of time, TileLang's through nvcc).
 RUNGS: tuple[Rung, ...] = (
     Rung("pre-checks", 60.0, "the kernel file and its reference", ()),
-    Rung("compile", 120.0, "pre-checks passed", ("compile_s",)),
+    Rung("compile", 120.0, "pre-checks passed", ("compile_s",), shares_gpu=True),
     Rung("dumps", 30.0, "something compiled", ()),
-    Rung("run", 30.0, "compile passed, on a tier that runs the kernel's DSL", ("wall_s",)),
+    Rung("run", 30.0, "compile passed, on a tier that runs the kernel's DSL", ("wall_s",), shares_gpu=True),
     Rung("correctness", 45.0, "the run passed",
-         ("max_abs", "max_rel", "rmse", "psnr", "cossim", "mismatched", "nonfinite", "no_signal"), per_shape=True),
-    Rung("fresh-shapes", 60.0, "correct on every test shape", ()),
-    Rung("integrity", 45.0, "correct on every test shape", ()),
-    Rung("dependence", 45.0, "correct on every test shape", ()),
+         ("max_abs", "max_rel", "rmse", "psnr", "cossim", "mismatched", "nonfinite", "no_signal"), per_shape=True,
+         shares_gpu=True),
+    Rung("fresh-shapes", 60.0, "correct on every test shape", (), shares_gpu=True),
+    Rung("integrity", 45.0, "correct on every test shape", (), shares_gpu=True),
+    Rung("dependence", 45.0, "correct on every test shape", (), shares_gpu=True),
     Rung("benchmark", 120.0, "a GPU, and correct on every shape",
          ("kernel_us", "ref_us", "speedup", "speedup_ci", "graph_us", "gbps", "tflops", "roofline", "bound",
           "at_roofline", "impossible", "throttled", "stop", "label"), per_shape=True),

@@ -36,7 +36,7 @@ from ktui.protocol.events import (
     clean_figures,
     first_failure,
 )
-from ktui.protocol.rungs import RUNGS, rung_family
+from ktui.protocol.rungs import BY_NAME, RUNGS, rung_family
 from ktui.worker import memory
 from ktui.worker.ahead.pool import submit_run
 from ktui.worker.context import RunContext
@@ -46,9 +46,6 @@ from ktui.worker.rungs import fresh
 from ktui.worker.rungs.bench import NO_GPU_TIMING
 from ktui.worker.rungs.registry import IMPLEMENTATIONS as DO
 from ktui.worker.timing import gpu_lock
-
-# The rungs that run kernels on the GPU and time nothing: they share it (``Ladder.step``).
-SHARES_GPU = frozenset({"compile", "run", "correctness", fresh.NAME, "integrity", "dependence"})
 
 
 def needs_gpu(ctx: RunContext) -> str:
@@ -67,7 +64,7 @@ class Ladder:
         """Run one rung. One that runs kernels on the GPU, other than a benchmark (which takes the GPU
         to itself), waits for another ktui process's timed section first and holds one off while it
         runs (``gpu_lock.share``): before its own time limit starts, so a wait never fails it."""
-        if not (self.ctx.tier.is_gpu and rung_family(name) in SHARES_GPU):
+        if not (self.ctx.tier.is_gpu and BY_NAME[rung_family(name)].shares_gpu):
             return self._step(name, fn, args, {})
         turn = gpu_lock.share(gpu_lock.device_key())
         try:
