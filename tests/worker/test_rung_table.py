@@ -22,6 +22,16 @@ def test_a_rungs_default_time_limit_is_its_rows():
     assert Options().timeout_for("correctness[size=7]") == correctness.timeout_s
 
 
+@pytest.mark.unit
+def test_the_timed_rung_never_holds_a_shared_turn_of_the_gpu_lock():
+    """The benchmark takes the GPU alone inside its rung. Taken inside a shared turn of the same
+    process, the lock (one descriptor per file and process) would turn the shared hold into the
+    exclusive one, and its release would end both turns at once."""
+    sharing = {rung.name for rung in RUNGS if rung.shares_gpu}
+    assert "benchmark" not in sharing
+    assert sharing == {"compile", "run", "correctness", "fresh-shapes", "integrity", "dependence"}
+
+
 @pytest.mark.worker
 def test_a_run_reports_every_rung_of_the_table_and_no_other(tmp_path):
     root = make_workspace(tmp_path / "ws", kernels=["add_triton"])
