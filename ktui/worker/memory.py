@@ -27,7 +27,7 @@ import torch
 
 from ktui.worker.errors import RungFailure
 from ktui.worker.metrics import workspace_bytes
-from ktui.worker.outcome import shape_label
+from ktui.worker.outcome import shape_key, shape_label
 from ktui.worker.tier import Tier, storage_span, tensors_in
 
 GB = 1e9
@@ -150,11 +150,6 @@ def size_on_fake_tensors(ctx: Any, shape: dict) -> Need | None:
 
 def need_of(shape: dict, inputs: int, outputs: int, largest: int) -> Need:
     return Need(shape, inputs, outputs, largest, workspace_bytes(largest))
-
-
-def shape_key(shape: dict) -> str:
-    """One text per shape, whatever the order of its keys."""
-    return json.dumps(shape, sort_keys=True, default=str)
 
 
 def known_sizes(ctx: Any) -> dict[str, Need | None]:

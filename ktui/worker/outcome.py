@@ -6,6 +6,7 @@ modules of the loop need each other to name a result.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,3 +39,8 @@ def shape_label(shape: dict) -> str:
     """``{"rows": 128, "cols": 1000}`` → ``rows=128,cols=1000`` (the rung's bracketed name);
     ``{}`` (a problem with one fixed size, like KernelBench's) → ``default``."""
     return ",".join(f"{k}={v}" for k, v in shape.items()) or "default"
+
+
+def shape_key(shape: dict) -> str:
+    """One text per shape, whatever the order of its keys: to tell shapes apart in sets and maps."""
+    return json.dumps(shape, sort_keys=True, default=str)

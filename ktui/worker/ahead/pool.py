@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 from ktui.protocol import processes
+from ktui.worker.outcome import shape_key
 
 STUCK_S = 120.0  # a helper busy this long (user code that hangs on the host) is replaced
 
@@ -135,10 +136,10 @@ def shapes_ahead(ctx: Any) -> list[dict]:
     traced = traced_shape(ctx) if (ctx.benchmarks or ctx.tests) else None  # the worker compiles that one itself
     fresh = ctx.fresh_plan if isinstance(ctx.fresh_plan, list) else []
     wanted_shapes = [*ctx.tests, *fresh, *(ctx.benchmarks if ctx.job.options.benchmark else [])]
-    seen = {json.dumps(traced, sort_keys=True, default=str)}
+    seen = {shape_key(traced)}
     out = []
     for shape in wanted_shapes:
-        key = json.dumps(shape, sort_keys=True, default=str)
+        key = shape_key(shape)
         if key not in seen:
             seen.add(key)
             out.append(shape)
