@@ -225,11 +225,12 @@ def attribute(listing: str, source_name: str, source_text: str, ptx: str = "") -
     return result
 
 
-def build(cubin: Path, source_name: str, source_text: str) -> list[FunctionHotspots]:
-    """Disassemble ``cubin`` with its line information and attribute it (with the PTX beside it, if any)."""
+def build(cubin: Path, source_name: str, source_text: str, listing: str | None = None) -> list[FunctionHotspots]:
+    """Attribute ``cubin``'s SASS with its line information (``listing``, its ``nvdisasm -c -g``, when
+    the caller has it already), with the PTX beside it, if any."""
     ptx = cubin.with_suffix(".ptx")
-    return attribute(sass.disassemble(cubin, line_info=True), source_name, source_text,
-                     ptx.read_text(encoding="utf-8", errors="replace") if ptx.exists() else "")
+    return attribute(sass.disassemble(cubin, line_info=True) if listing is None else listing, source_name,
+                     source_text, ptx.read_text(encoding="utf-8", errors="replace") if ptx.exists() else "")
 
 
 def to_json(functions: list[FunctionHotspots], source_name: str) -> dict:

@@ -47,8 +47,20 @@ def _run(args: list[str]) -> str:
 
 def disassemble(cubin: Path, line_info: bool = False) -> str:
     """SASS of every function in ``cubin`` with labels for branch targets (``nvdisasm -c``);
-    ``line_info`` adds the source file and line before the instructions each covers (``-g``)."""
-    return _run([find_tool("nvdisasm"), "-c", *(["-g"] if line_info else []), str(cubin)])
+    ``line_info`` adds the source file and line before the instructions each covers (``-g``).
+
+    ``-ndf`` leaves out nvdisasm's dataflow analysis, which infers the targets of jumps through the
+    branch stack of GPUs before Volta; a Volta or later CUBIN prints the same listing without it, a
+    quarter sooner (an nvdisasm of any CUBIN takes 0.3–0.4 s, and the dumps wait for it). The GPU
+    tier compares the two on every shipped kernel's CUBIN (``tests/worker/test_confine_gpu.py``)."""
+    return _run([find_tool("nvdisasm"), "-c", "-ndf", *(["-g"] if line_info else []), str(cubin)])
+
+
+def without_line_info(listing: str) -> str:
+    """``nvdisasm -c -g``'s listing as ``nvdisasm -c`` prints it. The ``//##`` lines naming a source
+    file and line are all that ``-g`` adds, so the dumps disassemble each CUBIN once, not twice (on the
+    H200 each nvdisasm of the shipped softmax took longer than its correctness checks)."""
+    return "".join(line for line in listing.splitlines(keepends=True) if not line.lstrip().startswith("//##"))
 
 
 _RES_FUNC = re.compile(r"^\s*Function\s+(\S+):\s*$")

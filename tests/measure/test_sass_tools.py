@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -37,3 +38,15 @@ def test_a_tool_starts_while_another_thread_sets_and_unsets_a_variable():
     finally:
         stop.set()
         thread.join()
+
+
+def test_the_listing_without_line_information_is_what_nvdisasm_prints_without_it():
+    """The dumps disassemble once, with ``-g``, and write the plain listing from it: the same text,
+    byte for byte, as a second ``nvdisasm -c`` would give (an H200 CUBIN, tests/fixtures/hotspots/h200)."""
+    cubin = Path(__file__).parent.parent / "fixtures" / "hotspots" / "h200" / "gemm_bf16_triton.cubin"
+    with_lines = sass.disassemble(cubin, line_info=True)
+    plain = sass.disassemble(cubin)
+    assert with_lines != plain and "//## File" in with_lines
+    assert sass.without_line_info(with_lines) == plain
+    # and without the dataflow analysis (``-ndf``), as nvdisasm prints with it
+    assert plain == sass._run([sass.find_tool("nvdisasm"), "-c", str(cubin)])

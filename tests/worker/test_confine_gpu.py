@@ -10,6 +10,7 @@ import sqlite3
 import pytest
 from conftest import REPO, by_kernel, finished, ktui, make_workspace, parse_events, rungs
 
+from ktui.measure import sass
 from ktui.protocol.processes import NO_CONFINE_ENV
 
 # One ``ktui run`` of every shipped kernel (TileLang's and CuTeDSL's GEMMs compile for tens of
@@ -61,3 +62,15 @@ def test_a_kernel_cannot_rewrite_the_history_on_the_gpu(confined_gpu_run):
         db.close()
     assert verdicts["hack_rewrites_history"] == "failed"
     assert all(verdicts[name] == "passed" for name in SHIPPED)
+
+
+def test_every_cubin_is_disassembled_as_nvdisasm_prints_it_with_its_dataflow_analysis(confined_gpu_run):
+    """The dumps disassemble without nvdisasm's dataflow analysis (``-ndf``, a quarter sooner): on a
+    Hopper CUBIN of each DSL the listing is nvdisasm's own, byte for byte."""
+    root, _, _ = confined_gpu_run
+    cubins = sorted((root / ".ktui" / "runs").glob("*/*/*.cubin"))
+    dsls = {entry["dsl"] for folder in {c.parent for c in cubins}
+            for entry in json.loads((folder / "resources.json").read_text()).values()}
+    assert {"triton", "cutedsl", "tilelang"} <= dsls, dsls
+    for cubin in cubins:
+        assert cubin.with_suffix(".sass").read_text() == sass._run([sass.find_tool("nvdisasm"), "-c", str(cubin)]), cubin

@@ -6,7 +6,7 @@ for CuTeDSL ``<fn>.mlir .ptx .cubin``, for TileLang ``<fn>.tir .cu .ptx .cubin``
 ``hotspots.json``/``.txt``: the SASS instructions of each of the kernel's lines, by class
 (``ktui.measure.hotspots``).
 
-Writing them (and disassembling each CUBIN: two tool processes per function) takes longer than
+Writing them (and disassembling each CUBIN: ``nvdisasm`` and ``cuobjdump`` per function) takes longer than
 most correctness checks, and nothing in a verdict depends on them, so ``start`` writes them on a
 thread while the checks run and ``Dumps.finish`` — the rung itself — waits for that thread, says
 what was written, and comes before any benchmark is timed.
@@ -87,14 +87,15 @@ def write(compiled_functions: list, run_dir: Path, written_files: list[tuple[str
         entry: dict = {"dsl": compiled.dsl, "source_fn": compiled.source_fn, **compiled.metadata}
         cubin = run_dir / f"{stem}.cubin"
         if cubin.exists():
-            listing = sass.disassemble(cubin)
+            with_lines = sass.disassemble(cubin, line_info=True)  # one tool process: both listings
+            listing = sass.without_line_info(with_lines)
             sass_path = run_dir / f"{stem}.sass"
             sass_path.write_text(listing, encoding="utf-8")
             written_files.append(("sass", sass_path, compiled.name))
             written += 1
             functions = sass.split_functions(listing)
             if source_name:
-                per_line += hotspots.build(cubin, source_name, source_text)
+                per_line += hotspots.build(cubin, source_name, source_text, with_lines)
             for fn, usage in sass.resource_usage(cubin).items():
                 lines = functions.get(fn, [])
                 resources[fn] = {
