@@ -41,17 +41,17 @@ PARENT_ENV = "KTUI_WORKER_PARENT"  # the pid of the process that started the wor
 NO_CONFINE_ENV = "KTUI_NO_CONFINE"  # "1": run user code unconfined
 WRITABLE_ENV = "KTUI_WRITABLE"  # folders (os.pathsep) a worker's runs write: the workspaces' .ktui/runs
 TMP_ENV = "KTUI_TMP"  # the worker's private temp folder, made and removed by the parent
-COMPILE_AHEAD_ENV = "KTUI_COMPILE_AHEAD"  # N: a session's worker keeps N compile-ahead helpers (ktui.worker.ahead)
+COMPILE_AHEAD_ENV = "KTUI_COMPILE_AHEAD"  # N: a session's worker keeps N compile-ahead helpers, 0 none (ktui.worker.ahead)
 MAX_COMPILE_AHEAD = 8
 WATCH_PARENT_S = 0.5
 
 
-def compile_ahead_helpers(value: str | None) -> int:
-    """``KTUI_COMPILE_AHEAD``'s count of helpers (0 when unset); ValueError, in one line, for
-    anything but a whole number from 0 to ``MAX_COMPILE_AHEAD``: the parent refuses it before any
-    worker starts."""
+def compile_ahead_helpers(value: str | None) -> int | None:
+    """``KTUI_COMPILE_AHEAD``'s count of helpers (None when unset: the worker's default,
+    ``ktui.worker.ahead.pool.default_size``); ValueError, in one line, for anything but a whole
+    number from 0 to ``MAX_COMPILE_AHEAD``: the parent refuses it before any worker starts."""
     if value is None or not value.strip():
-        return 0
+        return None
     try:
         count = int(value)
     except ValueError:

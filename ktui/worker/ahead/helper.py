@@ -43,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.cuda.init()
     warm_up(tier)
     from ktui.protocol.job import Job
+    from ktui.worker.timing import gpu_lock
 
     send({"type": "ready", "pid": os.getpid()})
     for line in sys.stdin:
@@ -50,7 +51,12 @@ def main(argv: list[str] | None = None) -> int:
             continue
         request = json.loads(line)
         started = time.perf_counter()
-        compiled = compile_shapes(Job.from_json(request["job"]), tier, request["shapes"])
+        turn = gpu_lock.share(gpu_lock.device_key()) if tier.is_gpu else None  # never beside a timed section
+        try:
+            compiled = compile_shapes(Job.from_json(request["job"]), tier, request["shapes"])
+        finally:
+            if turn is not None:
+                turn.release()
         processes.end_descendants()
         send({"type": "done", "compiled": compiled, "s": round(time.perf_counter() - started, 3)})
     return 0
