@@ -8,11 +8,12 @@ hand-off to the warm worker, compile, the checks and the history write are all i
 
     python tests/benchmarks/watch_latency.py [--reps 8] [--cpu] [--ahead N | --no-ahead] [--settle 20] [--json OUT.json]
 
-``--ahead N`` gives the watch session's worker N compile-ahead helpers (``KTUI_COMPILE_AHEAD=N``,
-``ktui.worker.ahead``), started once it has served its first run: ``--settle`` waits that long after
+The watch session's worker keeps compile-ahead helpers on a GPU (``ktui.worker.ahead``: one per four
+cores, at most four), started once it has served its first run: ``--settle`` waits that long after
 the first run so they are up before the timed saves, and each save prints how many shapes its run
-handed them. ``--no-ahead`` (``KTUI_COMPILE_AHEAD=0``) runs the same saves with none, for the
-comparison; with neither, the variable is left as it is (helpers are off unless it asks for them).
+handed them and each rung's seconds. ``--ahead N`` asks for N helpers (``KTUI_COMPILE_AHEAD=N``);
+``--no-ahead`` (``KTUI_COMPILE_AHEAD=0``) runs the same saves with none, for the comparison; with
+neither, the variable is left as it is.
 
 Prints the device line of the watcher, p50 / min / max of both figures, and where the time went:
 one row per stage (the save noticed, queue and hashing, the hand-off to the worker, each rung and the
@@ -115,8 +116,8 @@ def main() -> int:
                     stages.append(breakdown(saved_wall, seen))
                     ahead = handed[-1] if handed else {}
                     print(f"save {rep + 1}/{args.reps}: verdict after {verdict[-1]:.3f} s; compiled ahead: "
-                          f"{ahead.get('shapes', 0)} shape(s) on {ahead.get('helpers', 0)} helper(s)",
-                          file=sys.stderr, flush=True)
+                          f"{ahead.get('shapes', 0)} shape(s) on {ahead.get('helpers', 0)} helper(s); "
+                          f"{per_rung(seen)}", file=sys.stderr, flush=True)
                     break
     finally:
         proc.terminate()
@@ -174,6 +175,16 @@ def breakdown(saved: float, seen: list[tuple[float, dict]]) -> dict[str, float]:
     stages["summary"] = finished["time"] - last
     stages["history store, events"] = arrived["run_finished"] - finished["time"]
     return stages
+
+
+def per_rung(seen: list[tuple[float, dict]]) -> str:
+    """Each rung's seconds, and each correctness rung's candidate calls: where a save compiled."""
+    parts = []
+    for _, e in seen:
+        if e.get("type") == "rung_finished" and e.get("status") != "skipped":
+            candidate = (e.get("phases_s") or {}).get("candidate")
+            parts.append(f"{e['rung']} {e['duration_s']:.3f}" + (f" (candidate {candidate:.3f})" if candidate else ""))
+    return "; ".join(parts)
 
 
 def _stats(samples: list[float]) -> dict:
