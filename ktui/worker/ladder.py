@@ -66,11 +66,8 @@ class Ladder:
         runs (``gpu_lock.share``): before its own time limit starts, so a wait never fails it."""
         if not (self.ctx.tier.is_gpu and BY_NAME[rung_family(name)].shares_gpu):
             return self._step(name, fn, args, {})
-        turn = gpu_lock.share(gpu_lock.device_key())
-        try:
+        with gpu_lock.share(gpu_lock.device_key()) as turn:
             return self._step(name, fn, args, turn.figures())
-        finally:
-            turn.release()
 
     def _step(self, name: str, fn: Callable[..., Outcome], args: tuple, turn: dict[str, Any]) -> RungFinished:
         ctx = self.ctx

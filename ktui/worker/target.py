@@ -121,9 +121,8 @@ def run(args: argparse.Namespace, result: dict) -> None:
             return
         # Never beside another ktui process's timed section: a profiler's replays or a sanitizer's
         # slow launches would be timed as that kernel's work.
-        turn = gpu_lock.share(gpu_lock.device_key())
-        result.update(turn.figures())
-        try:
+        with gpu_lock.share(gpu_lock.device_key()) as turn:
+            result.update(turn.figures())
             inputs = ctx.generate(shape, args.seed)
             if args.mode == "sanitize":
                 ctx.custom_kernel(*inputs)
@@ -132,8 +131,6 @@ def run(args: argparse.Namespace, result: dict) -> None:
                 _profiled_call(ctx, inputs, args.warmup, result)
             else:
                 _sections_call(ctx, inputs, args.warmup, args.output, result)
-        finally:
-            turn.release()
     result["ok"] = True
 
 

@@ -51,7 +51,7 @@ def hold(key: str, seconds: float, directory: str = "", how: str = "take") -> su
 def test_a_section_waits_for_another_process_timing_on_the_same_gpu(tmp_path):
     holder = hold("GPU-waits", 1.0, str(tmp_path))
     try:
-        with gpu_lock.alone_on("GPU-waits", directory=tmp_path) as turn:
+        with gpu_lock.take("GPU-waits", directory=tmp_path) as turn:
             assert turn.held
         assert 0.5 <= turn.waited_s <= 5.0
         assert turn.figures() == {"gpu_wait_s": round(turn.waited_s, 3)}
@@ -62,7 +62,7 @@ def test_a_section_waits_for_another_process_timing_on_the_same_gpu(tmp_path):
 def test_another_gpu_is_not_waited_for(tmp_path):
     holder = hold("GPU-one", 5.0, str(tmp_path))
     try:
-        with gpu_lock.alone_on("GPU-two", directory=tmp_path) as turn:
+        with gpu_lock.take("GPU-two", directory=tmp_path) as turn:
             assert turn.held and turn.waited_s < 0.5 and turn.figures() == {}
     finally:
         holder.kill()
@@ -72,7 +72,7 @@ def test_another_gpu_is_not_waited_for(tmp_path):
 def test_a_lock_kept_past_the_wait_is_timed_anyway_and_says_so(tmp_path):
     holder = hold("GPU-kept", 30.0, str(tmp_path))
     try:
-        with gpu_lock.alone_on("GPU-kept", wait_s=0.3, directory=tmp_path) as turn:
+        with gpu_lock.take("GPU-kept", wait_s=0.3, directory=tmp_path) as turn:
             assert not turn.held
         assert 0.3 <= turn.waited_s < 3.0
         assert "another ktui process was using this GPU" in turn.figures()["gpu_lock"]
@@ -85,7 +85,7 @@ def test_a_holder_that_dies_hands_the_gpu_on(tmp_path):
     holder = hold("GPU-dies", 60.0, str(tmp_path))
     holder.kill()
     holder.wait(10)
-    with gpu_lock.alone_on("GPU-dies", wait_s=5.0, directory=tmp_path) as turn:
+    with gpu_lock.take("GPU-dies", wait_s=5.0, directory=tmp_path) as turn:
         assert turn.held and turn.waited_s < 1.0
 
 
@@ -113,7 +113,7 @@ def test_other_gpu_work_runs_beside_other_gpu_work(tmp_path):
 def test_a_timed_section_waits_for_other_gpu_work_to_finish(tmp_path):
     holder = hold("GPU-busy", 1.0, str(tmp_path), how="share")
     try:
-        with gpu_lock.alone_on("GPU-busy", directory=tmp_path) as turn:
+        with gpu_lock.take("GPU-busy", directory=tmp_path) as turn:
             assert turn.held and 0.5 <= turn.waited_s <= 5.0
     finally:
         holder.wait(10)
@@ -165,7 +165,7 @@ def test_other_gpu_work_kept_out_past_its_wait_runs_and_says_so(tmp_path):
 
 
 def test_a_hostile_device_name_stays_one_file_inside_the_lock_folder(tmp_path):
-    with gpu_lock.alone_on("../../etc/passwd\n", directory=tmp_path / "locks") as turn:
+    with gpu_lock.take("../../etc/passwd\n", directory=tmp_path / "locks") as turn:
         assert turn.held
     assert sorted(p.name for p in (tmp_path / "locks").iterdir()) == [".._.._etc_passwd_.gate", ".._.._etc_passwd_.lock"]
     assert not (tmp_path / "etc").exists()
@@ -179,12 +179,12 @@ def test_a_link_planted_in_the_shared_folder_is_never_followed(tmp_path):
     locks = tmp_path / "locks"
     locks.mkdir()
     (locks / "GPU-linked.lock").symlink_to(victim)
-    with gpu_lock.alone_on("GPU-linked", directory=locks) as turn:
+    with gpu_lock.take("GPU-linked", directory=locks) as turn:
         assert not turn.held and "could not be used" in turn.figures()["gpu_lock"]
     assert victim.stat().st_mode & 0o777 == 0o600 and victim.read_text() == "mine"
     (tmp_path / "folder").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
     (tmp_path / "elsewhere").mkdir(mode=0o700)
-    with gpu_lock.alone_on("GPU-x", directory=tmp_path / "folder") as turn:
+    with gpu_lock.take("GPU-x", directory=tmp_path / "folder") as turn:
         assert not turn.held and "could not be used" in turn.figures()["gpu_lock"]
     assert (tmp_path / "elsewhere").stat().st_mode & 0o777 == 0o700 and not list((tmp_path / "elsewhere").iterdir())
 
@@ -205,7 +205,7 @@ def test_a_confined_worker_still_takes_its_turn_in_the_shared_folder(tmp_path):
         from ktui.worker.confine import confine
         from ktui.worker.timing import gpu_lock
         c = confine([Path(sys.argv[2])])
-        with gpu_lock.alone_on(sys.argv[1]) as turn:
+        with gpu_lock.take(sys.argv[1]) as turn:
             print(c.confined, turn.held, repr(turn.note))
     """)
     holder = hold(key, 0.5)
@@ -220,3 +220,11 @@ def test_a_confined_worker_still_takes_its_turn_in_the_shared_folder(tmp_path):
         holder.wait(10)
         for kind in ("lock", "gate"):
             (gpu_lock.lock_dir() / f"{key}.{kind}").unlink(missing_ok=True)
+
+
+def test_a_turn_ends_with_its_block_even_when_the_block_raises(tmp_path):
+    with pytest.raises(RuntimeError, match="the section failed"), gpu_lock.share("GPU-block", directory=tmp_path) as turn:
+        assert turn.held
+        raise RuntimeError("the section failed")
+    with gpu_lock.take("GPU-block", wait_s=0.3, directory=tmp_path) as again:  # nothing is held any more
+        assert again.held and again.waited_s < 0.3

@@ -51,12 +51,9 @@ def main(argv: list[str] | None = None) -> int:
             continue
         request = json.loads(line)
         started = time.perf_counter()
-        turn = gpu_lock.share(gpu_lock.device_key()) if tier.is_gpu else None  # never beside a timed section
-        try:
+        # never beside a timed section
+        with gpu_lock.share(gpu_lock.device_key()) if tier.is_gpu else contextlib.nullcontext():
             compiled = compile_shapes(Job.from_json(request["job"]), tier, request["shapes"])
-        finally:
-            if turn is not None:
-                turn.release()
         processes.end_descendants()
         send({"type": "done", "compiled": compiled, "s": round(time.perf_counter() - started, 3)})
     return 0

@@ -58,10 +58,8 @@ def run(ctx: RunContext, shape: dict) -> Outcome:
     peaks = _peak(ctx, "peak_sets_gb")  # the input sets and their expected outputs
     with ctx.phases.timing("gpu wait"):  # another ktui process timing on this GPU goes first
         turn = gpu_lock.take(gpu_lock.device_key())
-    try:
+    with turn:
         suspicion, figures = _timed(ctx, sets, rule, settings, check)
-    finally:
-        turn.release()
     figures.update(peaks, **turn.figures())
     if suspicion is not None:
         return Outcome(figures=figures, status=SUSPICIOUS, message=suspicion)

@@ -41,7 +41,7 @@ def measure(time_s: float = 2.0, progress: Callable[[str], None] = lambda _: Non
     gpu = gpu_lock.device_key()
 
     def timed(fn: Callable[[], Any]) -> tuple[float, dict[str, Any]]:
-        with gpu_lock.alone_on(gpu):  # one measurement at a time on this GPU, with every ktui process
+        with gpu_lock.take(gpu):  # one measurement at a time on this GPU, with every ktui process
             m = sampler.measure([lambda i: fn()], rule, warmup_s=0.2)
         s = summarize(m.calls[0].samples_ms)
         return s.median * 1e-3, {"median_us": s.median * 1e3, "rse": s.rse_median, "samples": s.n, "stop": m.stop,
@@ -51,7 +51,7 @@ def measure(time_s: float = 2.0, progress: Callable[[str], None] = lambda _: Non
     size = max(COPY_MIN_BYTES, 16 * (l2 or 0))
     size -= size % (1 << 20)  # a whole number of every streaming config's blocks
     bandwidth = _bandwidth.measure(size, timed, details, progress)
-    with gpu_lock.alone_on(gpu):
+    with gpu_lock.take(gpu):
         launch_floor = _measure_launch_floor(details, bandwidth, clocks, time_s, progress)
 
     tflops: dict[str, float] = {}

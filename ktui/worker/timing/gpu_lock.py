@@ -30,10 +30,8 @@ import os
 import stat
 import tempfile
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 from ktui.worker.timing.device_id import pci_bus_id_of, uuid_of
 
@@ -51,7 +49,8 @@ def lock_dir() -> Path:
 
 @dataclass
 class Turn:
-    """How a section got (or did not get) its turn on the GPU; ``release`` ends it."""
+    """How a section got (or did not get) its turn on the GPU; ``release``, or the end of its
+    ``with`` block, ends it."""
 
     waited_s: float = 0.0
     held: bool = False  # the section had its turn (it stays true once released)
@@ -69,6 +68,12 @@ class Turn:
     def release(self) -> None:
         while self._fds:
             fcntl.flock(self._fds.pop(), fcntl.LOCK_UN)
+
+    def __enter__(self) -> Turn:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
 
 _open: dict[Path, int] = {}  # one descriptor per lock file for the process's life
@@ -173,16 +178,6 @@ def _turn(device_key: str, wait_s: float, directory: Path | None, alone: bool) -
     else:
         turn.held = True
     return turn
-
-
-@contextmanager
-def alone_on(device_key: str, wait_s: float = WAIT_S, directory: Path | None = None) -> Iterator[Turn]:
-    """Hold the GPU named ``device_key`` for the ``with`` block (``take``, then ``release``)."""
-    turn = take(device_key, wait_s, directory)
-    try:
-        yield turn
-    finally:
-        turn.release()
 
 
 def device_key(index: int | None = None) -> str:
