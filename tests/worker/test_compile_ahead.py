@@ -16,6 +16,7 @@ from types import SimpleNamespace
 import pytest
 
 from ktui.protocol import processes
+from ktui.worker.ahead.helper import NICENESS
 from ktui.worker.ahead.pool import AheadPool, shapes_ahead, submit_run, wanted
 from ktui.worker.errors import RungSkipped
 
@@ -206,6 +207,8 @@ def test_a_real_helper_calls_the_runs_kernel_on_each_small_shape_and_answers_eve
                               stderr=subprocess.DEVNULL, text=True, env=env)
     try:
         assert json.loads(helper.stdout.readline())["type"] == "ready"
+        # it yields the cores to the worker, whose compile and dumps a save waits for
+        assert os.getpriority(os.PRIO_PROCESS, helper.pid) == os.getpriority(os.PRIO_PROCESS, 0) + NICENESS
         shapes = [{"rows": 3, "cols": 7}, {"rows": 16384, "cols": 8192}, {"rows": 5, "cols": 33}]
         softmax = _ask(helper, _job_for(ws, "softmax_triton"), shapes)
         assert (softmax["type"], softmax["compiled"]) == ("done", 2)  # 1 GB of inputs and outputs: the worker's
