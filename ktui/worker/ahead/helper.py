@@ -18,8 +18,9 @@ from typing import Any
 from ktui.protocol import processes
 
 MAX_SHAPE_BYTES = 256 * 2**20  # a helper leaves larger shapes to the worker (``too_large``)
-# Below the worker's priority: the worker's own compile and its dumps' nvdisasm are what a save waits
-# for, and on the H200 four helpers at the same priority made the compile rung 0.30 s instead of 0.22 s.
+# Below the worker's priority: a save waits for the worker's own compile and its dumps' nvdisasm, never
+# for a helper. (On the H200 the compile rung took 0.29 s beside four helpers and 0.23 s without them,
+# niced or not: the CPU's time is not what they share there.)
 NICENESS = 10
 
 

@@ -3,8 +3,8 @@
 Only a session's worker keeps them (``ktui watch``, ``serve``, the MCP server pass
 ``--compile-ahead``; a one-shot ``ktui run`` would pay their start for nothing): on a GPU, one per
 four cores and at most four (``default_size``), or N with ``KTUI_COMPILE_AHEAD=N`` (0: none). On
-the H200 four took the shipped softmax's save → verdict from 1.12 s to 0.75 s p50
-(docs/measured.md). None on the CPU tier, where Triton's interpreter runs the kernels and nothing is
+the H200 four took the shipped softmax's save → verdict from 1.02 s to 0.76 s p50, and eight were
+no faster than four (docs/measured.md). None on the CPU tier, where Triton's interpreter runs the kernels and nothing is
 compiled per shape.
 """
 
