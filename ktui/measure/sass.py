@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -30,19 +31,60 @@ def find_tool(name: str) -> str:
     return found
 
 
-def _run(args: list[str]) -> str:
-    """Run one tool and return its output.
+class Started:
+    """One tool process, started now and read later, so its work overlaps the caller's: an nvdisasm
+    spends 0.3 s building its tables whatever the CUBIN, and the dumps write their other files and
+    start the other CUBINs' tools meanwhile.
 
-    The environment is passed as a copy taken here: the dumps are written on a thread while the
+    The output goes to an unnamed temporary file, not a pipe: the dumps read it on a thread beside
+    the worker's checks, and one read after the exit takes Python's lock once, where a pipe drained
+    chunk by chunk waits for it at each chunk. The environment is passed as a copy taken here: the
     worker's other thread sets and unsets variables (``TRITON_INTERPRET`` around each interpreted
     call), and a child started with the inherited environment reads the C library's ``environ``
     after the fork, which a concurrent ``setenv`` may have freed — ``execve`` then fails with
     ``OSError: [Errno 14] Bad address``.
     """
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, env=dict(os.environ))
-    if proc.returncode != 0:
-        raise RuntimeError(f"{Path(args[0]).name} failed ({proc.returncode}): {proc.stderr.strip()[:500]}")
-    return proc.stdout
+
+    def __init__(self, args: list[str]):
+        self.name = Path(args[0]).name
+        self._out = tempfile.TemporaryFile()  # noqa: SIM115 (read and closed by output or close)
+        try:
+            self._proc = subprocess.Popen(args, stdout=self._out, stderr=subprocess.PIPE, env=dict(os.environ))
+        except BaseException:
+            self._out.close()
+            raise
+
+    def output(self) -> str:
+        """What the tool printed; RuntimeError when it failed, ``subprocess.TimeoutExpired`` (the
+        process killed) when it ran past ``TOOL_TIMEOUT_S``."""
+        try:
+            _, err = self._proc.communicate(timeout=TOOL_TIMEOUT_S)
+            if self._proc.returncode != 0:
+                message = err.decode(errors="replace").strip()[:500]
+                raise RuntimeError(f"{self.name} failed ({self._proc.returncode}): {message}")
+            self._out.seek(0)
+            return self._out.read().decode(errors="replace")
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Stop the tool if it still runs (a caller that gave up on it); idempotent."""
+        if self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.communicate()
+        elif self._proc.stderr is not None and not self._proc.stderr.closed:
+            self._proc.stderr.close()
+        self._out.close()
+
+
+def _run(args: list[str]) -> str:
+    """Run one tool and return its output (``Started``)."""
+    return Started(args).output()
+
+
+def disassembly(cubin: Path, line_info: bool = False) -> Started:
+    """``disassemble``, started: its ``output()`` is the listing."""
+    return Started([find_tool("nvdisasm"), "-c", "-ndf", *(["-g"] if line_info else []), str(cubin)])
 
 
 def disassemble(cubin: Path, line_info: bool = False) -> str:
@@ -53,7 +95,7 @@ def disassemble(cubin: Path, line_info: bool = False) -> str:
     branch stack of GPUs before Volta; a Volta or later CUBIN prints the same listing without it, a
     quarter sooner (an nvdisasm of any CUBIN takes 0.3–0.4 s, and the dumps wait for it). The GPU
     tier compares the two on every shipped kernel's CUBIN (``tests/worker/test_confine_gpu.py``)."""
-    return _run([find_tool("nvdisasm"), "-c", "-ndf", *(["-g"] if line_info else []), str(cubin)])
+    return disassembly(cubin, line_info).output()
 
 
 def without_line_info(listing: str) -> str:
@@ -69,8 +111,12 @@ _RES_FIELD = re.compile(r"([A-Z]+(?:\[\d+\])?):(\d+)")
 
 def resource_usage(cubin: Path) -> dict[str, dict[str, int]]:
     """Per function: registers, stack, shared and local memory (bytes), from ``cuobjdump -res-usage``."""
-    text = _run([find_tool("cuobjdump"), "-res-usage", str(cubin)])
-    return parse_resource_usage(text)
+    return parse_resource_usage(resource_listing(cubin).output())
+
+
+def resource_listing(cubin: Path) -> Started:
+    """``cuobjdump -res-usage``, started: ``parse_resource_usage`` reads its ``output()``."""
+    return Started([find_tool("cuobjdump"), "-res-usage", str(cubin)])
 
 
 def parse_resource_usage(text: str) -> dict[str, dict[str, int]]:

@@ -26,6 +26,11 @@ class Phases:
         finally:
             self._spent[name] = self._spent.get(name, 0.0) + time.perf_counter() - started
 
+    def add(self, spent: dict[str, float]) -> None:
+        """Phases timed elsewhere (the dumps' own thread), added to this rung's."""
+        for name, seconds in spent.items():
+            self._spent[name] = self._spent.get(name, 0.0) + seconds
+
     def take(self) -> dict[str, float]:
         """The phases since the last ``take``, rounded, and a fresh start."""
         spent, self._spent = self._spent, {}

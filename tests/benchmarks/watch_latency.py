@@ -178,12 +178,21 @@ def breakdown(saved: float, seen: list[tuple[float, dict]]) -> dict[str, float]:
 
 
 def per_rung(seen: list[tuple[float, dict]]) -> str:
-    """Each rung's seconds, and each correctness rung's candidate calls: where a save compiled."""
+    """Each rung's seconds; each correctness rung's candidate calls (where a save compiled), the
+    compile rung's traced call and the dumps' phases (its thread's files, tools and analysis, and
+    how long the ladder waited for it)."""
     parts = []
     for _, e in seen:
         if e.get("type") == "rung_finished" and e.get("status") != "skipped":
-            candidate = (e.get("phases_s") or {}).get("candidate")
-            parts.append(f"{e['rung']} {e['duration_s']:.3f}" + (f" (candidate {candidate:.3f})" if candidate else ""))
+            phases = e.get("phases_s") or {}
+            detail = ""
+            if e["rung"].startswith(("correctness[", "fresh-shapes")) and phases.get("candidate"):
+                detail = f" (candidate {phases['candidate']:.3f})"
+            elif e["rung"] == "compile" and "trace_s" in (e.get("figures") or {}):
+                detail = f" (traced call {e['figures']['trace_s']:.3f})"
+            elif e["rung"] == "dumps" and phases:
+                detail = " (" + ", ".join(f"{name} {seconds:.3f}" for name, seconds in phases.items()) + ")"
+            parts.append(f"{e['rung']} {e['duration_s']:.3f}{detail}")
     return "; ".join(parts)
 
 

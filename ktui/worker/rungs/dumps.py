@@ -16,13 +16,17 @@ from __future__ import annotations
 
 import json
 import threading
+from collections import deque
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ktui.measure import hotspots, sass
 from ktui.protocol.events import ArtifactWritten
 from ktui.worker.context import RunContext
 from ktui.worker.errors import RungFailure
 from ktui.worker.outcome import Outcome
+from ktui.worker.phases import Phases
 
 DUMP_SUFFIXES = {".ttir", ".ttgir", ".llir", ".ptx", ".cubin", ".sass", ".mlir", ".tir", ".cu"}
 REPLACED = {"resources.json", hotspots.JSON_FILE, hotspots.TEXT_FILE}
@@ -36,13 +40,16 @@ class Dumps:
         self._run_dir = Path(ctx.job.run_dir)
         self._source = (Path(ctx.job.kernel_path).name, ctx.job.source)
         self._written: list[tuple[str, Path, str]] = []
+        self._phases = Phases()  # the thread's own: the ladder's belongs to the rung that runs meanwhile
         self._outcome: Outcome | None = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._write, name="ktui-dumps", daemon=True)
         self._thread.start()
 
     def finish(self, ctx: RunContext) -> Outcome:
-        self._thread.join()
+        with ctx.phases.timing("wait"):  # what the checks did not cover: the dumps' share of a save's wait
+            self._thread.join()
+        ctx.phases.add(self._phases.take())
         for kind, path, function in self._written:  # events leave from the ladder's thread only
             _emit(ctx, kind, path, function)
         if self._error is not None:
@@ -51,7 +58,7 @@ class Dumps:
 
     def _write(self) -> None:
         try:
-            self._outcome = write(self._compiled, self._run_dir, self._written, *self._source)
+            self._outcome = write(self._compiled, self._run_dir, self._written, *self._source, phases=self._phases)
         except BaseException as exc:  # told by ``finish``, as any rung's failure
             self._error = exc
 
@@ -60,61 +67,81 @@ def start(ctx: RunContext) -> Dumps:
     return Dumps(ctx)
 
 
+# CUBINs whose tools run at once: each nvdisasm holds about 55 MB while it builds its tables.
+TOOLS_AT_ONCE = 4
+
+
+@dataclass
+class _Disassembly:
+    """One CUBIN's tools, started (its listing with line information, its resource usage), and
+    the slot of ``resources`` its functions fill."""
+
+    compiled: Any
+    stem: str
+    entry: dict
+    cubin: Path
+    slot: dict[str, dict]
+    listing: sass.Started
+    usage: sass.Started
+
+    def close(self) -> None:
+        self.listing.close()
+        self.usage.close()
+
+
 def write(compiled_functions: list, run_dir: Path, written_files: list[tuple[str, Path, str]],
-          source_name: str = "", source_text: str = "") -> Outcome:
+          source_name: str = "", source_text: str = "", phases: Phases | None = None) -> Outcome:
     """Write the dumps of ``compiled_functions`` into ``run_dir``; each file is noted in ``written_files``.
-    ``source_name`` and ``source_text`` (the kernel file's name and text) give the hot spots."""
+    ``source_name`` and ``source_text`` (the kernel file's name and text) give the hot spots; ``phases``
+    (when given) takes the seconds spent writing ``files``, waiting for the ``tools`` and in ``analysis``.
+
+    Each CUBIN's nvdisasm and cuobjdump start as soon as it is written (``TOOLS_AT_ONCE`` CUBINs at a
+    time), so a tool's start-up overlaps the other files and the other CUBINs' tools."""
     if not compiled_functions:
         raise RungFailure("nothing was compiled")
+    phases = phases or Phases()
     run_dir.mkdir(parents=True, exist_ok=True)
     for stale in run_dir.iterdir():  # a re-run of the same version replaces its dumps…
         if stale.is_file() and (stale.suffix in DUMP_SUFFIXES or stale.name in REPLACED):
             stale.unlink()  # …and keeps the rest: its source, its profiles (ncu.json, .ncu-rep…)
 
-    resources: dict[str, dict] = {}
+    slots: list[dict[str, dict]] = []  # each compiled function's resources, in the functions' order
     per_line: list = []
     written = 0
-    used = _unique_stems(compiled_functions)
-    for compiled, stem in zip(compiled_functions, used):
-        for ext, content in compiled.artifacts.items():
-            path = run_dir / f"{stem}.{ext}"
-            if isinstance(content, bytes):
-                path.write_bytes(content)
-            else:
-                path.write_text(content, encoding="utf-8")
-            written_files.append((ext, path, compiled.name))
+    in_flight: deque[_Disassembly] = deque()
+    try:
+        for compiled, stem in zip(compiled_functions, _unique_stems(compiled_functions)):
+            entry: dict = {"dsl": compiled.dsl, "source_fn": compiled.source_fn, **compiled.metadata}
+            slots.append({})
+            with phases.timing("files"):
+                written += _write_artifacts(compiled, stem, run_dir, written_files)
+            cubin = run_dir / f"{stem}.cubin"
+            if not cubin.exists():
+                slots[-1][compiled.name] = {**entry, "file_stem": stem}
+                continue
+            if len(in_flight) == TOOLS_AT_ONCE:
+                per_line += _read(in_flight[0], run_dir, written_files, source_name, source_text, phases)
+                in_flight.popleft()
+                written += 1
+            in_flight.append(_Disassembly(compiled, stem, entry, cubin, slots[-1],
+                                          sass.disassembly(cubin, line_info=True), sass.resource_listing(cubin)))
+        while in_flight:
+            per_line += _read(in_flight[0], run_dir, written_files, source_name, source_text, phases)
+            in_flight.popleft()
             written += 1
-        entry: dict = {"dsl": compiled.dsl, "source_fn": compiled.source_fn, **compiled.metadata}
-        cubin = run_dir / f"{stem}.cubin"
-        if cubin.exists():
-            with_lines = sass.disassemble(cubin, line_info=True)  # one tool process: both listings
-            listing = sass.without_line_info(with_lines)
-            sass_path = run_dir / f"{stem}.sass"
-            sass_path.write_text(listing, encoding="utf-8")
-            written_files.append(("sass", sass_path, compiled.name))
-            written += 1
-            functions = sass.split_functions(listing)
-            if source_name:
-                per_line += hotspots.build(cubin, source_name, source_text, with_lines)
-            for fn, usage in sass.resource_usage(cubin).items():
-                lines = functions.get(fn, [])
-                resources[fn] = {
-                    **entry,
-                    **usage,
-                    "spill_instructions": sass.spill_instructions(sass.opcode_counts(lines)),
-                    "instructions": sass.instruction_count(lines),
-                    "file_stem": stem,
-                }
-        else:
-            resources[compiled.name] = {**entry, "file_stem": stem}
+    finally:
+        for started in in_flight:  # a failure above: no tool outlives the rung
+            started.close()
 
-    res_path = run_dir / "resources.json"
-    res_path.write_text(json.dumps(resources, indent=2, default=str), encoding="utf-8")
-    written_files.append(("resources", res_path, ""))
-    if per_line:
-        for path in hotspots.write(run_dir, hotspots.to_json(per_line, source_name)):
-            written_files.append(("hotspots", path, ""))
-            written += 1
+    resources = {fn: r for slot in slots for fn, r in slot.items()}
+    with phases.timing("files"):
+        res_path = run_dir / "resources.json"
+        res_path.write_text(json.dumps(resources, indent=2, default=str), encoding="utf-8")
+        written_files.append(("resources", res_path, ""))
+        if per_line:
+            for path in hotspots.write(run_dir, hotspots.to_json(per_line, source_name)):
+                written_files.append(("hotspots", path, ""))
+                written += 1
     figures = {
         "dir": str(run_dir),
         "files": written + 2,
@@ -129,6 +156,45 @@ def write(compiled_functions: list, run_dir: Path, written_files: list[tuple[str
         for r in resources.values()
     )
     return Outcome(figures=figures, message=summary)
+
+
+def _write_artifacts(compiled: Any, stem: str, run_dir: Path, written_files: list[tuple[str, Path, str]]) -> int:
+    """The compiler's own outputs of one function (``<stem>.ptx``, ``.cubin``…); how many were written."""
+    for ext, content in compiled.artifacts.items():
+        path = run_dir / f"{stem}.{ext}"
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+        written_files.append((ext, path, compiled.name))
+    return len(compiled.artifacts)
+
+
+def _read(started: _Disassembly, run_dir: Path, written_files: list[tuple[str, Path, str]], source_name: str,
+          source_text: str, phases: Phases) -> list:
+    """One CUBIN's ``.sass`` and its functions' resources (into its slot); its hot spots."""
+    with phases.timing("tools"):
+        try:
+            with_lines = started.listing.output()
+            usage = sass.parse_resource_usage(started.usage.output())
+        finally:
+            started.close()
+    with phases.timing("analysis"):
+        listing = sass.without_line_info(with_lines)
+        sass_path = run_dir / f"{started.stem}.sass"
+        sass_path.write_text(listing, encoding="utf-8")
+        written_files.append(("sass", sass_path, started.compiled.name))
+        functions = sass.split_functions(listing)
+        for fn, figures in usage.items():
+            lines = functions.get(fn, [])
+            started.slot[fn] = {
+                **started.entry,
+                **figures,
+                "spill_instructions": sass.spill_instructions(sass.opcode_counts(lines)),
+                "instructions": sass.instruction_count(lines),
+                "file_stem": started.stem,
+            }
+        return hotspots.build(started.cubin, source_name, source_text, with_lines) if source_name else []
 
 
 def _unique_stems(compiled: list) -> list[str]:
