@@ -20,7 +20,8 @@ from ktui.protocol import processes
 MAX_SHAPE_BYTES = 256 * 2**20  # a helper leaves larger shapes to the worker (``too_large``)
 # Below the worker's priority: a save waits for the worker's own compile and its dumps' nvdisasm, never
 # for a helper. (On the H200 the compile rung took 0.29 s beside four helpers and 0.23 s without them,
-# niced or not: the CPU's time is not what they share there.)
+# niced or not, and niced busy processes slowed an nvdisasm by up to 54%: the CPU's time is not what
+# they share there; tests/benchmarks/tool_contention.py.)
 NICENESS = 10
 
 

@@ -7,9 +7,11 @@ for CuTeDSL ``<fn>.mlir .ptx .cubin``, for TileLang ``<fn>.tir .cu .ptx .cubin``
 (``ktui.measure.hotspots``).
 
 Writing them (and disassembling each CUBIN: ``nvdisasm`` and ``cuobjdump`` per function) takes longer than
-most correctness checks, and nothing in a verdict depends on them, so ``start`` writes them on a
+most correctness checks, and no check reads what they contain, so ``start`` writes them on a
 thread while the checks run and ``Dumps.finish`` — the rung itself — waits for that thread, says
-what was written, and comes before any benchmark is timed.
+what was written, and comes before any benchmark is timed. On the thread, each CUBIN's tools start
+as soon as it is written, several CUBINs' at once (``write``): an nvdisasm spends 0.3 s or more on
+its start whatever the CUBIN, and after the compile that is what a save's verdict waits for.
 """
 
 from __future__ import annotations
