@@ -45,6 +45,9 @@ NOTES: dict[tuple[str, str], str] = {
     ("run_started", "content_hash"): "the first 16 hex digits of the SHA-256 of the file's bytes",
     ("output", "text"): "a line the kernel printed",
     ("rung_finished", "figures"): 'the rung\'s figures; non-finite numbers as the strings "inf", "-inf", "nan"',
+    ("rung_finished", "phases_s"): "where `duration_s` went, by phase (a correctness rung's `inputs`, `candidate`, "
+                                   "`reference`, `metrics`); the `dumps` rung's `wait` is its duration, and its "
+                                   "`files`, `tools` and `analysis` ran on their own thread, beside the checks",
     ("run_finished", "summary"): "`correct: [ok, total]`, `speedup`, `speedup_ci`, `roofline_shapes: {shape: "
                                   "{roofline, bound}}`, `roofline_worst: {shape, roofline, bound}`, `satisfied`, "
                                   "`short`, `roofline_done`, `label`, `vs_previous`, `vs_best`, `first_failure: {rung, status, message}`, …",
