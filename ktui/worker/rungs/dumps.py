@@ -111,6 +111,13 @@ def write(compiled_functions: list, run_dir: Path, written_files: list[tuple[str
     per_line: list = []
     written = 0
     in_flight: deque[_Disassembly] = deque()
+
+    def read_oldest() -> None:
+        nonlocal per_line, written
+        per_line += _read(in_flight[0], run_dir, written_files, source_name, source_text, phases)
+        in_flight.popleft()  # only once read: a failure leaves it to the ``finally`` below
+        written += 1
+
     try:
         for compiled, stem in zip(compiled_functions, _unique_stems(compiled_functions)):
             entry: dict = {"dsl": compiled.dsl, "source_fn": compiled.source_fn, **compiled.metadata}
@@ -122,15 +129,11 @@ def write(compiled_functions: list, run_dir: Path, written_files: list[tuple[str
                 slots[-1][compiled.name] = {**entry, "file_stem": stem}
                 continue
             if len(in_flight) == TOOLS_AT_ONCE:
-                per_line += _read(in_flight[0], run_dir, written_files, source_name, source_text, phases)
-                in_flight.popleft()
-                written += 1
+                read_oldest()
             in_flight.append(_Disassembly(compiled, stem, entry, cubin, slots[-1],
                                           sass.disassembly(cubin, line_info=True), sass.resource_listing(cubin)))
         while in_flight:
-            per_line += _read(in_flight[0], run_dir, written_files, source_name, source_text, phases)
-            in_flight.popleft()
-            written += 1
+            read_oldest()
     finally:
         for started in in_flight:  # a failure above: no tool outlives the rung
             started.close()
