@@ -120,18 +120,46 @@ def run(args: argparse.Namespace, result: dict) -> None:
             result["error"] = result["proton"]["reason"]
             return
         # Never beside another ktui process's timed section: a profiler's replays or a sanitizer's
-        # slow launches would be timed as that kernel's work.
+        # slow launches would be timed as that kernel's work. The profiled call is itself a
+        # measurement (ncu's replays, Proton's cycle counts), so it has the GPU to itself: no other
+        # ktui work beside it, and no other profiler's replays.
         with gpu_lock.share(gpu_lock.device_key()) as turn:
-            result.update(turn.figures())
+            _note_turn(result, turn)
             inputs = ctx.generate(shape, args.seed)
             if args.mode == "sanitize":
                 ctx.custom_kernel(*inputs)
                 torch.cuda.synchronize()
-            elif args.mode == "ncu":
-                _profiled_call(ctx, inputs, args.warmup, result)
             else:
-                _sections_call(ctx, inputs, args.warmup, args.output, result)
+                if args.mode == "sections":
+                    _proton_semantic()
+                _warm_up(ctx, inputs, args.warmup)
+        if args.mode != "sanitize":
+            with gpu_lock.take(gpu_lock.device_key()) as turn:
+                _note_turn(result, turn)
+                if args.mode == "ncu":
+                    _profiled_call(ctx, inputs, result)
+                else:
+                    _sections_call(ctx, inputs, args.output, result)
     result["ok"] = True
+
+
+def _note_turn(result: dict, turn) -> None:
+    """The GPU turns' figures in the result: their waits added up, the last note kept."""
+    figures = turn.figures()
+    if "gpu_wait_s" in figures:
+        result["gpu_wait_s"] = round(result.get("gpu_wait_s", 0.0) + figures["gpu_wait_s"], 3)
+    if "gpu_lock" in figures:
+        result["gpu_lock"] = figures["gpu_lock"]
+
+
+def _warm_up(ctx, inputs, warmup: int) -> None:
+    """Calls before the measured one, uninstrumented and outside ncu's range: compilation,
+    autotuning and caches stay out of what is measured."""
+    import torch
+
+    for _ in range(max(0, warmup)):
+        ctx.custom_kernel(*inputs)
+    torch.cuda.synchronize()
 
 
 def _count_launches(ctx, call) -> int:
@@ -145,13 +173,10 @@ def _count_launches(ctx, call) -> int:
     return counter.count
 
 
-def _profiled_call(ctx, inputs, warmup: int, result: dict) -> None:
-    """Warm-up outside the range (compilation, autotuning, caches), then exactly one call inside."""
+def _profiled_call(ctx, inputs, result: dict) -> None:
+    """Exactly one call inside the NVTX range ncu profiles (after ``_warm_up``)."""
     import torch
 
-    for _ in range(max(0, warmup)):
-        ctx.custom_kernel(*inputs)
-    torch.cuda.synchronize()
     torch.cuda.nvtx.range_push(NVTX_RANGE)
     try:
         if ctx.cute_functions:  # CuTeDSL launches are not recorded: no count to compare with
@@ -163,17 +188,20 @@ def _profiled_call(ctx, inputs, warmup: int, result: dict) -> None:
         torch.cuda.nvtx.range_pop()
 
 
-def _sections_call(ctx, inputs, warmup: int, output: Path | None, result: dict) -> None:
-    """One call under Proton's instrumentation backend; its tree lands in ``<output>.hatchet``."""
-    import torch
-    import triton.profiler as proton
+def _proton_semantic() -> None:
+    """Triton ≥3.5 instruments only Gluon unless asked (before any call, as the warm-up compiles)."""
     import triton.profiler.language as pl
 
     if hasattr(pl, "enable_semantic"):
-        pl.enable_semantic("triton")  # Triton ≥3.5 instruments only Gluon unless asked
-    for _ in range(max(0, warmup)):
-        ctx.custom_kernel(*inputs)  # uninstrumented: compilation and autotuning stay outside
-    torch.cuda.synchronize()
+        pl.enable_semantic("triton")
+
+
+def _sections_call(ctx, inputs, output: Path | None, result: dict) -> None:
+    """One call under Proton's instrumentation backend (after ``_warm_up``); its tree lands in
+    ``<output>.hatchet``."""
+    import torch
+    import triton.profiler as proton
+
     assert output is not None
     proton.start(str(output), backend="instrumentation", data="tree")
     try:

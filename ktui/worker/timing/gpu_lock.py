@@ -12,11 +12,12 @@ It is a readers-writer lock of advisory ``flock`` s on files named by the GPU's 
 ``/dev/shm/ktui-gpu-locks`` — beneath ``/dev``, which a confined worker may write
 (``ktui.worker.confine``), and shared by every process of the host that shares its ``/dev/shm``:
 
-- a timed section (``take``) holds ``<gpu>.lock`` exclusively; it first holds ``<gpu>.gate``, so
-  that the GPU's other users, which keep coming, cannot keep it waiting for ever;
-- any other GPU work (``share``: the ladder's rungs that run kernels, the process a profiler or a
-  sanitizer wraps) passes the gate and holds ``<gpu>.lock`` shared: many at once, never beside a
-  timed section.
+- a timed section (``take``: a benchmark, a profiler's profiled call) holds ``<gpu>.lock``
+  exclusively; it first holds ``<gpu>.gate``, so that the GPU's other users, which keep coming,
+  cannot keep it waiting for ever;
+- any other GPU work (``share``: the ladder's rungs that run kernels, the process a sanitizer wraps,
+  a profiled process up to its profiled call) passes the gate and holds ``<gpu>.lock`` shared: many
+  at once, never beside a timed section.
 
 Either waits a bounded time, then goes on anyway and says so. Processes that are not ktui are not
 held back by it. One process holds one turn at a time (a turn inside another would wait for itself).
