@@ -46,7 +46,8 @@ NOTES: dict[tuple[str, str], str] = {
     ("output", "text"): "a line the kernel printed",
     ("rung_finished", "figures"): 'the rung\'s figures; non-finite numbers as the strings "inf", "-inf", "nan"',
     ("rung_finished", "phases_s"): "where `duration_s` went, by phase (a correctness rung's `inputs`, `candidate`, "
-                                   "`reference`, `metrics`); the `dumps` rung's `wait` is its duration, and its "
+                                   "`reference`, `metrics`; the `compile` rung's `inputs` and `call`, its traced "
+                                   "call); the `dumps` rung's `wait` is its duration, and its "
                                    "`files`, `tools` and `analysis` ran on their own thread, beside the checks",
     ("run_finished", "summary"): "`correct: [ok, total]`, `speedup`, `speedup_ci`, `roofline_shapes: {shape: "
                                   "{roofline, bound}}`, `roofline_worst: {shape, roofline, bound}`, `satisfied`, "

@@ -63,6 +63,8 @@ class RunContext:
     ahead_sent: dict[str, int] = field(default_factory=dict)  # what this run handed them: shapes, helpers
     sizes: dict[str, Any] | None = None  # memory.Need (or None: unsizable) per shape key; read lazily from the job
     sized: int = 0  # shapes this run sized on fake tensors (the rest came with the job)
+    inputs_ahead: Any = None  # the worker's ``ahead.inputs.InputsAhead``: the traced call's inputs, made ahead
+    traced: dict | None = None  # the compile rung's traced shape, once its inputs were made
 
     def __post_init__(self) -> None:
         if self.job.options.seed is not None:
@@ -190,7 +192,10 @@ class RunContext:
 
     def next_seed(self) -> int:
         """A fresh seed for every call: memoised answers cannot pass."""
-        seed = self.seeds.randrange(1, 2**31 - 1)
+        return self.use_seed(draw_seed(self.seeds))
+
+    def use_seed(self, seed: int) -> int:
+        """Record ``seed`` as this run's next one (the run's ``seeds``: how to make its inputs again)."""
         self.seeds_used.append(seed)
         return seed
 
@@ -201,6 +206,11 @@ class RunContext:
                 data = self.problem.generate(shape, seed)
         except Exception as exc:
             raise InputGenerationError(f"{self.problem.describe_generate(shape, seed)} raised: {exc}") from exc
+        return self.placed(data, shape, seed)
+
+    def placed(self, data: Any, shape: dict, seed: int) -> tuple:
+        """What the reference made for ``shape`` from ``seed``, checked to hold a tensor and moved to
+        this tier's device (made now by ``generate``, or ahead by ``ktui.worker.ahead.inputs``)."""
         returned = tensorless(data)
         if returned:
             raise InputGenerationError(f"{self.problem.describe_generate(shape, seed)} returned {returned}: "
@@ -241,6 +251,11 @@ class RunContext:
     @property
     def cute_functions(self) -> list[tuple[str, Any]]:
         return list(self.kernels.get("cutedsl", {}).items())
+
+
+def draw_seed(seeds: random.Random) -> int:
+    """One seed of the range every run draws from."""
+    return seeds.randrange(1, 2**31 - 1)
 
 
 def _names(items: list[str], limit: int = 4) -> str:

@@ -90,20 +90,23 @@ def main(argv: list[str] | None = None) -> int:
     send({"type": "ready", "tier": tier.name, "device": tier.device, "arch": tier.arch, "pid": os.getpid(),
           **confinement.to_json(), "start_s": phases.seconds})
 
+    from ktui.worker.ahead.inputs import InputsAhead
     from ktui.worker.ahead.pool import AheadPool
 
     ahead = AheadPool.for_worker(args.compile_ahead and tier.is_gpu, tier.arch)
+    inputs = InputsAhead()
     try:
         for line in sys.stdin:
             line = line.strip()
             if not line:
                 continue
             job = Job.from_json(json.loads(line))
-            healthy = run_job(job, tier, lambda event: send(event.to_json()), guard, confinement, ahead)
+            healthy = run_job(job, tier, lambda event: send(event.to_json()), guard, confinement, ahead, inputs)
             send({"type": "job_done", "run_id": job.run_id, "healthy": healthy})
             if not healthy:
                 return 0
             ahead.start()  # a worker that served one job serves a session: its next runs compile ahead
+            inputs.make()  # the run is over: its kernel's next traced call, if it was run twice in a row
     finally:
         ahead.close()
     return 0
@@ -123,7 +126,7 @@ class StartPhases:
         self._last = now
 
 
-def run_job(job, tier, emit, guard=None, confinement=None, ahead=None) -> bool:
+def run_job(job, tier, emit, guard=None, confinement=None, ahead=None, inputs=None) -> bool:
     """Climb the ladder for one job; return whether this process may take another one."""
     from ktui.protocol.events import COMPILED, RunFinished, compile_only_text
     from ktui.worker import memory
@@ -132,7 +135,7 @@ def run_job(job, tier, emit, guard=None, confinement=None, ahead=None) -> bool:
     from ktui.worker.modules import job_imports
 
     started = time.perf_counter()
-    ctx = RunContext(job=job, tier=tier, emit=emit, guard=guard, ahead=ahead)
+    ctx = RunContext(job=job, tier=tier, emit=emit, guard=guard, ahead=ahead, inputs_ahead=inputs)
     ctx.peaks = memory.Peaks(tier)
     with job_imports(job):
         results = Ladder(ctx).climb()
@@ -153,6 +156,8 @@ def run_job(job, tier, emit, guard=None, confinement=None, ahead=None) -> bool:
             duration_s=round(time.perf_counter() - started, 3),
         )
     )
+    if inputs is not None:
+        inputs.after_run(ctx)
     return _device_healthy(tier)
 
 

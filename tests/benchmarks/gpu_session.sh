@@ -149,10 +149,10 @@ case "${1:-}" in
         hotspots) step hotspots.log "$limit" bash tests/benchmarks/record_hotspot_fixtures.sh ;;
         roofline) machine roofline.log
              step roofline.log "$limit" "$PY" tests/benchmarks/roofline_suite.py kernels --bench-time 1 ;;
-        watch) machine watch.log  # save → verdict with the session's compile-ahead helpers (its default), then without
+        watch) machine watch.log  # save → verdict with the session's defaults: each save at once, then 1 s after the verdict
              step watch.log 130 "$PY" tests/benchmarks/watch_latency.py --reps 6 --settle 15 --json "$OUT/watch_latency.json"
-             step watch.log 80 "$PY" tests/benchmarks/watch_latency.py --reps 4 --settle 0 --no-ahead \
-               --json "$OUT/watch_latency_noahead.json" ;;
+             step watch.log 130 "$PY" tests/benchmarks/watch_latency.py --reps 6 --settle 15 --gap 1 \
+               --json "$OUT/watch_latency_gap.json" ;;
         contention) machine contention.log  # nvdisasm and a Triton compile alone, and beside busy processes
              step contention.log "$limit" "$PY" tests/benchmarks/tool_contention.py \
                --busy spin:0,spin:4,spin:12,compile:4,compile:8 --json "$OUT/tool_contention.json" ;;

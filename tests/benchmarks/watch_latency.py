@@ -6,18 +6,22 @@ cache misses and the kernel really recompiles, and times from the rename to the 
 watch loop prints: the first ``correctness[...]`` result and ``run_finished``. The debounce, the
 hand-off to the warm worker, compile, the checks and the history write are all inside the figure.
 
-    python tests/benchmarks/watch_latency.py [--reps 8] [--cpu] [--ahead N | --no-ahead] [--settle 20] [--json OUT.json]
+    python tests/benchmarks/watch_latency.py [--reps 8] [--cpu] [--ahead N | --no-ahead] [--settle 20] [--gap 0] [--json OUT.json]
 
 The watch session's worker keeps compile-ahead helpers on a GPU (``ktui.worker.ahead``: one per four
 cores, at most four), started once it has served its first run: ``--settle`` waits that long after
 the first run so they are up before the timed saves, and each save prints how many shapes its run
 handed them and each rung's seconds. ``--ahead N`` asks for N helpers (``KTUI_COMPILE_AHEAD=N``);
 ``--no-ahead`` (``KTUI_COMPILE_AHEAD=0``) runs the same saves with none, for the comparison; with
-neither, the variable is left as it is.
+neither, the variable is left as it is. ``--gap`` waits that long after each verdict before the next
+save (default 0: at once). A worker that ran the kernel twice in a row makes the next traced call's
+inputs once a run is over (``ktui.worker.ahead.inputs``); a save sooner than that waits for them,
+where an edit between saves leaves the worker time.
 
 Prints the device line of the watcher, p50 / min / max of both figures, and where the time went:
-one row per stage (the save noticed, queue and hashing, the hand-off to the worker, each rung and the
-phases of the correctness rungs — inputs, candidate, reference, metrics —, the gaps between rungs,
+one row per stage (the save noticed, queue and hashing, the hand-off to the worker, each rung, the
+compile rung's inputs and traced call, the phases of the correctness rungs — inputs, candidate,
+reference, metrics —, the gaps between rungs,
 the summary, the history store and the event delivery), from the events' own time stamps.
 """
 
@@ -56,6 +60,7 @@ def main() -> int:
     ap.add_argument("--no-ahead", action="store_true", help="no compile-ahead helpers (KTUI_COMPILE_AHEAD=0)")
     ap.add_argument("--ahead", type=int, default=None, metavar="N", help="N compile-ahead helpers (KTUI_COMPILE_AHEAD=N)")
     ap.add_argument("--settle", type=float, default=20.0, help="seconds to wait after the first run (helpers start)")
+    ap.add_argument("--gap", type=float, default=0.0, help="seconds to wait after each verdict before the next save")
     args = ap.parse_args()
     root = workspace()
     kernel = root / "kernels" / "softmax_triton.py"
@@ -96,6 +101,7 @@ def main() -> int:
         time.sleep(args.settle)  # the session's compile-ahead helpers start after its first run
         first, verdict, stages, handed = [], [], [], []
         for rep in range(args.reps):
+            time.sleep(args.gap if rep else 0.0)
             text = source.replace(MARK, MARK + f"    # latency probe {rep} {time.time_ns()}\n")
             tmp = kernel.with_name(".softmax_triton.py.tmp")
             tmp.write_text(text)
@@ -124,11 +130,11 @@ def main() -> int:
         proc.wait(timeout=30)
         shutil.rmtree(root, ignore_errors=True)
     device = f"{ready.get('device')} · {ready.get('tier')} · {ready.get('arch')}"
-    result = {"device": device, "reps": args.reps, "date": time.strftime("%Y-%m-%d"), "compiling_ahead": handed,
+    result = {"device": device, "reps": args.reps, "gap_s": args.gap, "date": time.strftime("%Y-%m-%d"), "compiling_ahead": handed,
               "first_correctness_s": _stats(first), "verdict_s": _stats(verdict),
               "stages_p50_s": {name: statistics.median(s.get(name, 0.0) for s in stages) for name in STAGES}}
     helpers = f"KTUI_COMPILE_AHEAD={env.get('KTUI_COMPILE_AHEAD', 'unset')}: {sum(bool(h) for h in handed)} of {len(handed)} runs handed out"
-    print(f"watch latency · {device} · {args.reps} atomic-rename saves of softmax_triton · {helpers}")
+    print(f"watch latency · {device} · {args.reps} atomic-rename saves of softmax_triton, {args.gap:g} s after each verdict · {helpers}")
     for name in ("first_correctness_s", "verdict_s"):
         s = result[name]
         print(f"  {name:20s} p50 {s['p50']:.3f} s  min {s['min']:.3f}  max {s['max']:.3f}")
@@ -142,10 +148,11 @@ def main() -> int:
 
 
 STAGES = ("save noticed (watcher, debounce)", "queue, hashing, version", "hand-off to the worker",
-          "pre-checks (import, contract)", "compile", "IR and SASS dumps", "run", "correctness: inputs",
+          "pre-checks (import, contract)", "compile: inputs", "compile: traced call", "compile: other",
+          "IR and SASS dumps", "run", "correctness: inputs",
           "correctness: candidate", "correctness: reference", "correctness: metrics", "correctness: other",
           "fresh-shapes", "integrity", "dependence", "other rungs", "between rungs", "summary", "history store, events")
-RUNG_STAGES = {"pre-checks": "pre-checks (import, contract)", "compile": "compile", "dumps": "IR and SASS dumps",
+RUNG_STAGES = {"pre-checks": "pre-checks (import, contract)", "dumps": "IR and SASS dumps",
                "run": "run", "fresh-shapes": "fresh-shapes", "integrity": "integrity", "dependence": "dependence"}
 
 
@@ -168,6 +175,11 @@ def breakdown(saved: float, seen: list[tuple[float, dict]]) -> dict[str, float]:
             for phase in ("inputs", "candidate", "reference", "metrics"):
                 stages[f"correctness: {phase}"] += phases.get(phase, 0.0)
             stages["correctness: other"] += rung["duration_s"] - sum(phases.values())
+        elif name == "compile":
+            phases = rung.get("phases_s") or {}
+            stages["compile: inputs"] += phases.get("inputs", 0.0)
+            stages["compile: traced call"] += phases.get("call", 0.0)
+            stages["compile: other"] += rung["duration_s"] - sum(phases.values())
         else:
             stages[RUNG_STAGES.get(name, "other rungs")] += rung["duration_s"]
     last = rungs[-1]["time"] if rungs else first_rung["time"]
@@ -179,7 +191,7 @@ def breakdown(saved: float, seen: list[tuple[float, dict]]) -> dict[str, float]:
 
 def per_rung(seen: list[tuple[float, dict]]) -> str:
     """Each rung's seconds; each correctness rung's candidate calls (where a save compiled), the
-    compile rung's traced call and the dumps' phases (its thread's files, tools and analysis, and
+    compile rung's inputs (and whether they were made ahead) and traced call, and the dumps' phases (its thread's files, tools and analysis, and
     how long the ladder waited for it)."""
     parts = []
     for _, e in seen:
@@ -188,8 +200,9 @@ def per_rung(seen: list[tuple[float, dict]]) -> str:
             detail = ""
             if e["rung"].startswith(("correctness[", "fresh-shapes")) and phases.get("candidate"):
                 detail = f" (candidate {phases['candidate']:.3f})"
-            elif e["rung"] == "compile" and "trace_s" in (e.get("figures") or {}):
-                detail = f" (traced call {e['figures']['trace_s']:.3f})"
+            elif e["rung"] == "compile" and phases:
+                ahead = ", made ahead" if (e.get("figures") or {}).get("inputs_made_ahead") else ""
+                detail = f" (inputs {phases.get('inputs', 0):.3f}{ahead}, call {phases.get('call', 0):.3f})"
             elif e["rung"] == "dumps" and phases:
                 detail = " (" + ", ".join(f"{name} {seconds:.3f}" for name, seconds in phases.items()) + ")"
             parts.append(f"{e['rung']} {e['duration_s']:.3f}{detail}")

@@ -12,4 +12,7 @@ on-disk cache. When the worker reaches that shape, its own launch finds the kern
 A helper only warms a cache: whatever it does or fails to do changes no verdict, since the worker
 still runs and checks every shape itself. Helpers are the worker's children, confined like it
 (the Landlock ruleset is inherited), and end with it.
+
+``inputs``: the other thing made ahead, in the worker itself — the next traced call's inputs, for a
+kernel being iterated on.
 """

@@ -6,7 +6,9 @@ timed and profiled — or the first test shape when the reference has no benchma
 the module captures its compiles during that call (``Dsl.capture``). On a GPU the traced call
 really runs and the kernels it compiled are kept; on the CPU tier Triton's launches are only
 recorded (their arguments are all a specialisation needs) and compiled ahead of time for
-``--arch``, and the other DSLs' kernels are compiled but not executed (``LaunchSkipped``).
+``--arch``, and the other DSLs' kernels are compiled but not executed (``LaunchSkipped``). Its
+inputs may have been made ahead, between the run before and this one (``ktui.worker.ahead.inputs``);
+the rung's phases say how long the inputs took and how long the call.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import time
 from pathlib import Path
 
 from ktui.measure.masks import FIGURES
+from ktui.worker.ahead.inputs import replay_output
 from ktui.worker.context import RunContext
 from ktui.worker.dsl.base import LaunchSkipped
 from ktui.worker.errors import RungFailure, error_info
@@ -27,10 +30,12 @@ def run(ctx: RunContext) -> Outcome:
     started = time.perf_counter()
     captures = [dsl.capture(ctx) for dsl in ctx.dsls]
     shape = traced_shape(ctx)
-    inputs = ctx.generate(shape, ctx.next_seed())
+    with ctx.phases.timing("inputs"):
+        seed, inputs, made_ahead = traced_inputs(ctx, shape)
+    ctx.traced = shape
 
     trace_error: BaseException | None = None
-    with contextlib.ExitStack() as active:
+    with contextlib.ExitStack() as active, ctx.phases.timing("call"):
         for capture in captures:
             active.enter_context(capture)
         try:
@@ -64,11 +69,14 @@ def run(ctx: RunContext) -> Outcome:
     figures = {
         "arch": ctx.tier.arch,
         "traced_shape": shape,
+        "seed": seed,
         "functions": [c.name for c in compiled],
         "launches": sum(capture.launches for capture in captures),
         "compile_s": round(time.perf_counter() - started, 3),
         "trace_s": round(trace_s, 3),
     }
+    if made_ahead:
+        figures["inputs_made_ahead"] = True
     if ctx.ahead_sent:  # the other shapes, handed to the compile-ahead helpers (``ktui.worker.ahead``)
         figures["compiling_ahead"] = ctx.ahead_sent
     for op, where in unmasked_accesses(ctx).items():
@@ -81,6 +89,17 @@ def run(ctx: RunContext) -> Outcome:
         figures["trace_error"] = info.message.splitlines()[0] if info.message else info.type
         message += f"; the traced call then raised {info.type} (see the run rung)"
     return Outcome(figures=figures, message=message)
+
+
+def traced_inputs(ctx: RunContext, shape: dict) -> tuple[int, tuple, bool]:
+    """The traced call's seed and inputs, and whether the worker made them ahead, between this run
+    and the one before it (``ktui.worker.ahead.inputs``)."""
+    made = ctx.inputs_ahead.take(ctx, shape) if ctx.inputs_ahead is not None else None
+    if made is None:
+        seed = ctx.next_seed()
+        return seed, ctx.generate(shape, seed), False
+    replay_output(made)
+    return ctx.use_seed(made.seed), ctx.placed(made.data, shape, made.seed), True
 
 
 def traced_shape(ctx: RunContext) -> dict:
