@@ -201,7 +201,7 @@ def per_rung(seen: list[tuple[float, dict]]) -> str:
             if e["rung"].startswith(("correctness[", "fresh-shapes")) and phases.get("candidate"):
                 detail = f" (candidate {phases['candidate']:.3f})"
             elif e["rung"] == "compile" and phases:
-                ahead = ", made ahead" if (e.get("figures") or {}).get("inputs_made_ahead") else ""
+                ahead = ", made ahead" if (e.get("figures") or {}).get("inputs_made_ahead_s") else ""
                 detail = f" (inputs {phases.get('inputs', 0):.3f}{ahead}, call {phases.get('call', 0):.3f})"
             elif e["rung"] == "dumps" and phases:
                 detail = " (" + ", ".join(f"{name} {seconds:.3f}" for name, seconds in phases.items()) + ")"

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from ktui.measure.masks import FIGURES
-from ktui.worker.ahead.inputs import replay_output
+from ktui.worker.ahead.inputs import Made, replay_output
 from ktui.worker.context import RunContext
 from ktui.worker.dsl.base import LaunchSkipped
 from ktui.worker.errors import RungFailure, error_info
@@ -31,7 +31,7 @@ def run(ctx: RunContext) -> Outcome:
     captures = [dsl.capture(ctx) for dsl in ctx.dsls]
     shape = traced_shape(ctx)
     with ctx.phases.timing("inputs"):
-        seed, inputs, made_ahead = traced_inputs(ctx, shape)
+        seed, inputs, made = traced_inputs(ctx, shape)
     ctx.traced = shape
 
     trace_error: BaseException | None = None
@@ -75,8 +75,8 @@ def run(ctx: RunContext) -> Outcome:
         "compile_s": round(time.perf_counter() - started, 3),
         "trace_s": round(trace_s, 3),
     }
-    if made_ahead:
-        figures["inputs_made_ahead"] = True
+    if made is not None:  # the seconds it took, between the runs
+        figures["inputs_made_ahead_s"] = made.seconds
     if ctx.ahead_sent:  # the other shapes, handed to the compile-ahead helpers (``ktui.worker.ahead``)
         figures["compiling_ahead"] = ctx.ahead_sent
     for op, where in unmasked_accesses(ctx).items():
@@ -91,15 +91,15 @@ def run(ctx: RunContext) -> Outcome:
     return Outcome(figures=figures, message=message)
 
 
-def traced_inputs(ctx: RunContext, shape: dict) -> tuple[int, tuple, bool]:
-    """The traced call's seed and inputs, and whether the worker made them ahead, between this run
-    and the one before it (``ktui.worker.ahead.inputs``)."""
+def traced_inputs(ctx: RunContext, shape: dict) -> tuple[int, tuple, Made | None]:
+    """The traced call's seed and inputs, and what the worker made ahead for them, between this run
+    and the one before it (``ktui.worker.ahead.inputs``), if it did."""
     made = ctx.inputs_ahead.take(ctx, shape) if ctx.inputs_ahead is not None else None
     if made is None:
         seed = ctx.next_seed()
-        return seed, ctx.generate(shape, seed), False
+        return seed, ctx.generate(shape, seed), None
     replay_output(made)
-    return ctx.use_seed(made.seed), ctx.placed(made.data, shape, made.seed), True
+    return ctx.use_seed(made.seed), ctx.placed(made.data, shape, made.seed), made
 
 
 def traced_shape(ctx: RunContext) -> dict:
