@@ -21,8 +21,8 @@ where an edit between saves leaves the worker time.
 Prints the device line of the watcher, p50 / min / max of both figures, and where the time went:
 one row per stage (the save noticed, queue and hashing, the hand-off to the worker, each rung, the
 compile rung's inputs and traced call, the phases of the correctness rungs — inputs, candidate,
-reference, metrics —, the gaps between rungs,
-the summary, the history store and the event delivery), from the events' own time stamps.
+reference, metrics —, the gaps between rungs, the summary, the history store and the event
+delivery), from the events' own time stamps.
 """
 
 from __future__ import annotations
@@ -191,8 +191,8 @@ def breakdown(saved: float, seen: list[tuple[float, dict]]) -> dict[str, float]:
 
 def per_rung(seen: list[tuple[float, dict]]) -> str:
     """Each rung's seconds; each correctness rung's candidate calls (where a save compiled), the
-    compile rung's inputs (and whether they were made ahead) and traced call, and the dumps' phases (its thread's files, tools and analysis, and
-    how long the ladder waited for it)."""
+    compile rung's inputs (and whether they were made ahead) and traced call, and the dumps' phases
+    (its thread's files, tools and analysis, and how long the ladder waited for it)."""
     parts = []
     for _, e in seen:
         if e.get("type") == "rung_finished" and e.get("status") != "skipped":
@@ -201,7 +201,7 @@ def per_rung(seen: list[tuple[float, dict]]) -> str:
             if e["rung"].startswith(("correctness[", "fresh-shapes")) and phases.get("candidate"):
                 detail = f" (candidate {phases['candidate']:.3f})"
             elif e["rung"] == "compile" and phases:
-                ahead = ", made ahead" if (e.get("figures") or {}).get("inputs_made_ahead_s") else ""
+                ahead = ", made ahead" if "inputs_made_ahead_s" in (e.get("figures") or {}) else ""
                 detail = f" (inputs {phases.get('inputs', 0):.3f}{ahead}, call {phases.get('call', 0):.3f})"
             elif e["rung"] == "dumps" and phases:
                 detail = " (" + ", ".join(f"{name} {seconds:.3f}" for name, seconds in phases.items()) + ")"
