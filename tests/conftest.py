@@ -148,6 +148,19 @@ def finished(events: list[dict]) -> dict:
     return next(e for e in events if e["type"] == "run_finished")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_user_dir(tmp_path_factory):
+    """ktui's per-user folder (``protocol.statedir.user_dir``) is the session's own: no test reads
+    or writes the real user's, and every process a test starts inherits it."""
+    if os.environ.get("KTUI_USER_DIR"):
+        yield Path(os.environ["KTUI_USER_DIR"])
+        return
+    folder = tmp_path_factory.mktemp("user-dir")
+    os.environ["KTUI_USER_DIR"] = str(folder)
+    yield folder
+    os.environ.pop("KTUI_USER_DIR", None)
+
+
 @pytest.fixture
 def workspace(tmp_path: Path):
     def build(kernels: list[str] = (), fixtures: list[str] = ()) -> Path:

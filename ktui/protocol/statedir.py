@@ -8,6 +8,9 @@ Everything ktui shows is also a file here, for agents to read::
                                         kernel printed), profiles, sanitizer logs
     .ktui/calibration.json              the device's measured ceilings
     .ktui/audits/<reference hash>.json  ``ktui audit``'s verdict on one version of a reference
+
+What outlives one workspace (what is the same for every workspace of one user on one machine)
+lies in the user's own folder, ``user_dir()``.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from pathlib import Path
 
 STATE_DIR = ".ktui"
 STATE_DIR_ENV = "KTUI_STATE_DIR"  # ``--state-dir``: the folder used instead of ``<root>/.ktui``
+USER_DIR_ENV = "KTUI_USER_DIR"  # the folder used instead of the platform's user cache folder
 HISTORY_DB = "history.db"
 CALIBRATION = "calibration.json"
 RUNS = "runs"
@@ -86,3 +90,19 @@ def audit_file(state: Path, reference_hash: str) -> Path:
 
 def calibration_file(root: Path) -> Path:
     return Path(root) / STATE_DIR / CALIBRATION
+
+
+def user_dir() -> Path:
+    """ktui's per-user folder, shared by every workspace of this user on this machine, not created:
+    ``$KTUI_USER_DIR``, else ``$XDG_CACHE_HOME/ktui``, else ``~/.cache/ktui`` (the platform's user
+    cache folder on Linux; ``~/Library/Caches/ktui`` on macOS)."""
+    override = os.environ.get(USER_DIR_ENV)
+    if override:
+        return Path(override)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    if xdg and Path(xdg).is_absolute():
+        return Path(xdg) / "ktui"
+    home = Path.home()
+    if os.uname().sysname == "Darwin":
+        return home / "Library" / "Caches" / "ktui"
+    return home / ".cache" / "ktui"
