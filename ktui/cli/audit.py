@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ktui.cli.commands import COMMANDS
 from ktui.cli.exits import EXIT_CANNOT_RUN, EXIT_OK
-from ktui.cli.options import add_step_timeout, add_target_flags
+from ktui.cli.options import add_state_dir, add_step_timeout, add_target_flags
 from ktui.cli.printers import JsonPrinter
 
 EXIT_WEAK = 4  # a reference's test is weak: a trivial kernel would pass it
@@ -42,6 +42,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--shapes", type=int, default=None, metavar="N",
                         help="audit only the first N test shapes (KernelBench: trials)")
     parser.add_argument("--fresh", action="store_true", help="audit again even if a cached verdict exists")
+    add_state_dir(parser)
     parser.set_defaults(handler=cmd_audit)
 
 
@@ -91,6 +92,8 @@ def _audited(targets, auditor, printer) -> int:
                     printer(event)
                     if event.type == "run_finished":
                         verdict = event.verdict
+                if auditor.not_cached:
+                    print(f"ktui: {target.name}: the verdict is not cached: {auditor.not_cached}", file=sys.stderr)
             except ProblemError as exc:
                 print(f"ktui: {exc}", file=sys.stderr)
             verdicts.append(verdict)

@@ -29,7 +29,7 @@ from ktui.protocol.files import write_atomic
 from ktui.protocol.job import GPUMODE, KERNELBENCH, NATIVE, Job, Options
 from ktui.protocol.processes import describe_exit
 from ktui.protocol.sourcelines import parse as parse_python
-from ktui.protocol.statedir import STATE_DIR, audit_file
+from ktui.protocol.statedir import StateError, audit_file, state_folder
 from ktui.workspace import formats
 from ktui.workspace.kernels import (
     Kernel,
@@ -196,7 +196,12 @@ def _store(target: AuditTarget, digest: str, options: AuditOptions, events: list
     record = {"audit_version": AUDIT_VERSION, "reference": str(target.reference), "reference_hash": digest,
               "shapes": options.shapes, "fast": options.fast, "verdict": finish.verdict, "reasons": finish.summary.get("reasons", []),
               "audited": finish.time, "events": [e.to_json() for e in events]}
-    write_atomic(audit_file(state_dir(target.root), digest), json.dumps(record, default=str, allow_nan=False))
+    try:
+        write_atomic(audit_file(state_dir(target.root), digest), json.dumps(record, default=str, allow_nan=False))
+    except OSError as exc:  # a read-only workspace: the verdict stands, uncached
+        folder = audit_file(state_folder(target.root), digest).parent
+        raise StateError(f"{folder} cannot be written ({exc.strerror}): keep ktui's state elsewhere with "
+                         "--state-dir DIR") from None
 
 
 # -- the audit process -----------------------------------------------------------------------------
@@ -227,6 +232,7 @@ class Auditor:
         self._process: WorkerProcess | None = None
         self._lock = threading.Lock()  # ``cancel`` comes from another thread
         self._cancelled = False
+        self.not_cached = ""  # why the last verdict could not be cached (a read-only workspace), if it could not
 
     def audit(self, target: AuditTarget) -> Iterator[Event]:
         """The audit's events: ``run_started``, one ``rung_finished`` per check, ``run_finished``."""
@@ -236,7 +242,8 @@ class Auditor:
         except OSError as exc:
             raise ProblemError(f"{target.reference}: cannot read: {exc.strerror}") from exc
         reuse = self.options.cache and not self.options.fresh
-        record = cached(target.root / STATE_DIR, digest, self.options.shapes, fast_ok=self.options.fast) if reuse else None
+        self.not_cached = ""
+        record = cached(state_folder(target.root), digest, self.options.shapes, fast_ok=self.options.fast) if reuse else None
         if record is not None:
             yield from _replayed(record)
             return
@@ -252,7 +259,10 @@ class Auditor:
             yield event
         finish = events[-1] if events else None
         if self.options.cache and isinstance(finish, RunFinished) and finish.verdict in (STRONG, WEAK):
-            _store(target, digest, self.options, events)
+            try:
+                _store(target, digest, self.options, events)
+            except StateError as exc:
+                self.not_cached = str(exc)
 
     def _follow(self, job: Job) -> Iterator[Event]:
         process = self._ready()

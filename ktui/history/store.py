@@ -26,83 +26,10 @@ from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import quote
 
+from ktui.history.schema import SCHEMA_VERSION, migrate, refuse_newer, schema_of
 from ktui.protocol import processes
 from ktui.protocol.events import INTERRUPTED, ArtifactWritten, Event, RunFinished, RungFinished, RunStarted
 from ktui.protocol.statedir import StateError, history_db
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS versions (
-    kernel TEXT NOT NULL,
-    version INTEGER NOT NULL,
-    content_hash TEXT NOT NULL,
-    path TEXT NOT NULL,
-    created REAL NOT NULL,
-    PRIMARY KEY (kernel, version),
-    UNIQUE (kernel, content_hash)
-);
-CREATE TABLE IF NOT EXISTS runs (
-    run_id TEXT PRIMARY KEY,
-    kernel TEXT NOT NULL,
-    version INTEGER NOT NULL,
-    path TEXT NOT NULL,
-    content_hash TEXT NOT NULL,
-    reference TEXT NOT NULL,
-    reference_hash TEXT NOT NULL DEFAULT '',
-    tier TEXT NOT NULL,
-    device TEXT NOT NULL,
-    arch TEXT NOT NULL,
-    strict INTEGER NOT NULL DEFAULT 0,
-    run_dir TEXT NOT NULL,
-    started REAL NOT NULL,
-    finished REAL,
-    verdict TEXT NOT NULL DEFAULT 'running',
-    message TEXT NOT NULL DEFAULT '',
-    summary TEXT NOT NULL DEFAULT '{}',
-    duration_s REAL
-);
-CREATE INDEX IF NOT EXISTS runs_by_kernel ON runs (kernel, started);
-CREATE INDEX IF NOT EXISTS runs_by_reference ON runs (reference_hash, started);
-CREATE TABLE IF NOT EXISTS rungs (
-    run_id TEXT NOT NULL REFERENCES runs(run_id),
-    idx INTEGER NOT NULL,
-    rung TEXT NOT NULL,
-    status TEXT NOT NULL,
-    figures TEXT NOT NULL,
-    message TEXT NOT NULL,
-    error TEXT,
-    duration_s REAL NOT NULL,
-    PRIMARY KEY (run_id, idx)
-);
-CREATE TABLE IF NOT EXISTS artifacts (
-    run_id TEXT NOT NULL REFERENCES runs(run_id),
-    kind TEXT NOT NULL,
-    path TEXT NOT NULL,
-    function TEXT NOT NULL,
-    bytes INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS profiles (
-    kernel TEXT NOT NULL,
-    version INTEGER NOT NULL,
-    created REAL NOT NULL,
-    kind TEXT NOT NULL,
-    summary TEXT NOT NULL,
-    report_path TEXT NOT NULL DEFAULT ''
-);
-CREATE INDEX IF NOT EXISTS profiles_by_kernel ON profiles (kernel, created);
-CREATE TABLE IF NOT EXISTS pins (
-    kernel TEXT PRIMARY KEY,
-    version INTEGER NOT NULL,
-    created REAL NOT NULL
-);
-"""
-# Columns added after the first release: (table, column, declaration), added to older files on open.
-ADDED_COLUMNS = (
-    ("runs", "owner_host", "TEXT NOT NULL DEFAULT ''"),
-    ("runs", "owner_pid", "INTEGER NOT NULL DEFAULT 0"),
-    ("runs", "owner_start", "INTEGER NOT NULL DEFAULT 0"),
-    ("runs", "gpu", "TEXT NOT NULL DEFAULT ''"),  # the GPU index that ran it ('' before several GPUs were known)
-    ("runs", "gpu_uuid", "TEXT NOT NULL DEFAULT ''"),
-)
 
 
 @dataclass
@@ -158,6 +85,13 @@ class Store:
         self._local = threading.local()
         self._rung_index: dict[str, int] = {}
         try:
+            self._open_or_recover()
+        except StateError:  # a newer schema, or a file that cannot be used: said by the caller in one line
+            self.close()
+            raise
+
+    def _open_or_recover(self) -> None:
+        try:
             self._open()
         except sqlite3.DatabaseError as exc:
             self.close()
@@ -171,6 +105,8 @@ class Store:
                 self.writable, self.read_only_why = False, str(exc)
             else:
                 raise StateError(f"{self.path}: {exc}") from None
+            if not self.writable:
+                self._conn()  # read as it is: a newer schema is refused here too
 
     def must_write(self) -> None:
         """StateError naming the folder and ``--state-dir`` when this history is read-only: what
@@ -183,8 +119,7 @@ class Store:
         conn = self._conn()
         if conn.execute("PRAGMA quick_check(1)").fetchone()[0] != "ok":  # a truncated file opens, then fails
             raise sqlite3.DatabaseError("database disk image is malformed")
-        conn.executescript(SCHEMA)  # executescript manages its own transaction
-        self._add_columns()
+        migrate(conn, self.path)
         self.mark_interrupted()
 
     def _move_aside(self, exc: sqlite3.DatabaseError) -> None:
@@ -212,18 +147,29 @@ class Store:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
             elif self.path.exists():  # nobody can write a read-only file system: read it as it is
-                conn = sqlite3.connect(f"file:{quote(str(self.path))}?immutable=1", uri=True, isolation_level=None)
+                conn = self._read_as_it_is()
             else:  # nothing recorded: an empty history
                 conn = sqlite3.connect(":memory:", isolation_level=None)
-                conn.executescript(SCHEMA)
-                for table, column, declaration in ADDED_COLUMNS:
-                    conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+                migrate(conn, self.path)
             conn.row_factory = sqlite3.Row
             if self.writable:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=NORMAL")
                 conn.execute("PRAGMA busy_timeout=30000")
             self._local.conn = conn
+        return conn
+
+    def _read_as_it_is(self) -> sqlite3.Connection:
+        """The file, never written; one of an older schema is read through a migrated copy in memory."""
+        conn = sqlite3.connect(f"file:{quote(str(self.path))}?immutable=1", uri=True, isolation_level=None)
+        found = schema_of(conn)
+        refuse_newer(found, self.path)
+        if found < SCHEMA_VERSION:
+            copy = sqlite3.connect(":memory:", isolation_level=None)
+            conn.backup(copy)
+            conn.close()
+            conn = copy
+            migrate(conn, self.path)
         return conn
 
     class _Tx:
@@ -245,17 +191,6 @@ class Store:
         if conn is not None:
             conn.close()
             self._local.conn = None
-
-    def _add_columns(self) -> None:
-        for table, column, declaration in ADDED_COLUMNS:
-            have = {r[1] for r in self._conn().execute(f"PRAGMA table_info({table})")}
-            if column in have:
-                continue
-            try:
-                self._conn().execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
-            except sqlite3.OperationalError as exc:  # another ktui process added it first
-                if "duplicate column" not in str(exc):
-                    raise
 
     # -- runs whose process is gone ------------------------------------------------------------
     def mark_interrupted(self) -> list[str]:

@@ -32,12 +32,17 @@ class StateError(Exception):
     (``ktui`` says it in one line and exits 2)."""
 
 
-def state_dir(root: Path) -> Path:
-    """``<root>/.ktui`` (or ``$KTUI_STATE_DIR``, set by ``--state-dir``), created on first use with
-    a .gitignore so it never gets committed. One that exists but cannot be written (a read-only
-    workspace) is still returned, to be read; one that cannot be made raises StateError."""
+def state_folder(root: Path) -> Path:
+    """``<root>/.ktui`` (or ``$KTUI_STATE_DIR``, set by ``--state-dir``), not created: where to read."""
     override = os.environ.get(STATE_DIR_ENV)
-    state = Path(override) if override else Path(root) / STATE_DIR
+    return Path(override) if override else Path(root) / STATE_DIR
+
+
+def state_dir(root: Path) -> Path:
+    """``state_folder(root)``, created on first use with a .gitignore so it never gets committed.
+    One that exists but cannot be written (a read-only workspace) is still returned, to be read;
+    one that cannot be made raises StateError."""
+    state = state_folder(root)
     try:
         state.mkdir(parents=True, exist_ok=True)
         ignore = state / ".gitignore"

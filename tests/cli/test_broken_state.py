@@ -110,3 +110,76 @@ def test_a_read_only_workspace_is_read_by_history_refused_by_run_naming_state_di
     assert moved.returncode == 0, moved.stdout + moved.stderr
     assert [(r.kernel, r.verdict) for r in _runs(elsewhere)] == [("add_triton", "passed")]
     shutil.rmtree(elsewhere)
+
+
+@pytest.mark.worker
+def test_a_history_from_a_newer_ktui_is_refused_by_run_and_history_in_one_line_and_left_as_it_is(tmp_path):
+    import sqlite3
+
+    ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
+    assert ktui("history", "kernels/add_triton.py", cwd=ws).returncode == 0  # the history made, empty
+    path = ws / ".ktui" / "history.db"
+    newer = sqlite3.connect(path, isolation_level=None)
+    newer.execute("ALTER TABLE runs ADD COLUMN coverage REAL NOT NULL")  # a field a newer ktui requires
+    newer.execute("PRAGMA user_version = 1000")
+    newer.close()
+    before = path.read_bytes()
+    run = ktui("run", "--no-audit", "kernels/add_triton.py", "--no-bench", "--seed", "1", cwd=ws)
+    history = ktui("history", "kernels/add_triton.py", cwd=ws)
+    for proc in (run, history):
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+        assert proc.stderr.count("\n") == 1 and f"{path} was written by a newer ktui" in proc.stderr
+        assert "upgrade ktui" in proc.stderr and "--state-dir DIR" in proc.stderr
+    assert path.read_bytes() == before
+
+
+@pytest.mark.worker
+def test_an_audit_of_a_read_only_workspace_prints_its_verdict_and_says_in_one_line_it_was_not_cached(tmp_path):
+    ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
+    (ws / ".ktui").mkdir()
+    _mount("--bind", str(ws), str(ws))
+    try:
+        _mount("-o", "remount,ro,bind", str(ws))
+        audit = ktui("audit", "--cpu", "--seed", "1", "kernels/add_triton.py", cwd=ws)
+        elsewhere = tmp_path / "state"
+        kept = ktui("audit", "--cpu", "--seed", "1", "kernels/add_triton.py", "--state-dir", str(elsewhere), cwd=ws)
+    finally:
+        _umount(ws)
+    assert audit.returncode == 0 and "Traceback" not in audit.stderr, audit.stdout + audit.stderr
+    assert "add: strong" in audit.stdout
+    assert audit.stderr.count("\n") == 1 and "add: the verdict is not cached" in audit.stderr
+    assert f"{ws}/.ktui/audits cannot be written" in audit.stderr and "--state-dir DIR" in audit.stderr
+    assert kept.returncode == 0 and kept.stderr == "", kept.stdout + kept.stderr
+    assert len(list((elsewhere / "audits").glob("*.json"))) == 1
+
+
+@pytest.mark.worker
+def test_a_read_only_history_of_an_older_schema_is_read_through_a_migrated_copy_and_left_as_it_is(tmp_path):
+    import sqlite3
+
+    from ktui.protocol.events import RunFinished, RunStarted
+
+    ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
+    path = ws / ".ktui" / "history.db"
+    store = Store(path)
+    store.record(RunStarted("r1", kernel="add_triton", path=str(ws / "kernels/add_triton.py"), version=1,
+                            content_hash="h", reference=str(ws / "references/add.py"), reference_hash="rh",
+                            tier="cpu", device="CPU", arch="sm_90a", run_dir=str(ws / ".ktui/runs/add_triton/1")))
+    store.record(RunFinished("r1", verdict="passed", message="", duration_s=1.0))
+    store.close()
+    older = sqlite3.connect(path, isolation_level=None)  # back to schema 1: before runs named their process or GPU
+    for column in ("owner_host", "owner_pid", "owner_start", "gpu", "gpu_uuid"):
+        older.execute(f"ALTER TABLE runs DROP COLUMN {column}")
+    older.execute("PRAGMA user_version = 1")
+    older.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    older.close()
+    before = path.read_bytes()
+    _mount("--bind", str(ws), str(ws))
+    try:
+        _mount("-o", "remount,ro,bind", str(ws))
+        history = ktui("history", "kernels/add_triton.py", cwd=ws)
+    finally:
+        _umount(ws)
+    assert history.returncode == 0 and history.stderr == "", history.stdout + history.stderr
+    assert "add_triton v1 passed" in history.stdout
+    assert path.read_bytes() == before

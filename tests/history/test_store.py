@@ -125,7 +125,7 @@ def test_a_live_run_of_another_process_is_not_marked_interrupted(tmp_path):
 def test_a_history_from_before_runs_named_their_process_opens_and_keeps_its_running_rows(tmp_path):
     import sqlite3
 
-    from ktui.history.store import SCHEMA
+    from ktui.history.schema import SCHEMA
 
     path = tmp_path / "history.db"
     old = sqlite3.connect(path)
@@ -145,7 +145,7 @@ def test_a_history_from_before_gpus_were_recorded_gains_the_columns_and_keeps_it
     import dataclasses
     import sqlite3
 
-    from ktui.history.store import SCHEMA
+    from ktui.history.schema import SCHEMA
 
     path = tmp_path / "history.db"
     old = sqlite3.connect(path)
@@ -161,6 +161,71 @@ def test_a_history_from_before_gpus_were_recorded_gains_the_columns_and_keeps_it
     runs = {r.run_id: r for r in store.runs("k")}
     assert (runs["old"].gpu, runs["old"].gpu_uuid) == ("", "")  # not known: not guessed
     assert (runs["new"].gpu, runs["new"].gpu_uuid) == ("1", "GPU-5e1f")
+
+
+@pytest.mark.unit
+def test_a_new_history_carries_the_schema_version_and_an_unnumbered_one_is_numbered_on_open(tmp_path):
+    import sqlite3
+
+    from ktui.history.schema import SCHEMA, SCHEMA_VERSION
+
+    fresh = tmp_path / "fresh.db"
+    Store(fresh).close()
+    assert sqlite3.connect(fresh).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION >= 3
+    unnumbered = tmp_path / "unnumbered.db"  # written before the schema was numbered: every column, version 0
+    old = sqlite3.connect(unnumbered)
+    old.executescript(SCHEMA)
+    old.execute("ALTER TABLE runs ADD COLUMN owner_host TEXT NOT NULL DEFAULT ''")
+    old.commit()
+    old.close()
+    Store(unnumbered).close()
+    assert sqlite3.connect(unnumbered).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+@pytest.mark.unit
+def test_a_history_at_each_older_schema_is_migrated_step_by_step_and_keeps_its_runs(tmp_path):
+    import dataclasses
+    import sqlite3
+
+    from ktui.history.schema import MIGRATIONS, SCHEMA_VERSION
+
+    for schema in range(1, SCHEMA_VERSION):
+        path = tmp_path / f"schema{schema}.db"
+        old = sqlite3.connect(path, isolation_level=None)
+        for statement in (s for migration in MIGRATIONS[:schema] for s in migration):
+            old.execute(statement)
+        old.execute(f"PRAGMA user_version = {schema}")
+        old.execute("INSERT INTO runs (run_id, kernel, version, path, content_hash, reference, tier, device, arch,"
+                    " run_dir, started, verdict) VALUES ('old', 'k', 1, 'k.py', 'h', 'r.py', 'cpu', 'CPU', 'sm_90a',"
+                    " 'd', 1.0, 'passed')")
+        old.close()
+        store = Store(path)
+        store.record(dataclasses.replace(_start("new"), gpu="0"))
+        assert {(r.run_id, r.verdict, r.gpu) for r in store.runs("k")} == {("old", "passed", ""), ("new", "running", "0")}
+        store.close()
+        assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+@pytest.mark.unit
+def test_a_history_of_a_newer_schema_is_refused_in_one_line_and_left_as_it_is(tmp_path):
+    import sqlite3
+
+    from ktui.history.schema import SCHEMA_VERSION
+    from ktui.protocol.statedir import StateError
+
+    path = tmp_path / "history.db"
+    Store(path).close()
+    newer = sqlite3.connect(path, isolation_level=None)
+    newer.execute("ALTER TABLE runs ADD COLUMN coverage REAL NOT NULL")  # a field a newer ktui requires
+    newer.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    newer.close()
+    before = path.read_bytes()
+    with pytest.raises(StateError) as refused:
+        Store(path)
+    said = str(refused.value)
+    assert "\n" not in said and str(path) in said and "newer ktui" in said
+    assert f"schema {SCHEMA_VERSION + 1}" in said and "upgrade ktui" in said and "--state-dir DIR" in said
+    assert path.read_bytes() == before
 
 
 @pytest.mark.worker
