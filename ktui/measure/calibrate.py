@@ -258,7 +258,9 @@ def obtain(root: Path | None, identity: DeviceIdentity, measure: Measure, progre
 
     The measurement and its write happen under the key's lock file: a process that finds it taken
     says so (``progress``), waits for it, and reads what the other kept instead of measuring too.
-    A failed measurement is reported in ``note``, never kept: the next benchmark tries again."""
+    A failed measurement is reported in ``note``, never kept: the next benchmark tries again; so
+    is one without a memory bandwidth or a launch floor (one measured under memory pressure), unless
+    ``again`` (``ktui calibrate``, asked for by the user, keeps what it measured)."""
     found = Obtained(None) if again else find(root, identity)
     if found.calibration is not None:
         return found
@@ -282,12 +284,27 @@ def obtain(root: Path | None, identity: DeviceIdentity, measure: Measure, progre
         if calibration.key != identity.key:
             why = f"the measurement describes {calibration.key!r}, not {identity.key!r}: not kept"
             return Obtained(calibration, None, note=_joined(found.note, why), measured_s=seconds, waited_s=waited_s)
+        missing = incomplete(calibration)
+        if missing and not again:
+            why = f"measured, not kept: {missing}; the next benchmark measures again (`ktui calibrate` keeps it as it is)"
+            return Obtained(calibration, None, note=_joined(found.note, why), measured_s=seconds, waited_s=waited_s)
         try:
             path = save_user(calibration)
         except OSError as exc:
             why = f"measured, not kept: {path} cannot be written ({exc.strerror or exc})"
             return Obtained(calibration, None, note=_joined(found.note, why), measured_s=seconds, waited_s=waited_s)
         return Obtained(calibration, path, note=found.note, measured_s=seconds, waited_s=waited_s)
+
+
+def incomplete(calibration: Calibration) -> str:
+    """What a calibration lacks that a roofline needs (its memory bandwidth, its launch floor); "" when nothing."""
+    lacks = []
+    if not calibration.bandwidth_gbs:
+        lacks.append("no memory bandwidth was measured")
+    if _launchfloor.from_record(calibration.launch_floor, "") is None:
+        error = calibration.launch_floor.get("error") if isinstance(calibration.launch_floor, dict) else None
+        lacks.append(f"the launch floor's measurement failed ({error})" if error else "no launch floor was measured")
+    return "; ".join(lacks)
 
 
 def _joined(*notes: str) -> str:

@@ -12,6 +12,7 @@ real GPU, from ``ktui run``: ``tests/worker/test_first_contact_gpu.py``.
 import json
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,7 @@ from ktui.worker.timing.calibrate import MEASURE_ENV, for_benchmark
 
 FAKE_GPU = FIXTURES / "calibration" / "fake_gpu.py"
 H200 = DeviceIdentity("NVIDIA H200", "570.124.06")
+H200_MEASURED = Calibration("NVIDIA H200", "570.124.06", "nvml", "2026-12-04T10:00:00+00:00", "2.11.0", 4393.0)
 
 
 @pytest.fixture
@@ -286,3 +288,43 @@ def test_a_mig_slice_is_told_by_its_name_or_its_uuid_and_a_whole_gpu_has_no_prof
     slice_ = SimpleNamespace(uuid="MIG-4a1b2c3d", multi_processor_count=16, total_memory=int(17.75 * 2**30))
     assert mig_of("NVIDIA H200", slice_) == ("NVIDIA H200", "16 SMs, 17.8 GiB")
     assert mig_of("NVIDIA H200", whole, "MIG-4a1b2c3d") == ("NVIDIA H200", "132 SMs, 150.0 GiB")
+
+
+@pytest.mark.unit
+def test_a_measurement_without_a_launch_floor_is_used_but_not_kept_unless_ktui_calibrate_asks(fake_gpu, tmp_path):
+    broken = Calibration(**{**asdict(H200_MEASURED), "launch_floor": {"error": "OutOfMemoryError: no room"}})
+    root = make_workspace(tmp_path / "ws")
+    got = calibrate.obtain(root, H200, lambda _: broken, lambda _: None)
+    assert got.calibration == broken and got.path is None and got.measured_s is not None
+    assert got.note.startswith("measured, not kept: the launch floor's measurement failed (OutOfMemoryError: no room)")
+    assert calibrate.find(root, H200).calibration is None
+    again = calibrate.obtain(root, H200, lambda _: broken, lambda _: None, again=True)
+    assert again.path == calibrate.user_path(H200.key) and calibrate.find(root, H200).calibration == broken
+    assert again.without_launch_floor().startswith("no launch floor: its measurement failed (OutOfMemoryError")
+
+
+@pytest.mark.unit
+def test_the_benchmark_rung_tells_each_step_restarts_its_limit_after_and_charges_the_time_to_its_first_shape(
+        fake_gpu, tmp_path):
+    from ktui.protocol.job import Job
+    from ktui.worker.context import RunContext
+    from ktui.worker.rungs.bench import CALIBRATION_STEP_S, device_calibration
+    from ktui.worker.tier import Tier
+
+    root = make_workspace(tmp_path / "ws")
+    events = []
+    job = Job("r1", "add_triton", str(root / "kernels" / "add_triton.py"), "", "", "", str(root), 1, "h", "", "/d")
+    ctx = RunContext(job=job, tier=Tier("gpu", "NVIDIA H200", "sm_90a", "cuda"), emit=events.append)
+    ctx.rung = "benchmark[size=65536]"
+    first = device_calibration(ctx)
+    assert first.measured_s is not None and len(measured(fake_gpu)) == 1
+    notes = [e.note for e in events[:-1]]
+    assert notes[0].startswith("calibrating the GPU: measuring NVIDIA H200 (driver 570.124.06) once, kept in")
+    assert all(e.rung == "benchmark[size=65536]" and e.timeout_s == CALIBRATION_STEP_S for e in events[:-1])
+    assert events[-1].note == "" and events[-1].timeout_s == job.options.timeout_for("benchmark[size=65536]")
+    assert ctx.phases.take()["calibration"] >= 0
+    ctx.rung = "benchmark[size=4194304]"
+    events.clear()
+    second = device_calibration(ctx)
+    assert second.calibration == first.calibration and second.measured_s is None and events == []
+    assert "calibration_s" not in second.figures() and len(measured(fake_gpu)) == 1

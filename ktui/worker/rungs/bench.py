@@ -21,6 +21,7 @@ Comparing with the kernel's earlier versions happens in the process that owns th
 from __future__ import annotations
 
 from contextlib import nullcontext
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -84,7 +85,10 @@ def run(ctx: RunContext, shape: dict) -> Outcome:
 def device_calibration(ctx: RunContext) -> Obtained:
     """This device's calibration (``ktui.worker.timing.calibrate.for_benchmark``): found, or measured
     now and kept for every workspace, each step told as a note of this rung (a new time limit each);
-    its memory is not the run's."""
+    its memory is not the run's. Looked for once a run: the other shapes use what the first found
+    (a failed measurement is tried again by the next run, not the next shape)."""
+    if ctx.calibration is not None:
+        return replace(ctx.calibration, measured_s=None, waited_s=0.0)  # its cost was the first shape's
     told: list[str] = []
 
     def progress(text: str) -> None:
@@ -97,6 +101,7 @@ def device_calibration(ctx: RunContext) -> Obtained:
         got = for_benchmark(Path(ctx.job.root), progress)
     if told:  # the rung's own time limit counts from here
         ctx.emit(RungStarted(ctx.job.run_id, rung=ctx.rung, timeout_s=ctx.job.options.timeout_for(ctx.rung)))
+    ctx.calibration = got
     return got
 
 

@@ -16,6 +16,7 @@ to calibrate, and one to measure it differently.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import importlib.util
 import json
 import math
@@ -52,7 +53,14 @@ def identity() -> DeviceIdentity:
 
     if not torch.cuda.is_available():
         raise NoGpu(NO_GPU)
-    index = torch.cuda.current_device()
+    return _kind(torch.cuda.current_device())
+
+
+@functools.cache
+def _kind(index: int) -> DeviceIdentity:
+    """Read once a process: nothing of it changes while the process holds a CUDA context."""
+    import torch
+
     device, mig = mig_of(torch.cuda.get_device_name(index), torch.cuda.get_device_properties(index),
                          os.environ.get("CUDA_VISIBLE_DEVICES", ""))
     return DeviceIdentity(device, driver_version()[0], mig)
