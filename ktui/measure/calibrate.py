@@ -273,7 +273,7 @@ def obtain(root: Path | None, identity: DeviceIdentity, measure: Measure, progre
             if kept.calibration is not None:
                 return Obtained(kept.calibration, kept.path, note=found.note, waited_s=waited_s)
         path = user_path(identity.key)
-        progress(f"measuring {identity.words()} once, kept in {path} for every workspace")
+        progress(f"measuring {identity.words()} {'again' if again else 'once'}, kept in {path} for every workspace")
         started = time.monotonic()
         try:
             calibration = measure(progress)

@@ -28,7 +28,8 @@ def test_ktui_calibrate_measures_again_and_keeps_it_for_every_workspace(tmp_path
     first = ktui("calibrate", "--time", "0.5", cwd=root, env=env)
     assert first.returncode == 0, first.stderr
     assert f"kept here in {kept}: every workspace's benchmarks use it on NVIDIA H200 (driver 570.124.06)" in first.stdout
-    assert "launch floor         3.50 µs" in first.stdout and "measuring NVIDIA H200" in first.stdout
+    assert "launch floor         3.50 µs" in first.stdout
+    assert f"  measuring NVIDIA H200 (driver 570.124.06) again, kept in {kept} for every workspace …" in first.stdout
     second = ktui("calibrate", "--json", cwd=root, env=env)
     assert second.returncode == 0, second.stderr
     assert len(measured(log)) == 2  # measured again though one was kept
