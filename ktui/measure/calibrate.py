@@ -258,7 +258,7 @@ def obtain(root: Path | None, identity: DeviceIdentity, measure: Measure, progre
 
     The measurement and its write happen under the key's lock file: a process that finds it taken
     says so (``progress``), waits for it, and reads what the other kept instead of measuring too.
-    A failed measurement is reported in ``note``, never kept: the next benchmark tries again; so
+    A failed measurement is reported in ``note``, never kept: the next run tries again; so
     is one without a memory bandwidth or a launch floor (one measured under memory pressure), unless
     ``again`` (``ktui calibrate``, asked for by the user, keeps what it measured)."""
     found = Obtained(None) if again else find(root, identity)
@@ -286,7 +286,7 @@ def obtain(root: Path | None, identity: DeviceIdentity, measure: Measure, progre
             return Obtained(calibration, None, note=_joined(found.note, why), measured_s=seconds, waited_s=waited_s)
         missing = incomplete(calibration)
         if missing and not again:
-            why = f"measured, not kept: {missing}; the next benchmark measures again (`ktui calibrate` keeps it as it is)"
+            why = f"measured, not kept: {missing}; the next run measures again (`ktui calibrate` keeps it as it is)"
             return Obtained(calibration, None, note=_joined(found.note, why), measured_s=seconds, waited_s=waited_s)
         try:
             path = save_user(calibration)
