@@ -48,7 +48,8 @@ excerpt), fix, repeat. When it passes, `diff` (SASS against the previous version
 of your lines the instructions and, once profiled, the stalls come from) and `profile` (Nsight
 Compute, GPU) tell you what to change; stop when the summary says `satisfied` (every
 benchmark shape within `roofline_done` of its attainable time; `short` names the shapes that are
-not, `roofline_shapes` gives each one's fraction and bound) or when told. Never edit references/
+not, `roofline_shapes` gives each one's fraction and bound) or when told; `roofline_provisional`
+instead means the GPU has no launch floor yet and says what to do. Never edit references/
 to make a kernel pass. `run` audits a reference never audited (`weak_test` in the summary names
 why its test is weak); `audit` a new reference before optimising against it (`weak` names each
 trick that would pass it). When a `ktui watch` runs the kernels on save, `verdict` gives the
@@ -64,7 +65,8 @@ MAX_PATHS = 1000
 
 # What of a stored summary the history answers with.
 _HISTORY_SUMMARY = ("correct", "speedup", "speedup_ci", "roofline_shapes", "roofline_worst", "satisfied", "short",
-                    "roofline_done", "label", "vs_previous", "vs_best", "first_failure", "unchecked")
+                    "roofline_provisional", "roofline_done", "label", "vs_previous", "vs_best", "first_failure",
+                    "unchecked")
 
 
 def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict[str, float] | None = None,

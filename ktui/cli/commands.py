@@ -6,7 +6,7 @@ from __future__ import annotations
 
 COMMANDS = {
     "run": "run the loop once on kernel files or folders",
-    "calibrate": "measure this GPU's copy bandwidth and matmul rates for the roofline",
+    "calibrate": "measure this GPU's launch floor, bandwidth and matmul rates again (the first benchmark does it once)",
     "watch": "watch a workspace and re-run the loop on every save (the dashboard)",
     "init": "create a workspace: kernels/, references/, context/, AGENTS.md",
     "context": "material for agents in context/: add sources, search them",

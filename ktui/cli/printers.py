@@ -41,7 +41,8 @@ class JsonPrinter:
 
 
 class LinePrinter:
-    """Plain lines: a header per kernel, one line per rung, one summary line per kernel.
+    """Plain lines: a header per kernel, one line per rung, one summary line per kernel, and what a
+    rung says it is doing while it runs (the GPU's one-time calibration, step by step).
 
     On the CPU tier the header waits for the pre-checks: only they tell a Triton kernel (run in
     the interpreter) from a CuTeDSL one (compiled only), and the header says which."""
@@ -53,7 +54,7 @@ class LinePrinter:
 
     def __call__(self, event) -> None:
         # deferred for start-up speed
-        from ktui.protocol.events import Output, RunFinished, RungFinished, RunStarted
+        from ktui.protocol.events import Output, RunFinished, RungFinished, RungStarted, RunStarted
         from ktui.protocol.lines import rung_line, summary_line
 
         if isinstance(event, RunStarted):
@@ -64,11 +65,14 @@ class LinePrinter:
                 self._header(event)
             return
         first = isinstance(event, RungFinished) and event.rung == "pre-checks"
-        shown = isinstance(event, (RungFinished, RunFinished)) or (isinstance(event, Output) and self.verbose)
+        noted = isinstance(event, RungStarted) and bool(event.note)
+        shown = isinstance(event, (RungFinished, RunFinished)) or noted or (isinstance(event, Output) and self.verbose)
         if event.run_id in self._unheaded and shown:
             self._header(self._unheaded.pop(event.run_id), event.figures if first else None)
         if isinstance(event, RungFinished):
             print(rung_line(event.to_json()), flush=True)
+        elif noted:
+            print(f"[{event.rung}] … {event.note}", flush=True)
         elif isinstance(event, Output) and self.verbose:
             print(f"   | {event.text}", flush=True)
         elif isinstance(event, RunFinished):

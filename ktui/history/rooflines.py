@@ -40,12 +40,16 @@ def comparison(base: dict[str, Any] | None, new: dict[str, Any] | None) -> dict[
     """What ``ktui diff --json`` and the MCP ``diff`` carry: per shape both fractions and the
     bound, and each version's stop decision (None: no per-shape figures)."""
     return {"shapes": compare(base, new), "satisfied": (new or {}).get("satisfied"),
-            "short": (new or {}).get("short"), "base_satisfied": (base or {}).get("satisfied")}
+            "short": (new or {}).get("short"), "base_satisfied": (base or {}).get("satisfied"),
+            "provisional": (new or {}).get("roofline_provisional")}
 
 
 def verdict_text(version: int, summary: dict[str, Any] | None) -> str:
-    """``v4 satisfied: every shape ≥ 90%`` or ``v4 not satisfied: size=4194304 short of 90%``."""
+    """``v4 satisfied: every shape ≥ 90%``, ``v4 not satisfied: size=4194304 short of 90%`` or, timed
+    without the launch floor, ``v4 roofline provisional, no stop decision: <why>``."""
     summary = summary or {}
+    if summary.get("roofline_provisional"):
+        return f"v{version} roofline provisional, no stop decision: {summary['roofline_provisional']}"
     if "satisfied" not in summary:
         return f"v{version}: {NO_FIGURES}"
     done = summary.get("roofline_done", 0.9)

@@ -119,11 +119,14 @@ class RunStarted(Event):
 
 @dataclass
 class RungStarted(Event):
-    """A rung begins, with the time limit it runs under."""
+    """A rung begins, with the time limit it runs under. The same rung may say it again while it
+    runs, with a ``note`` of what it is doing (the benchmark's one-time calibration of the GPU, step
+    by step): its time limit then counts from there."""
 
     type: ClassVar[str] = "rung_started"
     rung: str
     timeout_s: float | None = None
+    note: str = ""  # what the rung is doing, when it says so again while it runs; "" when it begins
 
 
 @dataclass

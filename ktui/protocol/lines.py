@@ -153,6 +153,8 @@ def summary_line(kernel: str, version: int, verdict: str, summary: dict[str, Any
         ci_text = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if isinstance(ci, list) and len(ci) == 2 else ""
         parts.append(f"{summary['speedup']:.2f}x{ci_text} vs reference")
     parts += roofline_parts(summary)
+    if isinstance(summary.get("calibration_s"), (int, float)):  # the GPU's one-time calibration, not the kernel's
+        parts.append(f"GPU calibrated first in {summary['calibration_s']:.1f} s, once for every workspace")
     if summary.get("impossible"):
         parts.append(f"IMPOSSIBLE: faster than the hardware allows on {', '.join(summary['impossible'])}")
     previous, best = summary.get("vs_previous"), summary.get("vs_best")
@@ -185,11 +187,14 @@ def summary_line(kernel: str, version: int, verdict: str, summary: dict[str, Any
 def roofline_parts(summary: dict[str, Any]) -> list[str]:
     """The worst shape and the stop decision, never a mean across shapes:
     ``worst 73% of attainable at size=4194304 (memory-bound)``, ``not satisfied: size=4194304 short``
-    or ``satisfied: every shape ≥ 90%``; none for a run without per-shape figures."""
+    or ``satisfied: every shape ≥ 90%``, or, without the launch floor, ``roofline provisional, no
+    stop decision: <why>``; none for a run without per-shape figures."""
     worst = summary.get("roofline_worst")
     if not isinstance(worst, dict) or not isinstance(worst.get("roofline"), (int, float)):
         return []
     parts = [f"worst {worst['roofline'] * 100:.0f}% of attainable at {worst.get('shape')} ({worst.get('bound')})"]
+    if summary.get("roofline_provisional"):
+        return [*parts, f"roofline provisional, no stop decision: {summary['roofline_provisional']}"]
     done = summary.get("roofline_done", 0.9)
     if summary.get("satisfied") is True:
         parts.append(f"satisfied: every shape ≥ {done * 100:.0f}%")

@@ -51,7 +51,9 @@ NOTES: dict[tuple[str, str], str] = {
                                    "`files`, `tools` and `analysis` ran on their own thread, beside the checks",
     ("run_finished", "summary"): "`correct: [ok, total]`, `speedup`, `speedup_ci`, `roofline_shapes: {shape: "
                                   "{roofline, bound}}`, `roofline_worst: {shape, roofline, bound}`, `satisfied`, "
-                                  "`short`, `roofline_done`, `label`, `vs_previous`, `vs_best`, `first_failure: {rung, status, message}`, …",
+                                  "`short` (or, without the GPU's launch floor, `roofline_provisional`: why there is "
+                                  "no stop decision), `roofline_done`, `calibration_s` (the GPU's one-time calibration, "
+                                  "measured in this run), `label`, `vs_previous`, `vs_best`, `first_failure: {rung, status, message}`, …",
 }
 PLAIN = {str: "string", int: "integer", float: "number", bool: "boolean", type(None): "null"}
 ANNOTATIONS = {"$schema", "$id", "$defs", "title", "description", "default"}

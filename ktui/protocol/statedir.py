@@ -6,11 +6,13 @@ Everything ktui shows is also a file here, for agents to read::
     .ktui/latest/<kernel>.json          the newest finished report of a kernel
     .ktui/runs/<kernel>/<version>/      one version's dumps, report.json, output.txt (what the
                                         kernel printed), profiles, sanitizer logs
-    .ktui/calibration.json              the device's measured ceilings
+    .ktui/calibration.json              the device's measured ceilings, when this workspace keeps its own
     .ktui/audits/<reference hash>.json  ``ktui audit``'s verdict on one version of a reference
 
 What outlives one workspace (what is the same for every workspace of one user on one machine)
-lies in the user's own folder, ``user_dir()``.
+lies in the user's own folder, ``user_dir()``::
+
+    <user_dir>/calibration/<device key>.json   one GPU kind's measured ceilings and launch floor
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ STATE_DIR_ENV = "KTUI_STATE_DIR"  # ``--state-dir``: the folder used instead of 
 USER_DIR_ENV = "KTUI_USER_DIR"  # the folder used instead of the platform's user cache folder
 HISTORY_DB = "history.db"
 CALIBRATION = "calibration.json"
+CALIBRATIONS = "calibration"  # in ``user_dir()``: one file per device kind, shared by every workspace
 RUNS = "runs"
 OUTPUT_FILE = "output.txt"  # in a run folder: what the kernel printed in its newest run
 
@@ -111,3 +114,9 @@ def user_dir() -> Path:
     if os.uname().sysname == "Darwin":
         return home / "Library" / "Caches" / "ktui"
     return home / ".cache" / "ktui"
+
+
+def user_calibrations() -> Path:
+    """``<user_dir>/calibration``, not created: each GPU kind's calibration, one file per device key
+    (``ktui.measure.calibrate``); the worker may write it (``ktui.worker.confine``)."""
+    return user_dir() / CALIBRATIONS

@@ -47,6 +47,7 @@ class KernelView:
     reference: str = ""
     state: str = NEVER_RUN  # new | queued | running | a verdict (passed, failed, crashed, …)
     rung: str = ""  # the rung in flight while running
+    rung_note: str = ""  # what it says it is doing (the GPU's one-time calibration), "" when it says nothing
     version: int | None = None
     run_id: str = ""
     run_dir: str = ""
@@ -96,9 +97,14 @@ class KernelView:
         return value if isinstance(value, bool) else None
 
     def rung_progress(self) -> str:
-        """The rung in flight in a few characters: ``compile``, ``check 3/6``, ``bench 1/3``."""
+        """The rung in flight in a few characters: ``compile``, ``check 3/6``, ``bench 1/3``,
+        ``bench 1/3 · calibrating the GPU``."""
         if not self.rung:
             return "starting worker" if self.state == RUNNING else ""
+        progress = self._rung_progress()
+        return f"{progress} · {self.rung_note.split(':')[0]}" if self.rung_note else progress
+
+    def _rung_progress(self) -> str:
         family = rung_family(self.rung)
         tests, benches = self.shapes
         if family == "correctness":
@@ -192,7 +198,7 @@ class DashboardState:
         view = self.kernels.get(item.kernel)
         if view is None:
             return set()
-        view.state, view.rung, view.verdict = RUNNING, "", ""
+        view.state, view.rung, view.rung_note, view.verdict = RUNNING, "", "", ""
         view.version, view.run_id, view.run_dir = item.version, item.run_id, item.run_dir
         view.content_hash, view.reference_hash = item.content_hash, item.reference_hash
         view.started, view.finished, view.message, view.summary = item.time, None, "", {}
@@ -210,14 +216,14 @@ class DashboardState:
         view = self._by_run(item.run_id)
         if view is None:
             return set()
-        view.rung = item.rung
+        view.rung, view.rung_note = item.rung, item.note
         return {view.id}
 
     def _rung_finished(self, item: RungFinished) -> set[str]:
         view = self._by_run(item.run_id)
         if view is None:
             return set()
-        view.rung = ""
+        view.rung, view.rung_note = "", ""
         record = item.to_json()
         view.rungs.append({k: record[k] for k in ("rung", "status", "figures", "message", "error", "duration_s")})
         if item.rung == "pre-checks":
@@ -228,7 +234,7 @@ class DashboardState:
         view = self._by_run(item.run_id)
         if view is None:
             return set()
-        view.rung = ""
+        view.rung, view.rung_note = "", ""
         view.verdict, view.message, view.summary = item.verdict, item.message, item.summary
         view.finished, view.duration_s = item.time, item.duration_s
         view.state = item.verdict

@@ -57,6 +57,8 @@ class RunContext:
     returned: set[int] = field(default_factory=set)  # storages earlier candidate calls returned (provenance)
     pending_provenance: str | None = None  # the last call's provenance failure, raised by ``pair``
     phases: Phases = field(default_factory=Phases)  # where the current rung's time goes
+    rung: str = ""  # the rung in flight, as its events name it
+    calibration: Any = None  # the GPU's calibration as the run's first benchmark found or measured it (Obtained)
     peaks: Any = None  # memory.Peaks: the run's and each rung's memory high-water mark
     fresh_plan: Any = None  # the fresh-shapes rung's shapes, or why it has none (``fresh.plan``)
     ahead: Any = None  # the worker's compile-ahead helpers (``ktui.worker.ahead.pool``), if it keeps any

@@ -71,6 +71,7 @@ class Ladder:
 
     def _step(self, name: str, fn: Callable[..., Outcome], args: tuple, turn: dict[str, Any]) -> RungFinished:
         ctx = self.ctx
+        ctx.rung = name
         ctx.emit(RungStarted(ctx.job.run_id, rung=name, timeout_s=ctx.job.options.timeout_for(name)))
         started = time.perf_counter()
         ctx.phases.take()  # nothing before this rung counts as its own
@@ -234,7 +235,9 @@ def summarize(results: list[RungFinished], roofline_done: float = DEFAULT_DONE,
     shape with a memory-bound one and says neither — but kept per shape (``roofline_shapes``:
     fraction of the attainable time and bound), with the worst shape (``roofline_worst``) and
     the stop decision: ``satisfied`` when every benchmark shape was timed, none impossible, and
-    each reaches ``roofline_done``; ``short`` names the shapes that do not.
+    each reaches ``roofline_done``; ``short`` names the shapes that do not. A roofline without the
+    launch floor makes no decision (``roofline_provisional`` says why). ``calibration_s``: the
+    GPU's one-time calibration, measured in this run, apart from its timings.
     """
     counts = {s: sum(1 for r in results if r.status == s) for s in {r.status for r in results}}
     checks = [r for r in results if r.rung.startswith("correctness[")]
@@ -262,6 +265,9 @@ def summarize(results: list[RungFinished], roofline_done: float = DEFAULT_DONE,
     if impossible:
         summary["impossible"] = impossible
     summary.update(stop_decision(benches, roofline_done, done_source))
+    calibrated = _numbers(benches, "calibration_s")
+    if calibrated:
+        summary["calibration_s"] = round(sum(calibrated), 3)
     if any(r.figures.get("throttled") is True for r in benches):
         summary["throttled"] = True
     for r in results:
@@ -275,7 +281,9 @@ def summarize(results: list[RungFinished], roofline_done: float = DEFAULT_DONE,
 
 def stop_decision(benches: list[RungFinished], done: float, source: str) -> dict[str, Any]:
     """Per shape its fraction of the attainable time and bound, the worst shape, and whether every
-    shape is within ``done`` of its attainable time; {} when no shape has a roofline figure."""
+    shape is within ``done`` of its attainable time; {} when no shape has a roofline figure. A
+    shape timed without the launch floor (``roofline_provisional``: its GPU not calibrated) leaves
+    the decision out, saying why: its fraction is only a lower bound."""
     shapes: dict[str, dict[str, Any]] = {}
     short: list[str] = []
     for r in benches:
@@ -288,8 +296,12 @@ def stop_decision(benches: list[RungFinished], done: float, source: str) -> dict
     if not shapes:
         return {}
     worst = min(shapes, key=lambda label: shapes[label]["roofline"])
+    decision: dict[str, Any] = {"satisfied": not short, "short": short}
+    provisional = next((str(r.figures["roofline_provisional"]) for r in benches if r.figures.get("roofline_provisional")), "")
+    if provisional:
+        decision = {"roofline_provisional": provisional}
     return {"roofline_shapes": shapes, "roofline_worst": {"shape": worst, **shapes[worst]},
-            "roofline_done": done, "roofline_done_source": source, "satisfied": not short, "short": short,
+            "roofline_done": done, "roofline_done_source": source, **decision,
             "ceiling": sorted({str(r.figures["ceiling"]) for r in benches if r.ok and r.figures.get("ceiling")})}
 
 

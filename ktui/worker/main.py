@@ -6,8 +6,9 @@ stdout. The user's prints go to stderr, which the parent forwards as ``output`` 
 print can corrupt the protocol. Anything that kills this process — a segfault, an illegal
 memory access, ``os._exit`` — is turned into a verdict by the parent (see ``ktui.dispatch.runner``).
 
-It may write only its run folders, its temp folder, the compilers' caches and /dev
-(``ktui.worker.confine``): the history is the parent's alone.
+It may write only its run folders, its temp folder, the compilers' caches, the user's calibrations
+(the first benchmark on a GPU kind keeps one there) and /dev (``ktui.worker.confine``): the history
+is the parent's alone.
 
 Protocol lines (worker → parent), besides the loop's events:
     {"type": "ready", "tier": ..., "device": ..., "arch": ..., "pid": ..., "confined": bool, "confinement": ...,
@@ -26,6 +27,7 @@ import time
 from typing import IO
 
 from ktui.protocol import processes
+from ktui.protocol.statedir import user_calibrations
 from ktui.worker import stack_request
 from ktui.worker.confine import confine, writable_from_env
 
@@ -52,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     phases = StartPhases()
     # First of all: Landlock binds this thread and those it starts, not threads already running.
-    confinement = confine(writable_from_env())
+    confinement = confine([*writable_from_env(), user_calibrations()])
     # A kernel past its time limit: the parent asks for every thread's Python stack before the
     # kill (see ktui.dispatch.stacks), written on the stderr pipe whatever user code does to
     # sys.stderr; before any other thread starts (see ktui.worker.stack_request).

@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bench-time", type=float, default=2.0, metavar="S", help="ktui run's sampling cap per shape")
     parser.add_argument("--calibrate-time", type=float, default=1.0, metavar="S", help="ktui calibrate --time")
     parser.add_argument("--no-torch-pass", action="store_true", help="skip the second pass against torch's ops")
-    parser.add_argument("--skip-calibrate", action="store_true", help="use the calibration already saved")
+    parser.add_argument("--skip-calibrate", action="store_true", help="use the calibration already kept")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON instead of markdown")
     args = parser.parse_args(argv)
     folder = args.kernels.resolve()
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     if not folder.is_dir() or not (root / "references").is_dir():
         print(f"roofline_suite: {args.kernels} is not a kernels folder beside a references/ folder", file=sys.stderr)
         return 2
-    ceilings = "datasheet (calibration skipped)"
+    ceilings = "the calibration already kept for this GPU (the first benchmark measures one where there is none)"
     if not args.skip_calibrate:
         cal = ktui("calibrate", "--json", "--time", str(args.calibrate_time), str(root), cwd=root)
         if cal.returncode != 0:

@@ -74,7 +74,8 @@ def test_the_message_reads_as_one_line_with_the_roofline_and_warnings():
     roof = evaluate(f["kernel_us"] * 1e-6, 40e6, None, None, sheet, sheet)
     text = message(f, roof)
     assert text.startswith(f"{f['kernel_us']:.2f} µs ±") and "stopped on noise" in text
-    assert "of attainable (memory-bound, 1000 GB/s (datasheet T)) · no launch floor calibrated: run ktui calibrate" in text
+    assert ("of attainable (memory-bound, 1000 GB/s (datasheet T)) · roofline provisional, no launch floor calibrated: "
+            "run ktui calibrate") in text
     assert "throttled (sw_power_cap)" in text and "launch not hidden in 20% of samples" in text
     fast = evaluate(f["kernel_us"] * 1e-6, 80e6, None, None, sheet, sheet)
     assert message(f, fast).startswith("impossible: ")

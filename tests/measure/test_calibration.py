@@ -6,9 +6,14 @@ import pytest
 from conftest import ktui, make_workspace
 
 from ktui.measure import bandwidth, calibrate
-from ktui.measure.calibrate import Calibration, CalibrationError
+from ktui.measure.calibrate import Calibration, CalibrationError, DeviceIdentity
 from ktui.measure.roofline import evaluate
 from ktui.worker.rungs.bench import ceilings
+
+
+def workspace_ceilings(device, root, driver):
+    """The benchmark's ceilings from the calibration ``root`` keeps (else the user's, else the datasheet)."""
+    return ceilings(device, calibrate.find(root, DeviceIdentity(device, driver)))
 
 
 def h200(driver="570.124.06", bandwidth=4310.0, bf16=760.0) -> Calibration:
@@ -49,11 +54,11 @@ def test_a_corrupt_file_is_reported_with_its_path_and_replaced_by_the_next_calib
 
 @pytest.mark.unit
 def test_the_benchmark_prefers_the_calibration_and_says_so(tmp_path):
-    ceiling, limit, note = ceilings("NVIDIA H200", tmp_path, "570.124.06")
+    ceiling, limit, note = workspace_ceilings("NVIDIA H200", tmp_path, "570.124.06")
     assert ceiling.bandwidth_gbs == 4800 and ceiling.source_of("bandwidth") == "datasheet NVIDIA H200 SXM 141GB"
     assert note == ""
     calibrate.save(tmp_path, h200())
-    ceiling, limit, note = ceilings("NVIDIA H200", tmp_path, "570.124.06")
+    ceiling, limit, note = workspace_ceilings("NVIDIA H200", tmp_path, "570.124.06")
     assert ceiling.bandwidth_gbs == 4310 and ceiling.source_of("bandwidth") == "calibrated 2025-06-01"
     assert ceiling.tflops["bf16"] == 760 and ceiling.source_of("fp64").startswith("datasheet")
     assert limit.bandwidth_gbs == 4800  # "impossible" stays judged against the datasheet peak
@@ -63,14 +68,14 @@ def test_the_benchmark_prefers_the_calibration_and_says_so(tmp_path):
 def test_an_unreadable_calibration_falls_back_to_the_datasheet_with_a_note(tmp_path):
     (tmp_path / ".ktui").mkdir()
     (tmp_path / ".ktui" / "calibration.json").write_text("[]")
-    ceiling, _, note = ceilings("NVIDIA H200", tmp_path, "570.124.06")
+    ceiling, _, note = workspace_ceilings("NVIDIA H200", tmp_path, "570.124.06")
     assert ceiling.source_of("bandwidth").startswith("datasheet")
-    assert note.startswith("calibration not used") and "JSON object" in note
+    assert note.startswith("the workspace's calibration not used") and "JSON object" in note
 
 
 @pytest.mark.unit
 def test_an_unknown_uncalibrated_device_gets_no_ceiling_and_is_told_how_to_get_one(tmp_path):
-    ceiling, limit, note = ceilings("NVIDIA Quadro Mystery", tmp_path, "1.0")
+    ceiling, limit, note = workspace_ceilings("NVIDIA Quadro Mystery", tmp_path, "1.0")
     assert ceiling is None and limit is None and "ktui calibrate" in note
 
 
@@ -112,7 +117,7 @@ def test_a_calibration_saved_before_the_patterns_still_loads_and_reads_as_a_copy
     (tmp_path / ".ktui").mkdir()
     (tmp_path / ".ktui" / "calibration.json").write_text(json.dumps(
         {"NVIDIA H200 | driver 580.159.04": SAVED_BEFORE_THE_PATTERNS}))
-    ceiling, _, note = ceilings("NVIDIA H200", tmp_path, "580.159.04")
+    ceiling, _, note = workspace_ceilings("NVIDIA H200", tmp_path, "580.159.04")
     assert note == "" and ceiling.bandwidth_gbs == 4241.5 and ceiling.source_of("bandwidth") == "calibrated 2026-11-30"
     lines = calibrate.describe(calibrate.load(tmp_path, "NVIDIA H200", "580.159.04"))
     assert any(line.startswith("  copy bandwidth       4242 GB/s = 88%") and "torch copy_" in line for line in lines)
@@ -145,7 +150,7 @@ def test_the_ceiling_figure_names_the_access_pattern_that_set_it(tmp_path):
     calibrate.save(tmp_path, Calibration(
         device="NVIDIA H200", driver="580.159.04", driver_source="nvml", date="2026-12-01T10:00:00+00:00",
         torch="2.11.0", bandwidth_gbs=best, tflops={"bf16": 740.0}, details=details))
-    ceiling, _, _ = ceilings("NVIDIA H200", tmp_path, "580.159.04")
+    ceiling, _, _ = workspace_ceilings("NVIDIA H200", tmp_path, "580.159.04")
     assert ceiling.source_of("bandwidth") == "calibrated 2026-12-01, 2-read-1-write add"
     roof = evaluate(3 * (1 << 28) * 4 / 4393e9, 3 * (1 << 28) * 4, None, "fp32", ceiling)
     assert roof.fraction == pytest.approx(1.0) and roof.ceiling == "4393 GB/s (calibrated 2026-12-01, 2-read-1-write add)"
@@ -183,7 +188,7 @@ def saved_ceiling(tmp_path, patterns):
     calibrate.save(tmp_path, Calibration(
         device="NVIDIA H200", driver="580.159.04", driver_source="nvml", date="2026-12-01T10:00:00+00:00",
         torch="2.11.0", bandwidth_gbs=best, tflops={"bf16": 740.0}, details=details))
-    return ceilings("NVIDIA H200", tmp_path, "580.159.04")[0]
+    return workspace_ceilings("NVIDIA H200", tmp_path, "580.159.04")[0]
 
 
 @pytest.mark.unit
@@ -219,7 +224,7 @@ def test_a_calibration_saved_before_the_patterns_holds_every_kernel_to_its_one_f
     (tmp_path / ".ktui").mkdir()
     (tmp_path / ".ktui" / "calibration.json").write_text(json.dumps(
         {"NVIDIA H200 | driver 580.159.04": SAVED_BEFORE_THE_PATTERNS}))
-    ceiling, _, _ = ceilings("NVIDIA H200", tmp_path, "580.159.04")
+    ceiling, _, _ = workspace_ceilings("NVIDIA H200", tmp_path, "580.159.04")
     assert ceiling.for_reads(0.5) is ceiling and ceiling.for_reads(1.0).bandwidth_gbs == 4241.5
 
 

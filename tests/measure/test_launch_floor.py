@@ -19,9 +19,14 @@ import json
 import pytest
 
 from ktui.measure import calibrate, launchfloor, roofline
-from ktui.measure.calibrate import Calibration
+from ktui.measure.calibrate import Calibration, DeviceIdentity
 from ktui.measure.roofline import Ceiling, LaunchFloor, Mix
 from ktui.worker.rungs.bench import ceilings
+
+
+def workspace_ceilings(device, root, driver):
+    """The benchmark's ceilings from the calibration ``root`` keeps (else the user's, else the datasheet)."""
+    return ceilings(device, calibrate.find(root, DeviceIdentity(device, driver)))
 
 pytestmark = pytest.mark.unit
 
@@ -133,7 +138,7 @@ def h200(launch_floor: dict) -> Calibration:
 
 def test_a_stored_floor_reaches_the_benchmark_ceiling(tmp_path):
     calibrate.save(tmp_path, h200(launchfloor.record(2.4, 3.5, recorded_streams(), ADD_GBS)))
-    ceiling, _, note = ceilings("NVIDIA H200", tmp_path, "580.159.04")
+    ceiling, _, note = workspace_ceilings("NVIDIA H200", tmp_path, "580.159.04")
     assert note == "" and ceiling.launch == LaunchFloor(3.5e-6, "sum", "calibrated 2026-12-02")
     assert ceiling.for_reads(2 / 3).launch == ceiling.launch
 
@@ -142,7 +147,7 @@ def test_a_calibration_saved_before_the_floor_loads_and_has_none(tmp_path):
     old = {k: v for k, v in h200({}).__dict__.items() if k != "launch_floor"}
     (tmp_path / ".ktui").mkdir()
     (tmp_path / ".ktui" / "calibration.json").write_text(json.dumps({"NVIDIA H200 | driver 580.159.04": old}))
-    ceiling, _, note = ceilings("NVIDIA H200", tmp_path, "580.159.04")
+    ceiling, _, note = workspace_ceilings("NVIDIA H200", tmp_path, "580.159.04")
     assert note == "" and ceiling.bandwidth_gbs == 4250.0 and ceiling.launch is None
     lines = calibrate.describe(calibrate.load(tmp_path, "NVIDIA H200", "580.159.04"))
     assert any("launch floor" in line and "run ktui calibrate" in line for line in lines)

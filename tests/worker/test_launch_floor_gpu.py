@@ -33,7 +33,7 @@ def calibrated(tmp_path_factory):
     run = ktui("run", "--no-audit", "--json", "--bench-time", "1", *[f"kernels/{k}.py" for k in KERNELS], cwd=root)
     events = by_kernel(parse_events(run.stdout))
     print("\n" + "\n".join(calibrate.describe(calibrate.Calibration(**{k: v for k, v in json.loads(cal.stdout).items()
-                                                                          if k != "path"}))))
+                                                                          if k not in ("path", "workspace_path", "note")}))))
     for name in KERNELS:
         for rung, r in rungs(events[name]).items():
             if rung.startswith("benchmark["):

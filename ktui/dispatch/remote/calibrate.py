@@ -1,10 +1,10 @@
-"""``ktui calibrate --remote HOST``: the remote GPU's ceilings, measured there, saved here.
+"""``ktui calibrate --remote HOST``: the remote GPU's ceilings, measured and kept there.
 
 The measurement is the same process a local ``ktui calibrate`` starts (``python -m
 ktui.worker.timing.calibrate``), run by the remote's Python with the synced ktui over the runner's ssh
-connection; its result comes back as the same JSON lines and is saved to the local
-``.ktui/calibration.json`` under the remote device's key, and the next remote run sends that file
-along, so the benchmark there uses it. A remote without a CUDA GPU is said to be one, by name.
+connection: it keeps the result in the remote user's own folder, where every remote run's benchmark
+finds it, and its reply comes back as the same JSON lines. A remote without a CUDA GPU is said to be
+one, by name.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ktui.dispatch.remote.runner import RemoteRunner
-from ktui.measure.calibrate import Calibration, read_reply
+from ktui.measure.calibrate import Reply, read_reply
 
 OVERHEAD_S = 600.0  # importing torch, allocating, the matmuls' first runs
 
@@ -21,8 +21,8 @@ class RemoteCalibrationError(RuntimeError):
     """The remote could not be calibrated: the message names it and says why."""
 
 
-def measure_remote(runner: RemoteRunner, root: Path, time_s: float) -> Calibration:
-    """Measure on ``runner``'s host (RemoteCalibrationError, LinkDown or RuntimeError when it cannot)."""
+def measure_remote(runner: RemoteRunner, root: Path, time_s: float) -> Reply:
+    """Measure on ``runner``'s host, kept there (RemoteCalibrationError, LinkDown or RuntimeError when it cannot)."""
     base = runner.connect_to(str(Path(root).resolve()))
     done = runner.link.run([*runner.python_command(base), "-m", "ktui.worker.timing.calibrate", "--time", str(time_s)],
                            timeout=OVERHEAD_S + 40 * time_s, check=False)
@@ -35,4 +35,4 @@ def measure_remote(runner: RemoteRunner, root: Path, time_s: float) -> Calibrati
     if reply.record is None or done.returncode != 0:
         said = done.stderr.decode(errors="replace").strip().splitlines()
         raise RemoteCalibrationError(f"calibrating {runner.host} failed: {said[-1] if said else done.returncode}")
-    return Calibration(**reply.record)
+    return reply

@@ -99,9 +99,11 @@ class KernelList(DataTable):
             version = Text("new", style=self._style("queued"))
         last = Text(speedup_text(view.last_speedup) if view.verdict == "passed" else "")
         best = Text(speedup_text(view.best_speedup))
-        # the worst benchmark shape's fraction of its attainable time; coloured as a pass once every shape is close
-        roof = Text(f"{view.roofline * 100:.0f}%" if view.roofline is not None and view.verdict == "passed" else "",
-                    style=self._style("passed") if view.satisfied else "")
+        # the worst benchmark shape's fraction of its attainable time; coloured as a pass once every shape is
+        # close; "≥" while the roofline is provisional (no launch floor yet: the fraction is a lower bound)
+        at_least = "≥" if view.summary.get("roofline_provisional") else ""
+        roof = Text(f"{at_least}{view.roofline * 100:.0f}%" if view.roofline is not None and view.verdict == "passed"
+                    else "", style=self._style("passed") if view.satisfied else "")
         if view.stale and view.state not in ("queued", "running"):
             age = Text("stale", style=self._style("stale"))
         else:

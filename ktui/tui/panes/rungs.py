@@ -151,7 +151,7 @@ def _rows(view: KernelView | None) -> list[dict]:
             n, families = rows[-1]["folded"] + 1, rows[-1]["families"] | {rung_family(record["rung"])}
             rows[-1] = {**rows[-1], "rung": _folded(n, families), "folded": n, "families": families}
     if view.state == "running" and view.rung:
-        rows.append({"rung": view.rung, "status": "running", "figures": {}, "message": "", "error": None})
+        rows.append({"rung": view.rung, "status": "running", "figures": {}, "message": view.rung_note, "error": None})
     if view.weak_test:
         rows.append(_weak_test_row(view.weak_test))
     return rows

@@ -4,9 +4,15 @@ The kernel and the reference are sampled in interleaved rounds by ``ktui.worker.
 hidden launches, rotating input sets, warm-up by time) until ``ktui.measure.stats.StoppingRule`` is
 satisfied; the speedup is the ratio of their medians with a paired-bootstrap interval; the
 roofline (``ktui.measure.roofline``) turns the kernel's median into a fraction of the time the device
-allows (its launch floor, bytes and FLOPs), naming the bound,
-using ``ktui calibrate``'s ceilings where they exist and the datasheet otherwise. A kernel faster
-than the datasheet floor is ``suspicious`` (impossible), never celebrated.
+allows (its launch floor, bytes and FLOPs), naming the bound, using the device's calibration where it
+has one and the datasheet otherwise. A kernel faster than the datasheet floor is ``suspicious``
+(impossible), never celebrated.
+
+The first benchmark on a GPU kind with no calibration measures one (``device_calibration``): once for
+every workspace of the user, in an exclusive turn on the GPU, before the rung allocates its inputs, its
+progress told as the rung's notes; its time is the rung's ``calibration`` phase and ``calibration_s``
+figure, apart from the timing's. A roofline without a launch floor is provisional
+(``roofline_provisional``): the summary then makes no stop decision.
 
 Comparing with the kernel's earlier versions happens in the process that owns the history
 (``ktui.dispatch.compare``), which adds the ``label`` figures to these.
@@ -14,6 +20,8 @@ Comparing with the kernel's earlier versions happens in the process that owns th
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +29,9 @@ import torch
 
 from ktui.measure import roofline as rl
 from ktui.measure import stats
-from ktui.protocol.events import OK, SUSPICIOUS
+from ktui.measure.calibrate import Obtained
+from ktui.measure.datasheets import lookup
+from ktui.protocol.events import OK, SUSPICIOUS, RungStarted
 from ktui.protocol.job import BenchSettings
 from ktui.worker import integrity, memory
 from ktui.worker.context import RunContext
@@ -29,6 +39,7 @@ from ktui.worker.errors import RungFailure, RungSkipped
 from ktui.worker.outcome import Outcome
 from ktui.worker.tier import tensors_in
 from ktui.worker.timing import bootstrap, gpu_lock
+from ktui.worker.timing.calibrate import for_benchmark
 from ktui.worker.timing.sampler import CallTiming, Flush, Measurement, Sampler, capture_graph, flush_bytes, l2_bytes
 
 # Input sets may use at most this share of the free device memory (the rest is for outputs,
@@ -42,8 +53,12 @@ SMALL_FOOTPRINT = 64 * 2**20  # below it a benchmark keeps every input set asked
 # One timed output in this many is compared with the reference (all of them with --strict).
 RECHECK_EVERY = 8
 NO_GPU_TIMING = "no GPU: timing needs CUDA (CPU tier)"
+# While the GPU is being calibrated each step's note restarts the rung's time limit with this one
+# (a step is a bandwidth pattern, a launch-floor size, a matmul, or the wait for another process's
+# calibration); the rung's own limit counts again from the calibration's end.
+CALIBRATION_STEP_S = 300.0
 
-_process: dict[str, Any] = {}  # per-worker state: the clock monitor and driver version
+_process: dict[str, Any] = {}  # per-worker state: the clock monitor
 
 
 def run(ctx: RunContext, shape: dict) -> Outcome:
@@ -51,6 +66,7 @@ def run(ctx: RunContext, shape: dict) -> Outcome:
         raise RungSkipped(NO_GPU_TIMING)
     settings = ctx.job.options.bench_settings()
     done, _ = roofline_done(ctx)  # a bad ROOFLINE_DONE fails here, before any timing
+    calibration = device_calibration(ctx)  # before the inputs take their share of the memory
     sets = input_sets(ctx, shape, settings)
     rule = stats.StoppingRule(settings.rse_target, settings.min_samples, settings.time_s, settings.max_samples)
     check = integrity.TimedOutputCheck(ctx, sets, every=1 if ctx.job.options.strict else RECHECK_EVERY,
@@ -60,18 +76,41 @@ def run(ctx: RunContext, shape: dict) -> Outcome:
         turn = gpu_lock.take(gpu_lock.device_key())
     with turn:
         suspicion, figures = _timed(ctx, sets, rule, settings, check)
-    figures.update(peaks, **turn.figures())
+    figures.update(peaks, **turn.figures(), **calibration.figures())
     if suspicion is not None:
         return Outcome(figures=figures, status=SUSPICIOUS, message=suspicion)
-    return _judged(ctx, shape, sets, check, figures, settings, done)
+    return _judged(ctx, shape, sets, check, figures, settings, done, calibration)
+
+
+def device_calibration(ctx: RunContext) -> Obtained:
+    """This device's calibration (``ktui.worker.timing.calibrate.for_benchmark``): found, or measured
+    now and kept for every workspace, each step told as a note of this rung (a new time limit each);
+    its memory is not the run's. Looked for once a run: the other shapes use what the first found
+    (a failed measurement is tried again by the next run, not the next shape)."""
+    if ctx.calibration is not None:
+        return replace(ctx.calibration, measured_s=None, waited_s=0.0)  # its cost was the first shape's
+    told: list[str] = []
+
+    def progress(text: str) -> None:
+        told.append(text)
+        ctx.emit(RungStarted(ctx.job.run_id, rung=ctx.rung, timeout_s=CALIBRATION_STEP_S,
+                             note=f"calibrating the GPU: {text}"))
+
+    aside = ctx.peaks.set_aside() if ctx.peaks is not None else nullcontext()
+    with ctx.phases.timing("calibration"), aside:
+        got = for_benchmark(Path(ctx.job.root), progress)
+    if told:  # the rung's own time limit counts from here
+        ctx.emit(RungStarted(ctx.job.run_id, rung=ctx.rung, timeout_s=ctx.job.options.timeout_for(ctx.rung)))
+    ctx.calibration = got
+    return got
 
 
 def _judged(ctx: RunContext, shape: dict, sets: list[tuple], check: integrity.TimedOutputCheck,
-            figures: dict[str, Any], settings: BenchSettings, done: float) -> Outcome:
+            figures: dict[str, Any], settings: BenchSettings, done: float, calibration: Obtained) -> Outcome:
     """The timed figures against the device's roofline: the rung's outcome."""
     model, dtype, notes = roofline_model(ctx, shape, sets[0])
     figures.update(notes)
-    ceiling, limit, ceiling_note = ceilings(ctx.tier.device, Path(ctx.job.root), _driver())
+    ceiling, limit, ceiling_note = ceilings(ctx.tier.device, calibration)
     if ceiling_note:
         figures["ceiling_note"] = ceiling_note
     if dtype:
@@ -83,6 +122,8 @@ def _judged(ctx: RunContext, shape: dict, sets: list[tuple], check: integrity.Ti
     roof = rl.evaluate(figures["kernel_us"] * 1e-6, model.get("bytes"), model.get("flops"), dtype, ceiling, limit,
                        done=done, check_impossible=not settings.hot_cache)
     figures.update(roof.figures())
+    if roof.fraction is not None and roof.launch_floor_s is None:
+        figures["roofline_provisional"] = calibration.without_launch_floor()
     status = SUSPICIOUS if roof.impossible else OK
     return Outcome(figures=figures, message=message(figures, roof), status=status)
 
@@ -269,21 +310,13 @@ def read_share(inputs: tuple, output: Any) -> float | None:
     return read / (read + written) if read + written else None
 
 
-def ceilings(device: str, root: Path, driver: str) -> tuple[rl.Ceiling | None, rl.Ceiling | None, str]:
-    """(ceiling for the fraction, limit for 'impossible', a note when the calibration is unusable):
-    this device's calibration in ``root`` for this driver, else its datasheet entry."""
-    from ktui.measure import calibrate
-    from ktui.measure.datasheets import lookup
-
+def ceilings(device: str, calibration: Obtained) -> tuple[rl.Ceiling | None, rl.Ceiling | None, str]:
+    """(ceiling for the fraction, limit for 'impossible', a note when the calibration is missing or
+    was passed over): this device's calibration where it has one, its datasheet entry for the rest."""
     spec = lookup(device)
-    note = ""
-    calibrated = None
-    try:
-        cal = calibrate.load(root, device, driver)
-        calibrated = cal.ceiling() if cal else None
-    except calibrate.CalibrationError as exc:
-        note = f"calibration not used: {exc}"
+    calibrated = calibration.calibration.ceiling() if calibration.calibration is not None else None
     ceiling = rl.choose_ceiling(device, spec, calibrated)
+    note = calibration.note
     if ceiling is None:
         note = note or f"{device} is not in the datasheet table and not calibrated: run `ktui calibrate`"
     return ceiling, rl.impossibility_limit(spec, calibrated), note
@@ -297,7 +330,7 @@ def message(figures: dict[str, Any], roof: rl.Roofline) -> str:
     if roof.fraction is not None:
         text += f" · {roof.fraction:.0%} of attainable ({roof.bound}, {roof.ceiling})"
         if roof.launch_floor_s is None:
-            text += f" · {rl.NO_LAUNCH_FLOOR.split(';')[0]}"
+            text += f" · roofline provisional, {figures.get('roofline_provisional') or rl.NO_LAUNCH_FLOOR.split(';')[0]}"
     if roof.impossible:
         text = (f"impossible: {figures['kernel_us']:.2f} µs is below the {roof.impossible_floor_s * 1e6:.2f} µs the "
                 f"datasheet allows — the timing, the output or the reference's bytes_moved/flops is wrong · ") + text
@@ -305,6 +338,8 @@ def message(figures: dict[str, Any], roof: rl.Roofline) -> str:
         text += f" · throttled ({', '.join(figures.get('throttle_reasons', []))})"
     if figures.get("kernel_exposed", 0) > 0.01:
         text += f" · launch not hidden in {figures['kernel_exposed']:.0%} of samples (host time included)"
+    if figures.get("calibration_s") is not None:
+        text += f" · the GPU calibrated first, in {figures['calibration_s']:.1f} s (once for every workspace, not timed)"
     if figures.get("gpu_lock"):
         text += f" · {figures['gpu_lock']}"
     elif figures.get("gpu_wait_s", 0) >= 1.0:
@@ -318,11 +353,3 @@ def _clock_monitor():
     if "clocks" not in _process:
         _process["clocks"] = ClockMonitor()
     return _process["clocks"]
-
-
-def _driver() -> str:
-    from ktui.worker.timing.clocks import driver_version
-
-    if "driver" not in _process:
-        _process["driver"] = driver_version()[0]
-    return _process["driver"]
