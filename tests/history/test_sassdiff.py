@@ -327,7 +327,7 @@ def test_ktui_diff_compares_the_two_versions_per_shape(two_versions, tmp_path, w
     assert proc.stdout.rstrip().endswith("\n".join(rooflines.lines(1, V1, 2, V2)))
     data = json.loads(warm_ktui("diff", "kernels/add_triton.py", "--json", cwd=root).stdout)
     assert data["roofline"] == {"shapes": rooflines.compare(V1, V2), "satisfied": False, "short": ["size=4194304"],
-                                "base_satisfied": False}
+                                "base_satisfied": False, "provisional": None}
 
 
 @pytest.mark.worker
@@ -336,4 +336,5 @@ def test_ktui_diff_of_versions_never_benchmarked_says_there_are_no_figures(two_v
     assert proc.stdout.rstrip().endswith("attainable per shape: no per-shape roofline figures (not benchmarked on a "
                                          "GPU, or recorded before them) in v1 or v2")
     data = json.loads(warm_ktui("diff", "kernels/add_triton.py", "--json", cwd=two_versions).stdout)
-    assert data["roofline"] == {"shapes": [], "satisfied": None, "short": None, "base_satisfied": None}
+    assert data["roofline"] == {"shapes": [], "satisfied": None, "short": None, "base_satisfied": None,
+                                "provisional": None}
