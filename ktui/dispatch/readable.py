@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Iterable
 
 from ktui.protocol.job import Job
-from ktui.protocol.statedir import readable_entries
+from ktui.protocol.statedir import calibration_file, readable_entries
 from ktui.workspace.shipped import outside_modules
 
 
@@ -34,10 +34,12 @@ def _inside(path: str, root: str) -> bool:
 
 def state(paths: Iterable[str]) -> tuple:
     """What the rules made for ``paths`` depend on: each path's inode, and for a folder each
-    readable entry's name and inode. Equal states, equal rules."""
+    readable entry's name and inode, and its calibration file's (``ktui calibrate`` replaces it).
+    Equal states, equal rules."""
     out = []
     for path in paths:
-        entries = readable_entries(Path(path)) if os.path.isdir(path) else []
+        folder = os.path.isdir(path)
+        entries = [*readable_entries(Path(path)), calibration_file(Path(path))] if folder else []
         out.append((path, _inode(Path(path)), tuple((e.name, _inode(e)) for e in entries)))
     return tuple(out)
 

@@ -52,6 +52,7 @@ attempt("read", lambda: (denied / "history.db").read_text())
 attempt("kernel", lambda: (workspace / "kernels" / "k.py").read_text())
 attempt("listing", lambda: os.listdir(workspace))
 attempt("state", lambda: (workspace / ".ktui" / "history.db").read_text())
+attempt("calibration", lambda: (workspace / ".ktui" / "calibration.json").read_text())
 attempt("home", lambda: (home / ".ssh" / "id_ed25519").read_text())
 attempt("tmp_file", lambda: tempfile.NamedTemporaryFile().close())
 attempt("dev_null", lambda: open("/dev/null", "w").write("x"))
@@ -74,6 +75,7 @@ def _probe(tmp_path, env: dict | None = None) -> dict:
     (denied / "history.db").write_text("the parent's")
     (workspace / "kernels" / "k.py").write_text("# a kernel\n")
     (workspace / ".ktui" / "history.db").write_text("the workspace's history")
+    (workspace / ".ktui" / "calibration.json").write_text("{}")
     (home / ".ssh" / "id_ed25519").write_text("the user's key")
     private = tmp_path / "private-tmp"  # as the runner gives a worker its temp folder (and removes it)
     private.mkdir()
@@ -110,6 +112,7 @@ def test_a_confined_process_reads_and_writes_only_what_it_was_given(tmp_path):
     assert report["read"] == "PermissionError" and report["proc_root"] == "PermissionError"
     assert report["kernel"] == "ok" and report["listing"] == "ok"  # its workspace, but not its state
     assert report["state"] == "PermissionError" and report["home"] == "PermissionError"
+    assert report["calibration"] == "ok"  # of its state, only what the benchmark rung reads
     assert report["shm"] == "PermissionError"
     assert report["proc"] == ("ok" if has_gpu_driver() else "PermissionError")  # the CUDA driver's need only
     assert report["inet"] == "OSError" and report["unix"] == "ok"

@@ -63,8 +63,9 @@ def test_a_workspace_is_read_without_its_state_its_hidden_entries_or_a_workspace
     refused = _refused(tmp_path, workspace)
     made = workspace_rules([workspace], [workspace / ".ktui", workspace / "state"], refused)
     assert made[0] == landlock.Rule(workspace, landlock.READ_DIR)  # listed, for Python to find modules
-    assert [r.path.name for r in made[1:]] == ["helper.py", "kernels", "references"]  # not the link to home
-    assert all(r.rights == landlock.READ for r in made[1:])
+    assert [r.path.name for r in made[1:4]] == ["helper.py", "kernels", "references"]  # not the link to home
+    assert all(r.rights == landlock.READ for r in made[1:4])
+    assert made[4:] == [landlock.Rule(workspace / ".ktui" / "calibration.json", landlock.READ_FILE)]  # of its state
 
 
 def test_a_file_named_to_read_is_read_unless_it_lies_in_a_state(tmp_path, places):

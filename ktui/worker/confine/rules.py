@@ -8,7 +8,7 @@ A kernel under test needs to compute, and to be built and run; so its process ma
   (its prefixes, site-packages and every ``sys.path`` folder), ``PATH``, the folders the DSLs' and
   CUDA's variables name (``CUDA_HOME``, ``TRITON_PTXAS_PATH``…) and ktui itself;
 - **read** the workspace (every entry of its root but hidden ones and the state folder:
-  ``statedir.readable_entries``), a few files of ``/etc`` (users and groups, the time zone, the
+  ``statedir.readable_entries``; of the state folder, its calibration file), a few files of ``/etc`` (users and groups, the time zone, the
   name service switch; the resolver's and certificates only with ``--allow-network``), ``/proc``
   and ``/sys``, and the device nodes any program uses (``/dev/null``, ``zero``, ``full``,
   ``random``, ``urandom``);
@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Iterable
 
 import ktui
-from ktui.protocol.statedir import RUNS, STATE_DIR, STATE_DIR_ENV, readable_entries
+from ktui.protocol.statedir import RUNS, STATE_DIR, STATE_DIR_ENV, calibration_file, readable_entries
 from ktui.worker.confine.landlock import READ, READ_DIR, READ_EXECUTE, READ_FILE, WRITE_FILE, Rule, handled_rights
 from ktui.worker.timing import gpu_lock
 
@@ -161,8 +161,9 @@ def _conf_folders(conf: Path, seen: set[Path]) -> list[Path]:
 
 
 def workspace_rules(readable: list[Path], states: list[Path], refused: Refused) -> list[Rule]:
-    """A folder to read: listed (so Python finds modules in it), and each of its entries that
-    ``statedir.readable_entries`` keeps read, where it leads nowhere refused; a file: read."""
+    """A folder to read: listed (so Python finds modules in it), each of its entries that
+    ``statedir.readable_entries`` keeps read, where it leads nowhere refused, and its state's
+    calibration file (the benchmark rung reads it); a file: read."""
     out = []
     for path in readable:
         if not path.is_dir():
@@ -171,6 +172,7 @@ def workspace_rules(readable: list[Path], states: list[Path], refused: Refused) 
             continue
         out.append(Rule(path, READ_DIR))
         out += [Rule(entry, READ) for entry in readable_entries(path, states) if not refused.refuses(entry)]
+        out.append(Rule(calibration_file(path), READ_FILE))  # the benchmark's ceilings, in the state folder
     return out
 
 
