@@ -49,9 +49,10 @@ def ktui(*args: str, cwd: Path, timeout: float = 600, env: dict | None = None) -
 
 class WarmRunner:
     """One warm worker for the whole session, for tests that need "a run" of the CLI and nothing of
-    its process: started once, it may write every run folder under pytest's temp folder (so a new
-    workspace there does not replace it, as it would a user's worker), and only the session closes
-    it. Tests about crashes, time limits, confinement or isolation keep workers of their own."""
+    its process: started once, it may write every run folder and read every workspace under pytest's
+    temp folder (so a new workspace there does not replace it, as it would a user's worker), and only
+    the session closes it. Tests about crashes, time limits, confinement or isolation keep workers
+    of their own."""
 
     def __init__(self, under: Path):
         from ktui.dispatch.runner import LocalRunner, WorkerConfig
@@ -67,6 +68,11 @@ class WarmRunner:
                     return False  # writable from its start
                 return super()._allow_writes(job)
 
+            def _allow_reads(self, job) -> bool:
+                if Path(job.root).resolve().is_relative_to(under):
+                    return False  # readable from its start
+                return super()._allow_reads(job)
+
             def close(self) -> None:
                 pass  # each `ktui run` closes its runner: this one is the session's
 
@@ -74,7 +80,10 @@ class WarmRunner:
                 LocalRunner.close(self)
 
         # this host's default worker, and the CPU tier's (--cpu); each starts on its first run
-        self.runners = {cpu: Shared(WorkerConfig(force_cpu=cpu, writable=(str(under),))) for cpu in (False, True)}
+        # it reads the session's folder whole: each entry of the folder above it (a workspace may be
+        # a test's own temp folder, which a user's worker would not read as an entry of another)
+        self.runners = {cpu: Shared(WorkerConfig(force_cpu=cpu, writable=(str(under),), readable=(str(under.parent),)))
+                        for cpu in (False, True)}
 
     def shut(self) -> None:
         for runner in self.runners.values():

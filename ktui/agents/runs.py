@@ -67,7 +67,8 @@ class RunService:
     @property
     def queue(self) -> RunQueue:
         if self._queue is None:
-            options = Options(arch=self.config.arch, force_cpu=self.config.force_cpu)  # each batch brings its own
+            options = Options(arch=self.config.arch, force_cpu=self.config.force_cpu,
+                              allow_network=self.config.allow_network)  # each batch brings its own
             self._queue = RunQueue(Session(self.root, runner=self.runner), options, listener=self._heard, warm_up=False,
                                    runners=self.runners, owns_runners=False)  # closed by ``close``
             self._queue.start()

@@ -105,7 +105,8 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
         for kernel in kernels:
             workspace.inside(str(kernel.path))
         options = Options(arch=config.arch, force_cpu=config.force_cpu, benchmark=not no_bench, seed=seed,
-                          fresh_shapes=fresh_shapes, timeouts=timeouts, strict=strict)
+                          fresh_shapes=fresh_shapes, timeouts=timeouts, strict=strict,
+                          allow_network=config.allow_network)
 
         async def progress(done: float, message: str) -> None:
             await ctx.report_progress(done, None, message)

@@ -10,6 +10,7 @@ from ktui.cli.commands import COMMANDS
 from ktui.cli.exits import EXIT_CANNOT_RUN
 from ktui.cli.options import (
     add_gpus_flag,
+    add_network_flag,
     add_ray_flag,
     add_remote_flags,
     add_target_flags,
@@ -28,6 +29,7 @@ def add_parser(subparsers) -> None:
     mcp = subparsers.add_parser("mcp", help=COMMANDS["mcp"])
     mcp.add_argument("dir", nargs="?", type=Path, default=Path("."), help="the workspace (default: here)")
     add_target_flags(mcp)
+    add_network_flag(mcp)
     add_timeout_flag(mcp)
     add_gpus_flag(mcp)
     add_ray_flag(mcp)

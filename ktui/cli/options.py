@@ -53,6 +53,13 @@ def add_target_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cpu", action="store_true", help="use the CPU tier even where a GPU exists")
 
 
+def add_network_flag(parser: argparse.ArgumentParser) -> None:
+    """``--allow-network``: the kernels under test may use the network (read by ``worker_config``
+    and ``loop_options``); closed otherwise (docs/sandbox.md)."""
+    parser.add_argument("--allow-network", action="store_true",
+                        help="let the kernels under test use the network (closed otherwise: docs/sandbox.md)")
+
+
 def add_timeout_flag(parser: argparse.ArgumentParser) -> None:
     """``--timeout RUNG=SECONDS``, repeatable (read by ``parse_timeouts``)."""
     parser.add_argument("--timeout", action="append", metavar="RUNG=SECONDS", help=TIMEOUT_HELP)
@@ -74,6 +81,7 @@ def add_kernel_path(parser: argparse.ArgumentParser) -> None:
 def add_loop_flags(parser: argparse.ArgumentParser) -> None:
     """The flags of a run of the loop (read by ``loop_options``); each command adds its own ``--strict``."""
     add_target_flags(parser)
+    add_network_flag(parser)
     parser.add_argument("--no-bench", action="store_true", help="skip the benchmark rungs")
     parser.add_argument("--seed", type=int, default=None, help="base seed (default: fresh seeds every run)")
     parser.add_argument("--fresh-shapes", type=_count, default=2, metavar="N",
@@ -166,7 +174,8 @@ def loop_options(args: argparse.Namespace):
     timeouts = parse_timeouts(args.timeout)
     fresh_shapes = 0 if args.no_fresh_shapes else args.fresh_shapes
     return Options(arch=args.arch, force_cpu=args.cpu, benchmark=not args.no_bench, seed=args.seed,
-                   fresh_shapes=fresh_shapes, timeouts=timeouts, strict=args.strict, bench=bench_settings(args))
+                   fresh_shapes=fresh_shapes, timeouts=timeouts, strict=args.strict, bench=bench_settings(args),
+                   allow_network=args.allow_network)
 
 
 def worker_config(args: argparse.Namespace):
@@ -178,7 +187,8 @@ def worker_config(args: argparse.Namespace):
     if getattr(args, "session", False):
         compile_ahead_helpers(os.environ.get(COMPILE_AHEAD_ENV))
     return WorkerConfig(arch=getattr(args, "arch", None), force_cpu=getattr(args, "cpu", False),
-                        compile_ahead=getattr(args, "session", False))
+                        compile_ahead=getattr(args, "session", False),
+                        allow_network=getattr(args, "allow_network", False))
 
 
 REMOTE_PYTHON_HELP = "the remote's Python, with torch and Triton (default python3)"
@@ -284,7 +294,7 @@ def local_runner(args: argparse.Namespace, fresh_each_run: bool = False, root: P
     """One warm worker per GPU where several are picked (``--gpus``) or visible; otherwise one
     worker as always, its runs recorded on the one GPU where it is known. ``--cpu`` without
     ``--gpus`` looks for no GPU; ``--cpu --gpus 0,1`` runs a CPU-tier worker per entry. With the
-    workspace's ``root``, its workers may write its run folders from their start."""
+    workspace's ``root``, its workers may write its run folders, and read it, from their start."""
     import dataclasses
 
     from ktui.dispatch.gpus import visible_devices  # deferred for start-up speed
@@ -294,7 +304,7 @@ def local_runner(args: argparse.Namespace, fresh_each_run: bool = False, root: P
     if root is not None:
         from ktui.protocol.statedir import runs_folder
 
-        config = dataclasses.replace(config, writable=(str(runs_folder(root)),))
+        config = dataclasses.replace(config, writable=(str(runs_folder(root)),), readable=(str(root),))
     gpus = getattr(args, "gpus", None)
     devices = [] if (config.force_cpu and gpus is None) else visible_devices(gpus)
     if len(devices) > 1:

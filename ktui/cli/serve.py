@@ -13,6 +13,7 @@ from ktui.cli.commands import COMMANDS
 from ktui.cli.exits import EXIT_CANNOT_RUN
 from ktui.cli.options import (
     add_gpus_flag,
+    add_network_flag,
     add_ray_flag,
     add_state_dir,
     add_target_flags,
@@ -28,6 +29,7 @@ def add_parser(subparsers) -> None:
     serve = subparsers.add_parser("serve", help=COMMANDS["serve"])
     serve.add_argument("dir", nargs="?", type=Path, default=Path("."), help="the workspace (default: .)")
     add_target_flags(serve)
+    add_network_flag(serve)
     add_gpus_flag(serve)
     add_ray_flag(serve)
     add_state_dir(serve)
@@ -67,7 +69,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if isinstance(item, RunFinished):
             print(f"{item.run_id[:8]}: {item.verdict}", flush=True)
 
-    queue = RunQueue(Session(root, runner=runners[0]), Options(arch=args.arch, force_cpu=args.cpu), told,
+    queue = RunQueue(Session(root, runner=runners[0]), Options(arch=args.arch, force_cpu=args.cpu,
+                                                                allow_network=args.allow_network), told,
                      runners=runners)  # warm from the start: the first caller gets a ready worker
     queue.start()
     server.serve(queue)

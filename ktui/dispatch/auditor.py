@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from ktui.dispatch.readable import ReadRules
 from ktui.dispatch.runner import WorkerProcess
 from ktui.protocol.events import ERROR, FAILED, Event, Output, RunFinished, RungFinished, event_from_json
 from ktui.protocol.files import write_atomic
@@ -210,6 +211,7 @@ class AuditConfig:
     """How ``WorkerProcess`` starts the audit process instead of the worker."""
 
     options: AuditOptions
+    readable: tuple[str, ...] = ()  # the workspaces (and files elsewhere) it reads (``dispatch.readable``)
 
     def argv(self) -> list[str]:
         args = [sys.executable, "-m", "ktui.worker.audit", "--timeout", f"{self.options.step_timeout_s:g}"]
@@ -230,6 +232,7 @@ class Auditor:
     def __init__(self, options: AuditOptions | None = None):
         self.options = options or AuditOptions()
         self._process: WorkerProcess | None = None
+        self._reads = ReadRules()  # what its process may read: the workspaces audited so far
         self._lock = threading.Lock()  # ``cancel`` comes from another thread
         self._cancelled = False
         self.not_cached = ""  # why the last verdict could not be cached (a read-only workspace), if it could not
@@ -252,6 +255,8 @@ class Auditor:
                   root=str(target.root), version=0, content_hash=digest, source=source, run_dir="",
                   options=Options(arch=self.options.arch, force_cpu=self.options.force_cpu, seed=self.options.seed),
                   format=target.format, problem=dict(target.problem))
+        if self._reads.admit(job):  # its confinement is fixed at its start: one that may not read this is replaced
+            self._discard()
         events: list[Event] = []
         for event in self._follow(job):
             if not isinstance(event, Output):
@@ -306,7 +311,7 @@ class Auditor:
     def _ready(self) -> WorkerProcess:
         if self._process is None or not self._process.alive():
             self._discard()
-            process = WorkerProcess(AuditConfig(self.options))  # type: ignore[arg-type]
+            process = WorkerProcess(AuditConfig(self.options, self._reads.paths))  # type: ignore[arg-type]
             with self._lock:
                 self._process, cancelled = process, self._cancelled
             if cancelled:  # cancelled while it started: it never gets a job

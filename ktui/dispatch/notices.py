@@ -40,7 +40,7 @@ class RunnerReady(Notice):
     arch: str
     gpus: tuple[str, ...] = ()  # with several GPUs: the index of each, one worker per GPU
     confined: bool | None = None  # whether the worker confines user code (``ktui.worker.confine``)
-    confinement: str = ""  # "landlock ABI 7" or "not confined: <why>"
+    confinement: str = ""  # "landlock ABI 7: writes, reads, network, signals" or "not confined: <why>" (protocol.sandbox)
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from typing import Any, Iterator, Protocol
 
 from ktui.dispatch import stacks
 from ktui.dispatch.proc import child_env, end_tree
+from ktui.dispatch.readable import ReadRules
 from ktui.measure.masks import unmasked_of, with_hint
 from ktui.protocol import processes, statedir
 from ktui.protocol.events import (
@@ -67,7 +68,10 @@ class WorkerConfig:
     gpu_uuid: str = ""
     pin_gpu: bool = False  # the worker sees only ``gpu`` (CUDA_VISIBLE_DEVICES): one worker per GPU
     writable: tuple[str, ...] = ()  # the ``.ktui/runs`` folders its runs write (``ktui.worker.confine``)
+    readable: tuple[str, ...] = ()  # the workspaces (and files elsewhere) its runs read (``dispatch.readable``)
     compile_ahead: bool = False  # a session's worker (watch, serve, MCP): keep compile-ahead helpers
+    allow_network: bool = False  # user code may use the network (``--allow-network``)
+    fresh_caches: bool = False  # compiler caches of its own, removed with it (a strict run's worker)
 
     def env(self) -> dict[str, str]:
         return {"CUDA_VISIBLE_DEVICES": self.gpu} if self.pin_gpu and self.gpu else {}
@@ -80,6 +84,10 @@ class WorkerConfig:
             args.append("--cpu")
         if self.compile_ahead:
             args.append("--compile-ahead")
+        if self.allow_network:
+            args.append("--allow-network")
+        if self.fresh_caches:
+            args.append("--fresh-caches")
         return args
 
 
@@ -96,8 +104,9 @@ class WorkerProcess:
         # Its private temp folder is made and removed here: confined, it could not remove it itself.
         self.tmp = tempfile.mkdtemp(prefix="ktui-worker-")
         writable = os.pathsep.join(getattr(config, "writable", ()))
+        readable = os.pathsep.join(getattr(config, "readable", ()))
         env = child_env({**_tree_env(self.token), **pinned, processes.TMP_ENV: self.tmp,
-                         processes.WRITABLE_ENV: writable})
+                         processes.WRITABLE_ENV: writable, processes.READABLE_ENV: readable})
         self.proc = subprocess.Popen(
             config.argv(),
             stdin=subprocess.PIPE,
@@ -235,6 +244,7 @@ class LocalRunner:
         self._cancelled = threading.Event()
         self._cancel_reason = REPLACED
         self._run_id = ""  # the job in flight (or last run)
+        self._reads = ReadRules(self.config.readable)
         if prestart:
             self._ensure_worker()
 
@@ -289,8 +299,8 @@ class LocalRunner:
             self._cancelled.clear()
             self._cancel_reason = REPLACED
         fresh = self.fresh_each_run or job.options.strict
-        widened = self._allow_writes(job)
-        if fresh or widened:  # strict: nothing a previous version left in the process survives
+        widened = [self._allow_writes(job), self._allow_reads(job), self._sandbox_for(job)]
+        if fresh or any(widened):  # strict: nothing a previous version left in the process survives
             self._discard_worker()
         worker = self._ensure_worker()
         info = worker.info
@@ -339,6 +349,23 @@ class LocalRunner:
         if runs is None or str(runs) in self.config.writable:
             return False
         self.config = dataclasses.replace(self.config, writable=(*self.config.writable, str(runs)))
+        return True
+
+    def _allow_reads(self, job: Job) -> bool:
+        """Let the workers read the job's workspace (``dispatch.readable``); True when the warm one
+        may not yet, or reads it as it was before a new entry or a replaced file."""
+        replace = self._reads.admit(job)
+        if self._reads.paths != self.config.readable:
+            self.config = dataclasses.replace(self.config, readable=self._reads.paths)
+        return replace
+
+    def _sandbox_for(self, job: Job) -> bool:
+        """The network and the compiler caches the job's options ask for (``--allow-network``; a
+        strict run's caches of its own); True when the warm worker was confined otherwise."""
+        wanted = {"allow_network": job.options.allow_network, "fresh_caches": job.options.strict}
+        if all(getattr(self.config, name) == value for name, value in wanted.items()):
+            return False
+        self.config = dataclasses.replace(self.config, **wanted)
         return True
 
     def _follow(self, worker: WorkerProcess, job: Job, started: float) -> Iterator[Event]:

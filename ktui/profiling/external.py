@@ -14,7 +14,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Callable
 
 from ktui.dispatch.proc import child_env
@@ -24,11 +24,11 @@ from ktui.measure.tools import ToolFailed
 from ktui.profiling.hosts import CannotRun, LocalHost, ToolHost, ToolRun, run_tool
 from ktui.profiling.ncu import shape_text
 from ktui.protocol.job import Job, Options
-from ktui.protocol.processes import describe_exit
+from ktui.protocol.processes import READABLE_ENV, describe_exit
 from ktui.workspace.kernels import Kernel, ProblemError, kernel_for, state_dir
 
 __all__ = ["CannotRun", "Target", "ToolFailed", "ToolRun", "child_env", "describe_exit", "find", "preflight",
-           "prepare", "require_gpu", "require_loaded", "require_visible_gpu", "run_tool"]
+           "prepare", "require_gpu", "require_loaded", "require_visible_gpu", "run_tool", "tool_env"]
 
 PREFLIGHT_TIMEOUT_S = 240.0  # importing torch + triton + the kernel on a cold machine
 
@@ -71,6 +71,12 @@ class Target:
     def close(self) -> None:
         shutil.rmtree(self.workdir, ignore_errors=True)
         self.host.close()
+
+
+def tool_env(tool: str) -> dict[str, str]:
+    """What the target needs to run under ``tool``: its install folder read (the libraries it
+    injects into the process it wraps), beside the job's workspace (``ktui.worker.confine``)."""
+    return {READABLE_ENV: str(PurePosixPath(tool).parent)}
 
 
 def find(host: ToolHost, name: str, env_var: str, patterns: tuple[str, ...], missing: str) -> str:

@@ -35,6 +35,7 @@ from ktui.profiling.external import (
     require_gpu,
     require_loaded,
     require_visible_gpu,
+    tool_env,
 )
 from ktui.profiling.hosts import LocalHost, ToolHost
 from ktui.profiling.ncu import source as ncu_source
@@ -152,7 +153,7 @@ def run_ncu(target: Target, ncu: str, options: ProfileOptions, progress: Progres
     result_path = target.on_host("result.json")
     argv = target.argv("ncu", result_path, shape=options.shape, warmup=options.warmup, seed=options.seed)
     run = target.host.run(ncu_command(ncu, options, target.in_run_dir(ncu_summary.REPORT_STEM), argv),
-                          options.timeout_s)
+                          options.timeout_s, tool_env(ncu))
     result = target.result(result_path)
     target.host.collect()  # the report comes back into the local run folder
     (target.run_dir / "ncu.log").write_text(run.output)

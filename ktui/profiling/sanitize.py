@@ -24,6 +24,7 @@ from ktui.profiling.external import (
     require_gpu,
     require_loaded,
     require_visible_gpu,
+    tool_env,
 )
 from ktui.profiling.hosts import LocalHost, ToolHost
 from ktui.profiling.ncu import shape_text
@@ -176,7 +177,7 @@ def sanitize(path: Path, tool: str = "memcheck", timeout_s: float = DEFAULT_TIME
         result_path = target.on_host("result.json")
         argv = [sanitizer, "--tool", tool, "--print-limit", "100",
                 *target.argv("sanitize", result_path, shape=0)]
-        run = target.host.run(argv, timeout_s, {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"})
+        run = target.host.run(argv, timeout_s, {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", **tool_env(sanitizer)})
         target.host.collect()
         log = target.run_dir / LOG_FILE
         log.write_text(run.output)

@@ -113,8 +113,8 @@ class RunStarted(Event):
     strict: bool = False
     gpu: str = ""  # which GPU of the host ran it (its index), "" when not known or the CPU tier
     gpu_uuid: str = ""
-    confined: bool | None = None  # whether user code could write only its run folder (None: not known)
-    confinement: str = ""  # "landlock ABI 7" or "not confined: <why>"
+    confined: bool | None = None  # whether user code ran in its sandbox (None: not known)
+    confinement: str = ""  # the protections that held, "landlock ABI 7: writes, reads, network, signals" (docs/sandbox.md), or "not confined: <why>"
 
 
 @dataclass

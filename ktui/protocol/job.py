@@ -63,6 +63,7 @@ class Options:
     force_cpu: bool = False  # run the CPU tier even where a GPU exists
     benchmark: bool = True
     strict: bool = False
+    allow_network: bool = False  # user code may use the network (``--allow-network``): closed otherwise
     seed: int | None = None  # base seed; None draws a fresh one for every run
     fresh_shapes: int = 2  # shapes the fresh-shapes rung derives from TESTS; 0 turns it off
     timeouts: dict[str, float] = field(default_factory=dict)

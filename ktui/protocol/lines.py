@@ -10,6 +10,7 @@ import math
 import os
 from typing import Any
 
+from ktui.protocol import sandbox
 from ktui.protocol.events import compile_only_text
 from ktui.protocol.job import rung_family
 from ktui.protocol.rungs import RUNGS
@@ -175,8 +176,9 @@ def summary_line(kernel: str, version: int, verdict: str, summary: dict[str, Any
         parts.append(message.splitlines()[0])
     if tier not in ("", "-"):
         parts.append(f"{tier} {arch}")
-    if summary.get("confined") is False:
-        parts.append(summary.get("confinement") or "not confined")
+    warning = sandbox.warning(summary.get("confined"), summary.get("confinement") or "")
+    if warning:
+        parts.append(warning)
     place = summary.get("ran_on") or {}  # `ktui run --ray`: the node and GPU that ran it
     if place.get("node"):
         parts.append(f"on {place['node']}" + (f" gpu {place['gpu']}" if place.get("gpu") is not None else ""))
@@ -205,8 +207,10 @@ def roofline_parts(summary: dict[str, Any]) -> list[str]:
 
 
 def confinement_note(confined: bool | None, confinement: str) -> str:
-    """`` · not confined: <why>`` where user code could write outside its run folder; else nothing."""
-    return f" · {confinement or 'not confined'}" if confined is False else ""
+    """`` · not confined: <why>`` where user code ran unconfined, the whole sandbox line where a
+    protection did not hold; else nothing (``protocol.sandbox``)."""
+    warning = sandbox.warning(confined, confinement)
+    return f" · {warning}" if warning else ""
 
 
 RATIO_FROM_GB = 1.0  # problems smaller than this show their peak beside their footprint, without a ratio

@@ -40,6 +40,9 @@ PARENT_ENV = "KTUI_WORKER_PARENT"  # the pid of the process that started the wor
 # Confinement (ktui.worker.confine): the parent names what a worker may write and its temp folder.
 NO_CONFINE_ENV = "KTUI_NO_CONFINE"  # "1": run user code unconfined
 WRITABLE_ENV = "KTUI_WRITABLE"  # folders (os.pathsep) a worker's runs write: the workspaces' .ktui/runs
+# Folders and files (os.pathsep) a worker's runs read: the workspaces (a folder is read as
+# ``statedir.readable_entries`` says: never its state folder), a reference kept elsewhere.
+READABLE_ENV = "KTUI_READABLE"
 TMP_ENV = "KTUI_TMP"  # the worker's private temp folder, made and removed by the parent
 COMPILE_AHEAD_ENV = "KTUI_COMPILE_AHEAD"  # N: a session's worker keeps N compile-ahead helpers, 0 none (ktui.worker.ahead)
 MAX_COMPILE_AHEAD = 8

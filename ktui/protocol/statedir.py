@@ -12,13 +12,21 @@ Everything ktui shows is also a file here, for agents to read::
 What outlives one workspace (what is the same for every workspace of one user on one machine)
 lies in the user's own folder, ``user_dir()``::
 
-    <user_dir>/calibration/<device key>.json   one GPU kind's measured ceilings and launch floor
+    <user dir>/calibration/<device key>.json   one GPU kind's measured ceilings and launch floor
+    <user dir>/compilers/               the compiler caches user code may write (Triton's, TileLang's,
+                                        CuTeDSL's, CUDA's, torch's): ktui's own, used only by confined
+                                        processes (``ktui.worker.confine.caches``)
+
+What user code may read of a workspace is every entry of its root but the state folder and hidden
+ones (``readable_entries``): the kernels, the references and their helpers, never ``.ktui/``
+beyond the run folders it writes.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Iterable
 
 STATE_DIR = ".ktui"
 STATE_DIR_ENV = "KTUI_STATE_DIR"  # ``--state-dir``: the folder used instead of ``<root>/.ktui``
@@ -98,6 +106,30 @@ def audit_file(state: Path, reference_hash: str) -> Path:
 
 def calibration_file(root: Path) -> Path:
     return Path(root) / STATE_DIR / CALIBRATION
+
+
+def readable_entries(folder: Path, states: Iterable[Path] = ()) -> list[Path]:
+    """What user code may read of a workspace ``folder``: its entries but hidden ones (``.ktui``,
+    ``.git``, a dotfile), ``states`` (a ``--state-dir`` inside it) and folders holding a state
+    folder of their own (another workspace); none where it cannot be listed."""
+    refused = {Path(s).resolve() for s in states}
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    entries = []
+    for name in names:
+        entry = Path(folder) / name
+        if name.startswith(".") or entry.resolve() in refused or (entry / STATE_DIR).is_dir():
+            continue
+        entries.append(entry)
+    return entries
+
+
+def compiler_caches() -> Path:
+    """ktui's compiler caches, shared by the confined processes of every workspace of this user;
+    not created."""
+    return user_dir() / "compilers"
 
 
 def user_dir() -> Path:

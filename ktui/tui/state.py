@@ -14,6 +14,7 @@ from typing import Any, Callable
 from ktui.dispatch.notices import JobProblem, Notice, QueueChanged, RunnerReady
 from ktui.history.best import best_version
 from ktui.history.store import Store
+from ktui.protocol import sandbox
 from ktui.protocol.events import (
     PASSED,
     Event,
@@ -363,8 +364,9 @@ class DashboardState:
 
 
 def unconfined_text(confined: bool | None, confinement: str) -> str:
-    """What the status line warns of: "" when confined or not known."""
-    return (confinement or "not confined") if confined is False else ""
+    """What the status line warns of: "" when every protection of the sandbox held or nothing is
+    known, else what did not (``protocol.sandbox``)."""
+    return sandbox.warning(confined, confinement)
 
 
 # One handler per event and notice type; anything else changes nothing on screen (``output``).

@@ -29,7 +29,7 @@ from typing import IO
 from ktui.protocol import processes
 from ktui.protocol.statedir import user_calibrations
 from ktui.worker import stack_request
-from ktui.worker.confine import confine, writable_from_env
+from ktui.worker.confine import confine, readable_from_env, writable_from_env
 
 
 def protocol_channel() -> IO[str]:
@@ -51,10 +51,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpu", action="store_true", help="run the CPU tier even if a GPU is present")
     parser.add_argument("--compile-ahead", action="store_true",
                         help="keep helpers that compile a run's other shapes ahead (ktui.worker.ahead)")
+    parser.add_argument("--allow-network", action="store_true", help="let user code use the network")
+    parser.add_argument("--fresh-caches", action="store_true",
+                        help="compiler caches of its own, removed with it (a strict run's worker)")
     args = parser.parse_args(argv)
     phases = StartPhases()
     # First of all: Landlock binds this thread and those it starts, not threads already running.
-    confinement = confine([*writable_from_env(), user_calibrations()])
+    confinement = confine([*writable_from_env(), user_calibrations()], readable_from_env(), fresh_caches=args.fresh_caches,
+                          network_allowed="--allow-network" if args.allow_network else "")
     # A kernel past its time limit: the parent asks for every thread's Python stack before the
     # kill (see ktui.dispatch.stacks), written on the stderr pipe whatever user code does to
     # sys.stderr; before any other thread starts (see ktui.worker.stack_request).

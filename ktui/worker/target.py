@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ktui.protocol.processes import NVTX_RANGE
 from ktui.protocol.statedir import runs_root
-from ktui.worker.confine import confine, writable_from_env
+from ktui.worker.confine import confine, readable_from_env, writable_from_env
 
 MODES = ("check", "ncu", "sanitize", "sections")
 
@@ -44,8 +44,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tests", action="store_true", help="check: index into TESTS, as sanitize does")
     args = parser.parse_args(argv)
     # Before any user code and any thread: only the result, Proton's output and the run folders
-    # may be written (``ktui.worker.confine``); the temp folder lives in the result's private folder.
-    confinement = confine(_writable(args), tmp_inside=args.result.parent)
+    # may be written, only the job's workspace read (``ktui.worker.confine``); the temp folder lives
+    # in the result's private folder. Under ncu or compute-sanitizer the network and /dev/shm stay
+    # open: how the tool talks to the process it wraps is the tool's.
+    tool = {"ncu": "Nsight Compute", "sanitize": "compute-sanitizer"}
+    confinement = confine(_writable(args), _readable(args), tmp_inside=args.result.parent,
+                          wrapped_by=tool.get(args.mode, ""))
     result: dict = {"ok": False, "mode": args.mode, **confinement.to_json()}
     try:
         run(args, result)
@@ -58,13 +62,29 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if result.get("ok") else 1
 
 
+def _job(args: argparse.Namespace) -> dict:
+    try:
+        job = json.loads(args.job.read_text())
+    except (OSError, ValueError):
+        return {}  # the job is read again in ``run``, which says what is wrong with it
+    return job if isinstance(job, dict) else {}
+
+
 def _writable(args: argparse.Namespace) -> list[Path]:
     folders = [args.result.parent] + ([args.output.parent] if args.output else [])
-    try:
-        runs = runs_root(json.loads(args.job.read_text()).get("run_dir") or "")
-    except (OSError, ValueError):
-        runs = None  # the job is read again in ``run``, which says what is wrong with it
+    runs = runs_root(_job(args).get("run_dir") or "")
     return folders + ([runs] if runs else []) + writable_from_env()
+
+
+def _readable(args: argparse.Namespace) -> list[Path]:
+    """The job's workspace, and its kernel, reference and modules where they lie outside it; the
+    tool's own folder when the parent names it (``READABLE_ENV``)."""
+    job = _job(args)
+    root = Path(job.get("root") or "/nonexistent")
+    named = [job.get("kernel_path"), job.get("reference_path"), *(job.get("reference_modules") or {}).values(),
+             *((job.get("problem") or {}).get("modules") or {}).values()]
+    outside = [Path(p) for p in named if p and not Path(p).is_relative_to(root)]
+    return ([root] if job.get("root") else []) + outside + readable_from_env()
 
 
 def _write(path: Path, result: dict) -> None:

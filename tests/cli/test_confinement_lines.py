@@ -1,4 +1,5 @@
-"""A run's header and summary line say when user code was not confined, and nothing when it was."""
+"""A run's header and summary line say when user code was not confined or a protection of its
+sandbox did not hold, and nothing when every one held."""
 
 import pytest
 
@@ -28,7 +29,17 @@ def test_an_unconfined_run_names_why_in_its_header_and_summary(capsys):
     assert summary == f"add v2 passed · cpu sm_90a · {why} · 1.0 s"
 
 
-def test_a_confined_run_adds_nothing_to_its_lines(capsys):
-    header, summary = _print(_start(True, "landlock ABI 7"), {"confined": True, "confinement": "landlock ABI 7"}, capsys)
+def test_a_run_where_every_protection_held_adds_nothing_to_its_lines(capsys):
+    held = "landlock ABI 7: writes, reads, network, signals"
+    header, summary = _print(_start(True, held), {"confined": True, "confinement": held}, capsys)
     assert "confined" not in header and "landlock" not in header
     assert summary == "add v2 passed · cpu sm_90a · 1.0 s"
+
+
+@pytest.mark.parametrize("line", ["landlock ABI 5: writes, reads, network; not held: signals and abstract sockets "
+                                  "(Landlock ABI 6)",
+                                  "landlock ABI 7: writes, reads, signals; network allowed: --allow-network"])
+def test_a_protection_that_did_not_hold_is_named_in_the_header_and_summary(capsys, line):
+    header, summary = _print(_start(True, line), {"confined": True, "confinement": line}, capsys)
+    assert header.endswith(f"sm_90a · {line}")
+    assert summary == f"add v2 passed · cpu sm_90a · {line} · 1.0 s"

@@ -38,6 +38,15 @@ def test_an_unconfined_worker_is_named_on_the_status_line_and_a_confined_one_is_
     assert state.unconfined == WHY
 
 
+def test_a_protection_that_did_not_hold_is_named_on_the_status_line():
+    state = _state()
+    open_network = "landlock ABI 7: writes, reads, signals; network allowed: --allow-network"
+    state.apply(_start(True, open_network))
+    assert state.unconfined == open_network
+    state.apply(_start(True, "landlock ABI 7: writes, reads, network, signals"))
+    assert state.unconfined == ""
+
+
 def test_stopped_reruns_are_said_until_the_kernel_runs_again():
     state = _state()
     stopped = RerunsStopped("add", "/ws/kernels/add.py", "kernel add kept rewriting kernels/add.py …")

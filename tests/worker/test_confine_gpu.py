@@ -1,11 +1,17 @@
-"""Confined on the GPU: CUDA, Triton and CuTeDSL work under the Landlock ruleset, every shipped
-kernel passes, and a kernel still cannot rewrite the history.
+"""Confined on the GPU: CUDA, NVML, Triton, CuTeDSL and TileLang work under the Landlock ruleset and
+the seccomp filter (the GPU's device nodes, /proc/driver/nvidia, /sys, the driver's libraries, its
+threads' names in /proc: ``ktui.worker.confine.rules``), every shipped kernel passes, and a kernel
+still cannot rewrite the history or reach out of its sandbox.
 
 Run on a CUDA machine with ``python -m pytest -m gpu tests/worker/test_confine_gpu.py``.
 """
 
 import json
+import os
+import socket
 import sqlite3
+import subprocess
+import sys
 
 import pytest
 from conftest import REPO, by_kernel, finished, ktui, make_workspace, parse_events, rungs
@@ -19,7 +25,8 @@ from ktui.protocol.processes import NO_CONFINE_ENV
 pytestmark = [pytest.mark.gpu, pytest.mark.worker, pytest.mark.timeout(540)]
 
 SHIPPED = sorted(p.stem for p in (REPO / "kernels").glob("*.py"))
-DENIED = ("Permission denied", "PermissionError", "Read-only file system", "readonly database")
+DENIED = ("Permission denied", "PermissionError", "Read-only file system", "readonly database",
+          "unable to open database")
 
 
 @pytest.fixture(scope="module")
@@ -27,9 +34,12 @@ def confined_gpu_run(tmp_path_factory):
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
-    root = make_workspace(tmp_path_factory.mktemp("confined_gpu"), kernels=SHIPPED, hacks=["rewrites_history"])
-    proc = ktui("run", "--no-audit", "--json", "-v", "--seed", "2", "--bench-time", "1", "kernels/", cwd=root, timeout=1800,
-                env={NO_CONFINE_ENV: ""})
+    root = make_workspace(tmp_path_factory.mktemp("confined_gpu"), kernels=SHIPPED,
+                          hacks=["rewrites_history", "reaches_out"])
+    with socket.create_server(("127.0.0.1", 0)) as listener:  # what the hack would reach, were the network open
+        (root / "kernels" / "hack_reaches_out.port").write_text(str(listener.getsockname()[1]))
+        proc = ktui("run", "--no-audit", "--json", "-v", "--seed", "2", "--bench-time", "1", "kernels/", cwd=root,
+                    timeout=1800, env={NO_CONFINE_ENV: ""})
     return root, proc, by_kernel(parse_events(proc.stdout))
 
 
@@ -54,7 +64,7 @@ def test_a_kernel_cannot_rewrite_the_history_on_the_gpu(confined_gpu_run):
     root, _, kernels = confined_gpu_run
     hack = kernels["hack_rewrites_history"]
     assert finished(hack)["verdict"] == "failed"
-    assert "readonly database" in json.dumps(finished(hack)["summary"]), finished(hack)
+    assert "unable to open database" in json.dumps(finished(hack)["summary"]), finished(hack)
     db = sqlite3.connect(root / ".ktui" / "history.db")
     try:
         verdicts = dict(db.execute("SELECT kernel, verdict FROM runs"))
@@ -62,6 +72,62 @@ def test_a_kernel_cannot_rewrite_the_history_on_the_gpu(confined_gpu_run):
         db.close()
     assert verdicts["hack_rewrites_history"] == "failed"
     assert all(verdicts[name] == "passed" for name in SHIPPED)
+
+
+def test_a_kernel_reaches_nothing_outside_its_sandbox_on_the_gpu(confined_gpu_run):
+    _, _, kernels = confined_gpu_run
+    events = kernels["hack_reaches_out"]
+    reached = dict(e["text"].removeprefix("reach ").split(": ", 1) for e in events
+                   if e["type"] == "output" and e["text"].startswith("reach "))
+    assert reached["history"] == reached["owner token"] == reached["shm"] == "PermissionError", reached
+    assert reached["tcp"] == reached["udp"] == "OSError", reached
+    assert finished(events)["verdict"] == "passed"
+
+
+GPU_PROBE = r"""
+import json, sys
+from pathlib import Path
+from ktui.worker.confine import confine
+
+status = confine([Path(sys.argv[1])])
+report = {"status": status.to_json()}
+import torch
+import triton
+import triton.language as tl
+
+@triton.jit
+def twice(x_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(x_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) * 2, mask=mask)
+
+x = torch.ones(4096, device="cuda")
+twice[(4,)](x, x.numel(), BLOCK=1024)
+report["triton"] = float(x.sum())
+report["driver"] = Path("/proc/driver/nvidia/version").read_text().split()[0]
+try:
+    import pynvml
+    pynvml.nvmlInit()
+    report["nvml"] = pynvml.nvmlDeviceGetCount()
+except ImportError:
+    report["nvml"] = "not installed"
+print(json.dumps(report))
+"""
+
+
+def test_a_confined_process_reaches_the_gpu_through_cuda_nvml_and_triton(tmp_path):
+    """What CUDA needs is allowed by construction: the device nodes, the driver's /proc and /sys
+    entries and libraries, NVML, and its threads' names in /proc."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    proc = subprocess.run([sys.executable, "-c", GPU_PROBE, str(tmp_path)], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PYTHONPATH": str(REPO), NO_CONFINE_ENV: ""})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout.splitlines()[-1])
+    assert report["status"]["confined"] is True, report
+    assert report["triton"] == 8192.0 and report["driver"] == "NVRM"
+    assert report["nvml"] == "not installed" or report["nvml"] >= 1
 
 
 def test_every_cubin_is_disassembled_as_nvdisasm_prints_it_with_its_dataflow_analysis(confined_gpu_run):

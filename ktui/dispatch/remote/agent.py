@@ -39,9 +39,12 @@ def launch(args: list[str]) -> int:
     env[processes.PARENT_ENV] = str(os.getpid())
     # The worker starts in <base>/ws; its runs' folders are <base>/runs/<run id> (RemoteRunner.stage):
     # the one folder its confinement lets it write, besides its temp folder and the caches.
-    runs = os.path.join(os.path.dirname(os.getcwd()), "runs")
+    base = os.path.dirname(os.getcwd())
+    runs = os.path.join(base, "runs")
     os.makedirs(runs, exist_ok=True)
     env[processes.WRITABLE_ENV] = runs
+    # What its runs read: the workspace, and the GPU MODE modules kept outside it (RemoteRunner._send_outside).
+    env[processes.READABLE_ENV] = os.pathsep.join([os.getcwd(), os.path.join(base, "outside")])
     worker = subprocess.Popen([sys.executable, "-m", "ktui.worker.main", *args], env=env, start_new_session=True)
     sys.stderr.write(f"{PID_MARK}{worker.pid}{MARK_END}\n")
     sys.stderr.flush()

@@ -20,7 +20,7 @@ from typing import Callable
 
 from ktui.protocol import processes
 from ktui.protocol.events import ERROR
-from ktui.worker.confine import confine, writable_from_env
+from ktui.worker.confine import confine, readable_from_env, writable_from_env
 from ktui.worker.main import protocol_channel
 
 
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fast", action="store_true", help="only the fast checks (ktui run's first audit)")
     args = parser.parse_args(argv)
     # First of all, before any thread: the reference writes nothing but temp files (``ktui.worker.confine``).
-    confinement = confine(writable_from_env())
+    confinement = confine(writable_from_env(), readable_from_env())
     channel = protocol_channel()
     sys.dont_write_bytecode = True  # the audit writes nothing outside .ktui/, not even a problem's __pycache__
     processes.become_subreaper()

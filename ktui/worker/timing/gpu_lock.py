@@ -9,7 +9,7 @@ correctness check or a compile that another process runs while one times. A work
 (two checkouts, a test suite in several processes, two users).
 
 It is a readers-writer lock of advisory ``flock`` s on files named by the GPU's UUID in
-``/dev/shm/ktui-gpu-locks`` — beneath ``/dev``, which a confined worker may write
+``/dev/shm/ktui-gpu-locks`` — the one folder of ``/dev/shm`` a confined worker may write
 (``ktui.worker.confine``), and shared by every process of the host that shares its ``/dev/shm``:
 
 - a timed section (``take``: a benchmark, a profiler's profiled call) holds ``<gpu>.lock``
@@ -96,6 +96,14 @@ def _descriptor(path: Path) -> int:
                 fd = os.open(path, os.O_RDONLY | flags)  # another user's file: flock needs only a read
         _open[path] = fd
     return _open[path]
+
+
+def prepare() -> Path:
+    """The lock folder, made if missing: a confined process (``ktui.worker.confine``) may write in
+    it and nowhere else of ``/dev/shm``, so it is made before the process is confined."""
+    folder = lock_dir()
+    _folder(folder)
+    return folder
 
 
 def _folder(folder: Path) -> None:
