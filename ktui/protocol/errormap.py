@@ -85,12 +85,16 @@ def grid_dims(rows: int, cols: int) -> tuple[int, int, int, int]:
     return grid_rows, grid_cols, cell_rows, cell_cols
 
 
-def cell_char(kind: str, share: float) -> str:
-    """The character of a cell whose most severe kind is ``kind`` and whose share of mismatching elements is ``share``."""
-    if share <= 0:
-        return CLEAN
-    level = min(LEVELS, max(1, math.ceil(share * LEVELS - 1e-9)))
-    return LEVEL_CHARS[kind][level - 1]
+def level_of(mismatched: int, elements: int) -> int:
+    """A cell's level: the share of its ``elements`` that mismatch, in ninths rounded up (0: none)."""
+    if mismatched <= 0:
+        return 0
+    return min(LEVELS, -(-LEVELS * mismatched // elements))
+
+
+def cell_char(kind: str | None, level: int) -> str:
+    """The character of a cell whose most severe kind is ``kind`` at ``level`` (``level_of``)."""
+    return LEVEL_CHARS[kind][level - 1] if kind and level > 0 else CLEAN
 
 
 def read_cell(char: str) -> tuple[str | None, int]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ktui.protocol.errormap import MAX_DESCRIPTION, MAX_JSON_BYTES, SEVERITY, ErrorMap, cell_char, grid_dims
+from ktui.protocol.errormap import LEVELS, MAX_DESCRIPTION, MAX_JSON_BYTES, SEVERITY, ErrorMap, cell_char, grid_dims
 from ktui.worker import errorpatterns
 from ktui.worker.metrics import chunk_elements, flat_chunks, noise_floor, thresholds_for
 from ktui.worker.tier import POISON_BITS
@@ -29,7 +29,7 @@ KIND_CODES = {"wrong": 1, "nan": 2, "inf": 3, "unwritten": 4}
 # noise floor near zero): correct kernels stay within one or two.
 MAP_STEPS = 4
 MOST_SLICES = 1 << 20  # leading slices counted one by one up to this many (the count vector's length)
-FIRST_KEPT = 4  # the first mismatching positions kept: a handful of elements is named, not patterned
+FIRST_KEPT = errorpatterns.FEW  # the first mismatching positions kept: a handful of elements is named, not patterned
 
 
 @dataclass
@@ -116,22 +116,36 @@ def reduce(out: torch.Tensor, ref: torch.Tensor, tolerances: dict | None = None,
 
 def _codes(o: torch.Tensor, r: torch.Tensor, atol: float, rtol: float, poison: tuple | None) -> torch.Tensor:
     """Each element's kind code (0: right), as ``metrics.compare`` judges it: NaN where the
-    reference is finite, or a NaN/Inf pattern the reference does not have, is never right."""
-    code = torch.zeros(o.shape, dtype=torch.uint8, device=o.device)
-    if o.dtype.is_floating_point:
-        o64, r64 = o.to(torch.float64), r.to(torch.float64)
-        # |o - r| > atol + rtol·|r|, false for NaN: the non-finite cases are coded after
-        code.masked_fill_((o64 - r64).abs_() > r64.abs().mul_(rtol).add_(atol), KIND_CODES["wrong"])
-        same = (o64 == r64) | (torch.isnan(o64) & torch.isnan(r64))
-        code.masked_fill_(~torch.isfinite(r64) & ~same & torch.isfinite(o64), KIND_CODES["wrong"])
-        code.masked_fill_(torch.isinf(o64) & ~same, KIND_CODES["inf"])
-        code.masked_fill_(torch.isnan(o64) & ~same, KIND_CODES["nan"])
-        del o64, r64, same
-    else:
-        code.masked_fill_(o != r, KIND_CODES["wrong"])
+    reference is finite, or a NaN/Inf pattern the reference does not have, is never right. Where
+    every value of both is finite (the common case) the tolerance test alone decides."""
+    if not o.dtype.is_floating_point:
+        return torch.ne(o, r).view(torch.uint8)
+    # |o - r| > atol + rtol·|r| in float64, as compare judges it (two float64 temporaries; false for
+    # a NaN, which the slow path below codes)
+    diff = o.to(torch.float64, copy=True).sub_(r).abs_()
+    code = torch.gt(diff, r.to(torch.float64, copy=True).abs_().mul_(rtol).add_(atol), out=diff.new_empty(
+        diff.shape, dtype=torch.bool)).view(torch.uint8)
+    del diff
+    finite_ref = bool(torch.isfinite(r).all())
+    if finite_ref and bool(torch.isfinite(o).all()):
+        return code
+    if finite_ref:  # every NaN or Inf of the output is a mismatch
+        code.masked_fill_(torch.isinf(o), KIND_CODES["inf"])
+        code.masked_fill_(torch.isnan(o), KIND_CODES["nan"])
+    else:  # where the reference is not finite, the output must hold the same NaN or Inf
+        same = (o == r) | (torch.isnan(o) & torch.isnan(r))
+        code.masked_fill_(~torch.isfinite(r) & ~same & torch.isfinite(o), KIND_CODES["wrong"])
+        code.masked_fill_(torch.isinf(o) & ~same, KIND_CODES["inf"])
+        code.masked_fill_(torch.isnan(o) & ~same, KIND_CODES["nan"])
+        del same
     if poison is not None:
         code.masked_fill_(o.view(poison[0]) == poison[1], KIND_CODES["unwritten"])
     return code
+
+
+# A chunk with more than this share of mismatches is counted as whole rows (sums along its rows
+# and columns), fewer by their positions (``nonzero``): either way the counts are the same.
+DENSE = 1 / 16
 
 
 class _Counts:
@@ -144,13 +158,32 @@ class _Counts:
         self.per_row, self.per_col = zeros(rows), zeros(cols)
         self.per_slice = zeros(slices) if slices <= MOST_SLICES else None
         self.per_offset = zeros(rows + cols - 1) if rows > 1 and cols > 1 else None
+        # more mismatches than three whole diagonals hold: no diagonal rule can name them
+        self.on_diagonals = errorpatterns.FEW_RUNS * min(rows, cols) * slices
         self.cells = zeros(len(KIND_CODES) * self.grid_rows * self.grid_cols)
         self.first: list[int] = []
+        self.count = 0
 
     def add(self, offset: int, code: torch.Tensor) -> None:
-        where = torch.nonzero(code).flatten()
-        if not where.numel():
+        kinds = torch.bincount(code, minlength=len(KIND_CODES) + 1).tolist()
+        found = sum(kinds[1:])
+        if not found:
             return
+        self.count += found
+        if self.count > self.on_diagonals:
+            self.per_offset = None
+        rows_whole = offset % self.cols == 0 and code.numel() % self.cols == 0
+        # positions are needed while the mismatches may still be few enough to name one by one,
+        # or may lie on a few diagonals
+        named = self.count <= errorpatterns.FEW or self.per_offset is not None
+        if rows_whole and found > DENSE * code.numel() and not named:
+            self._add_rows(offset, code, kinds)
+        else:
+            self._add_positions(offset, code)
+
+    def _add_positions(self, offset: int, code: torch.Tensor) -> None:
+        """Few mismatches: each one's position, counted by row, column, slice, diagonal and cell."""
+        where = torch.nonzero(code).flatten()
         kinds = code[where].to(torch.int64).sub_(1)
         if len(self.first) < FIRST_KEPT:
             self.first += [offset + int(i) for i in where[: FIRST_KEPT - len(self.first)].tolist()]
@@ -169,13 +202,38 @@ class _Counts:
         cell = cell.mul_(self.grid_cols).add_(col.div_(self.cell_cols, rounding_mode="floor"))
         self.cells += torch.bincount(cell, minlength=self.cells.numel())
 
+    def _add_rows(self, offset: int, code: torch.Tensor, kinds: list[int]) -> None:
+        """Many mismatches in a chunk of whole rows: sums along its rows and columns, no positions
+        (a kind's cells summed per row, then added into the cells' rows)."""
+        matrix = code.view(-1, self.cols)
+        bad = matrix != 0
+        self.per_col += bad.sum(dim=0)
+        first = offset // self.cols
+        ids = torch.arange(first, first + matrix.shape[0], device=code.device)
+        per_row = bad.sum(dim=1)
+        del bad
+        row = torch.remainder(ids, self.rows)
+        self.per_row.index_add_(0, row, per_row)
+        if self.per_slice is not None:
+            self.per_slice.index_add_(0, ids.div_(self.rows, rounding_mode="floor"), per_row)
+        cell_row = row.div_(self.cell_rows, rounding_mode="floor")
+        cells = self.cells.view(len(KIND_CODES), self.grid_rows, self.grid_cols)
+        pad = self.grid_cols * self.cell_cols - self.cols
+        for value, n in enumerate(kinds[1:], start=1):
+            if not n:
+                continue
+            of_kind = (matrix == value).to(torch.int32)
+            if pad:
+                of_kind = torch.nn.functional.pad(of_kind, (0, pad))
+            per_cell = of_kind.view(matrix.shape[0], self.grid_cols, self.cell_cols).sum(dim=2)
+            cells[value - 1].index_add_(0, cell_row, per_cell)
+
     def result(self) -> Mismatches | None:
+        if not self.count:
+            return None
         cells = self.cells.view(len(KIND_CODES), self.grid_rows, self.grid_cols)
         per_kind = cells.sum(dim=(1, 2)).tolist()
-        count = sum(per_kind)
-        if not count:
-            return None
-        return Mismatches(self.shape, self.slices, self.rows, self.cols, count,
+        return Mismatches(self.shape, self.slices, self.rows, self.cols, self.count,
                           dict(zip(KIND_CODES, per_kind)), self.per_row, self.per_col, self.per_slice,
                           self.per_offset, cells, self.first)
 
@@ -185,17 +243,21 @@ GRID_RANK = (1, 2, 2, 3)
 
 
 def grid_of(found: Mismatches, cells: torch.Tensor, cell_rows: int, cell_cols: int) -> list[str]:
-    """The grid's strings: per cell its most severe kind and its share of mismatching elements."""
+    """The grid's strings: per cell its most severe kind and its level (``protocol.errormap.level_of``,
+    computed here for every cell at once)."""
     grid_rows, grid_cols = cells.shape[1:]
-    rank = torch.tensor(GRID_RANK, device=cells.device).view(-1, 1, 1)
-    severest = ((cells > 0) * rank).amax(dim=0).cpu().tolist()
-    total = cells.sum(dim=0).cpu().tolist()
+    device = cells.device
+    rank = torch.tensor(GRID_RANK, device=device).view(-1, 1, 1)
+    severest = ((cells > 0) * rank).amax(dim=0)
     # each cell's element count: the last row and column of cells may be narrower
-    heights = [min(cell_rows, found.rows - i * cell_rows) for i in range(grid_rows)]
-    widths = [min(cell_cols, found.cols - j * cell_cols) for j in range(grid_cols)]
+    heights = (found.rows - torch.arange(grid_rows, device=device) * cell_rows).clamp(max=cell_rows)
+    widths = (found.cols - torch.arange(grid_cols, device=device) * cell_cols).clamp(max=cell_cols)
+    elements = heights.view(-1, 1) * widths.view(1, -1) * found.slices
+    total = cells.sum(dim=0)
+    levels = torch.div(total * LEVELS + elements - 1, elements, rounding_mode="floor").clamp_(max=LEVELS)
     kinds = (None, *SEVERITY)
-    return ["".join(cell_char(kinds[severest[i][j]], total[i][j] / (heights[i] * widths[j] * found.slices))
-                    if severest[i][j] else "." for j in range(grid_cols)) for i in range(grid_rows)]
+    return ["".join(cell_char(kinds[rank], level) for rank, level in zip(ranks, row_levels))
+            for ranks, row_levels in zip(severest.tolist(), levels.tolist())]
 
 
 def _peak(ref: torch.Tensor, chunk: int | None) -> float:

@@ -212,18 +212,20 @@ def _within_blocks(counts: torch.Tensor, noun: Noun) -> str:
     """Where every mismatch's index, modulo one block size, falls in one narrow span, touching
     ``MIN_REPEATS`` blocks or more: the narrowest such span in words ("within cols 32–63 of each
     block of 128 columns"); else "". A claim of containment, exact: no index outside the span."""
-    present = torch.nonzero(counts).flatten()
+    present = counts > 0
     size = counts.numel()
+    if int(present.sum()) > MOST_OF_A_BLOCK * size:  # more than any span of half of each block holds
+        return ""
     best: tuple[float, int, int, int, int] | None = None
     for block in BLOCKS:
         blocks = -(-size // block)
         if blocks < MIN_REPEATS:
             break
-        touched = int(torch.unique(present // block).numel())
+        tiled = torch.nn.functional.pad(present, (0, blocks * block - size)).view(blocks, block)
+        touched = int(tiled.any(dim=1).sum())
         if touched < MIN_REPEATS:
             continue
-        residues = torch.zeros(block, dtype=torch.int64, device=counts.device)
-        residues[present % block] = 1
+        residues = tiled.any(dim=0).to(torch.int8)
         edges = torch.diff(residues, prepend=residues.new_zeros(1), append=residues.new_zeros(1))
         starts, ends = torch.nonzero(edges == 1).flatten(), torch.nonzero(edges == -1).flatten()
         if starts.numel() != 1:

@@ -8,7 +8,16 @@ import json
 import pytest
 import torch
 
-from ktui.protocol.errormap import MAX_COLS, MAX_JSON_BYTES, MAX_ROWS, ErrorMap, read_cell, text_lines
+from ktui.protocol.errormap import (
+    MAX_COLS,
+    MAX_JSON_BYTES,
+    MAX_ROWS,
+    ErrorMap,
+    cell_char,
+    level_of,
+    read_cell,
+    text_lines,
+)
 from ktui.worker.errormap import locate, reduce
 from ktui.worker.metrics import compare
 from ktui.worker.tier import fill_poison
@@ -246,8 +255,9 @@ def test_the_chunks_the_output_is_walked_in_do_not_change_the_map():
     ref = ref_of(300, 257)
     out = wrong_where(ref, (slice(7, 300, 7), slice(None)))
     out[:, 250:] = float("nan")
-    whole = described(out, ref)
+    whole = described(out, ref)  # one chunk of whole rows, dense: counted as row and column sums
     assert described(out, ref, chunk=1000).to_json() == whole.to_json()
+    assert described(out, ref, chunk=200).to_json() == whole.to_json()  # pieces of rows: counted by position
     assert described(out.t().contiguous().t(), ref, chunk=997).to_json() == whole.to_json()
 
 
@@ -311,3 +321,16 @@ def test_columns_spread_over_most_of_each_block_are_not_named_a_span_of_it():
         out[[3, 9], block:block + 96] += (torch.rand(2, 96, generator=gen) < 0.5).float() + (block == 0)
     found = described(out, ref)
     assert found.pattern == "scattered", found.description
+
+
+def test_the_grid_s_levels_are_the_protocol_s_ninths_rounded_up():
+    ref = ref_of(7, 640)  # cells of 10 columns, one row each
+    out = ref.clone()
+    for col in range(64):  # cell j holds j % 11 mismatches of its 10 elements, capped at 10
+        n = min(10, col % 11)
+        out[col % 7, col * 10: col * 10 + n] += 1.0
+    found = described(out, ref)
+    assert found.cell_cols == 10 and found.cell_rows == 1
+    for col in range(64):
+        n = min(10, col % 11)
+        assert found.grid[col % 7][col] == cell_char("wrong" if n else None, level_of(n, 10)), col
