@@ -175,10 +175,12 @@ def legend(m: ErrorMap) -> str:
 
 
 def row_labels(drawn: Drawing) -> list[str]:
-    """The first output row of every fourth line, and the last row on the last line; the others
-    blank (a label per line would be a column of numbers)."""
+    """The first output row of the first line, of the middle one and (past eight lines) of every
+    fourth, and the last row on the last line; the others blank (a label per line would be a
+    column of numbers)."""
     last = len(drawn.lines) - 1
-    labels = [str(start) if i % 4 == 0 else "" for i, start in enumerate(drawn.row_starts)]
+    every = 4 if last >= 8 else max(1, last)
+    labels = [str(start) if i % every == 0 or i == last // 2 else "" for i, start in enumerate(drawn.row_starts)]
     labels[last] = str(drawn.rows - 1)
     return labels
 
