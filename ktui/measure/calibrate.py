@@ -98,6 +98,19 @@ def load(root: Path, device: str, driver: str) -> Calibration | None:
         raise CalibrationError(f"{path_for(root)}: the entry for {device_key(device, driver)!r} is malformed ({exc})") from exc
 
 
+def newest_for_device(root: Path, device: str) -> Calibration | None:
+    """This device's newest calibration whatever its driver (the roofline chart draws the GPU's
+    ceilings without knowing which driver the parent runs under), or None."""
+    found = []
+    for key, entry in _read_all(path_for(root)).items():
+        if isinstance(entry, dict) and entry.get("device") == device:
+            try:
+                found.append(Calibration(**entry))
+            except TypeError as exc:
+                raise CalibrationError(f"{path_for(root)}: the entry for {key!r} is malformed ({exc})") from exc
+    return max(found, key=lambda cal: cal.date) if found else None
+
+
 def save(root: Path, calibration: Calibration) -> Path:
     """Write (or replace) this device's entry, keeping other devices' entries."""
 
