@@ -1,7 +1,7 @@
 """The error map of planted bugs, through a real ``ktui run --json``: a missing tail mask, an
 off-by-one row bound and a wrong stride on the CPU tier (Triton's interpreter), a race confined to
 one warp's lanes on a GPU. The map is in the failing rung's figures, at the end of its message, in
-the run's report and in the history."""
+the run's report, in the history and in ``ktui watch --headless``'s lines."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import json
 
 import pytest
 from conftest import by_kernel, finished, ktui, make_workspace, parse_events
+from headless import Headless
 
 PLANTED = ["tail_mask_missing", "row_bound_off_by_one", "wrong_stride"]
 
@@ -68,6 +69,19 @@ def test_the_map_is_kept_in_the_report_and_the_history(planted, warm_ktui):
     history = parse_events(warm_ktui("history", "--json", "kernels/tail_mask_missing.py", cwd=root).stdout)
     stored = next(r for r in history[0]["rungs"] if r["rung"] == rung["rung"])
     assert stored["figures"]["error_map"] == rung["figures"]["error_map"]
+
+
+@pytest.mark.worker
+def test_headless_prints_the_map_with_its_line_and_grid(tmp_path):
+    ws = make_workspace(tmp_path / "ws", fixtures=["tail_mask_missing"])
+    watch = Headless(ws, "--no-audit", "--cpu", "--no-bench")
+    try:
+        rung = watch.until(lambda e: e["type"] == "rung_finished" and "error_map" in e["figures"])
+        found = rung["figures"]["error_map"]
+        assert found["description"] == "never written: cols 112–114 of every row (the last 3 columns)"
+        assert found["grid"] and all(line.endswith("II") for line in found["grid"])
+    finally:
+        assert watch.stop(timeout=30) == 0
 
 
 @pytest.mark.worker
