@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from h200_history import replay_h200_history
+from h200_history import RECORDED, replay_h200_history
 
 from ktui.history import roofline_chart
 from ktui.history.store import Store
@@ -87,3 +87,13 @@ def test_a_broken_calibration_file_is_said_and_the_datasheet_drawn(tmp_path):
     calibration_file(tmp_path).write_text("{not json")
     roofs, why = roofline_chart.roofs_for(tmp_path, "NVIDIA H200")
     assert roofs.provisional and "cannot be read" in why
+
+
+def test_the_gpu_s_newest_calibration_is_drawn_whatever_its_driver(tmp_path):
+    entry = next(iter(json.loads((RECORDED / "calibration.json").read_text()).values()))
+    older = {**entry, "driver": "570.1", "date": "2026-11-30T06:46:19+00:00", "bandwidth_gbs": 4241.0}
+    calibration_file(tmp_path).parent.mkdir(parents=True)
+    calibration_file(tmp_path).write_text(json.dumps({"NVIDIA H200 | driver 570.1": older,
+                                                      "NVIDIA H200 | driver 580.159.04": entry}))
+    roofs, _ = roofline_chart.roofs_for(tmp_path, "NVIDIA H200")
+    assert (roofs.source, roofs.driver) == ("calibrated 2026-12-02", "580.159.04")
