@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from conftest import make_workspace
 from h200_history import replay_h200_history
 from textual.widgets import Static
 
@@ -83,8 +84,6 @@ def test_without_a_calibration_the_datasheet_roofs_are_drawn_and_called_provisio
 
 
 def test_a_kernel_never_timed_says_so_instead_of_an_empty_chart(tmp_path):
-    from conftest import make_workspace
-
     ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
     (on,) = head_after(make_app(ws, 0.0), ["o"], "add_triton")
     assert on.startswith("roofline: no version was timed")
