@@ -3,6 +3,17 @@
     python3 screenshots/make_screenshots.py --name cpu --cpu                # on a machine without a GPU
     python3 screenshots/make_screenshots.py --name h200 --profile --panes 3,5 \
         --kernels softmax_triton,add_triton                                 # on the H200
+    python3 screenshots/make_screenshots.py --only errormap --cpu           # the error map (any machine)
+    python3 screenshots/make_screenshots.py --only roofline                 # the roofline, from RECORDED figures
+
+``--only errormap`` runs the kernel with a planted missing tail mask
+(tests/fixtures/kernels/tail_mask_missing.py) in the real dashboard and writes
+``errormap-160x48.svg`` and ``errormap-80x24.svg``: the rungs pane with its error map. ``--only
+roofline`` runs nothing: it replays the benchmark runs an NVIDIA H200 recorded
+(tests/fixtures/gpu/roofline, rebuilt from docs/measured.md by its make_history.py) into a fresh
+workspace and writes ``roofline-h200-recorded-160x48.svg`` and ``-80x24.svg``: the history pane's
+roofline (``o``) of rmsnorm_triton's three versions. Those figures are a recording, not a live run:
+made on the H200 itself (with its own calibration and kernels) the chart would show that run.
 
 Without ``--workspace`` it builds a fresh workspace from the repository's kernels/ and references/
 plus one kernel that does not compile, runs them all in the real dashboard (the watch loop, a real
@@ -28,7 +39,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests" / "fixtures" / "dashboard"))
+sys.path.insert(0, str(REPO / "tests"))
 
+from conftest import make_workspace  # noqa: E402
+from h200_history import replay_h200_history  # noqa: E402  (the H200's recorded benchmark runs)
 from record import VERSIONS  # noqa: E402  (the softmax variants the snapshot fixture records)
 
 from ktui.protocol.job import Options  # noqa: E402
@@ -130,6 +144,51 @@ async def shoot(args: argparse.Namespace, ws: Path) -> list[Path]:
     return written
 
 
+async def shoot_errormap(args: argparse.Namespace) -> list[Path]:
+    """The rungs pane's error map of a real run of the planted tail-mask bug."""
+    ws = Path(tempfile.mkdtemp(prefix="ktui-screens-")) / "workspace"
+    make_workspace(ws, fixtures=["tail_mask_missing"])
+    app = Recorder(Workspace.at(ws), Options(force_cpu=args.cpu), WatchSettings())
+    app.profiles_done = []
+    written = []
+    async with app.run_test(size=WIDE) as pilot:
+        await until(pilot, lambda: idle(app) and all(v.version for v in app.state.kernels.values()),
+                    args.timeout, "the run of tail_mask_missing")
+        view = app.state.kernels["tail_mask_missing"]
+        print(f"tail_mask_missing v{view.version} {view.verdict}: {view.summary.get('first_failure')}", flush=True)
+        app._select("tail_mask_missing")
+        for size in (WIDE, NARROW):
+            await pilot.resize_terminal(*size)
+            await pilot.press("2")
+            await app.workers.wait_for_complete()
+            await pilot.pause(0.5)
+            written.append(_save(app, args.out / f"errormap-{size[0]}x{size[1]}.svg"))
+    return written
+
+
+async def shoot_roofline(args: argparse.Namespace) -> list[Path]:
+    """The history pane's roofline, drawn from the H200's recorded figures (no GPU is used)."""
+    ws, now = replay_h200_history(Path(tempfile.mkdtemp(prefix="ktui-screens-")) / "workspace")
+    app = KtuiApp(Workspace.at(ws), live=False, clock=lambda: now)
+    written = []
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.pause()
+        app._select("rmsnorm_triton")
+        await pilot.press("o")
+        for size in (WIDE, NARROW):
+            await pilot.resize_terminal(*size)
+            await pilot.press("3")
+            await app.workers.wait_for_complete()
+            await pilot.pause(0.5)
+            written.append(_save(app, args.out / f"roofline-h200-recorded-{size[0]}x{size[1]}.svg"))
+    return written
+
+
+def _save(app: KtuiApp, out: Path) -> Path:
+    app.save_screenshot(filename=out.name, path=str(out.parent))
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--workspace", type=Path, default=None, help="an existing workspace (default: a fresh one)")
@@ -144,9 +203,17 @@ def main() -> int:
     ap.add_argument("--no-versions", dest="versions", action="store_false",
                     help="do not save the extra softmax_triton versions")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for each step")
+    ap.add_argument("--only", choices=("errormap", "roofline"), default=None,
+                    help="only the error map of a planted tail-mask bug (a real run), or only the roofline chart "
+                         "(from the H200's recorded figures)")
     args = ap.parse_args()
     args.panes = [int(p) for p in args.panes.split(",") if p.strip()]
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.only:
+        shots = shoot_errormap(args) if args.only == "errormap" else shoot_roofline(args)
+        for path in asyncio.run(shots):
+            print(f"wrote {path}", flush=True)
+        return 0
     names = [k.strip() for k in args.kernels.split(",")] if args.kernels else None
     ws = args.workspace.resolve() if args.workspace else fresh_workspace(names)
     if args.versions and not (ws / "kernels" / "softmax_triton.py").is_file():

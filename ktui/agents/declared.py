@@ -62,7 +62,7 @@ TOOLS: dict[str, tuple[ToolAnnotations, dict[str, Any]]] = {
         ["path", "line", "snippet", "file"], path=_STR, line=_INT, snippet=_STR, score=_ANY, source=_ANY, file=_STR)},
         hint=_STR, sources={"type": "array", "items": _STR})),
     "dump": (_READ, _obj(["kernel", "version", "kind", "text", "next_offset"], kernel=_STR, version=_INT, kind=_STR,
-                         function=_ANY, functions={"type": "array", "items": _STR}, **_PAGE)),
+                         function=_ANY, functions={"type": "array", "items": _STR}, maps=_ARR, **_PAGE)),
     "hotspots": (_READ, _obj(["kernel", "version", "static"], kernel=_STR, version=_INT, static=_ANY,
                              measured=_ANY, note=_ANY)),
     "audit": (_RUNS, _obj(["references", "all_strong"], references={"type": "array", "items": _AUDIT},

@@ -1,4 +1,5 @@
-"""What an agent reads first about a run: the verdict, the summary, the first failure at its line.
+"""What an agent reads first about a run: the verdict, the summary, the first failure at its line
+and, for a wrong output, where it is wrong.
 
 Built from the same report ``ktui run`` writes (``report.json``, ``.ktui/latest/<kernel>.json``),
 so the server's answers and the files on disk never disagree.
@@ -8,17 +9,26 @@ from __future__ import annotations
 
 from typing import Any
 
+from ktui.protocol.errormap import ErrorMap
+
 # Rung statuses that are not a failure worth reading first.
 _FINE = ("ok", "skipped")
 EXCERPT_LINES = 12
 
 
-def first_failure(rungs: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The first rung that did not pass, with the error's type and ``file:line`` and the source excerpt."""
+def first_failure(rungs: list[dict[str, Any]], with_map: bool = False) -> dict[str, Any] | None:
+    """The first rung that did not pass, with the error's type and ``file:line`` and the source
+    excerpt; where its output was wrong, in one line (``where_wrong``), and with ``with_map`` the
+    error map itself (``error_map``: the grid)."""
     for rung in rungs:
         if rung.get("status") in _FINE:
             continue
         out: dict[str, Any] = {"rung": rung.get("rung"), "status": rung.get("status"), "message": rung.get("message", "")}
+        found = ErrorMap.from_json((rung.get("figures") or {}).get("error_map"))
+        if found is not None:
+            out["where_wrong"] = found.description
+            if with_map:
+                out["error_map"] = found.to_json()
         error = rung.get("error") or {}
         if error:
             out["error_type"] = error.get("type")
@@ -49,9 +59,18 @@ def run_digest(report: dict[str, Any], with_rungs: bool = False) -> dict[str, An
         "device": report.get("device"),
         "arch": report.get("arch"),
         "summary": report.get("summary") or {},
-        "first_failure": first_failure(rungs),
+        "first_failure": first_failure(rungs, with_map=with_rungs),
         "run_dir": report.get("run_dir"),
     }
     if with_rungs:
-        out["rungs"] = [{"rung": r.get("rung"), "status": r.get("status"), "message": r.get("message", "")} for r in rungs]
+        out["rungs"] = [_rung(r) for r in rungs]
+    return out
+
+
+def _rung(rung: dict[str, Any]) -> dict[str, Any]:
+    """A rung in a list: its status and message, and where its output was wrong when it was."""
+    out = {"rung": rung.get("rung"), "status": rung.get("status"), "message": rung.get("message", "")}
+    found = ErrorMap.from_json((rung.get("figures") or {}).get("error_map"))
+    if found is not None:
+        out["where_wrong"] = found.description
     return out

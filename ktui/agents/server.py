@@ -44,7 +44,8 @@ from ktui.workspace.versions import current_version
 
 INSTRUCTIONS = """ktui verifies GPU kernels (Triton, CuTeDSL, TileLang) against a trusted reference.
 The loop: write or edit kernels/<op>_<variant>.py, call `run`, read `first_failure` (file:line and
-excerpt), fix, repeat. When it passes, `diff` (SASS against the previous version), `hotspots` (which
+excerpt; `where_wrong` says where a wrong output is wrong, e.g. "never written: cols 112–114 of
+every row (the last 3 columns)"; `latest` and `dump` kind=error_map give its grid), fix, repeat. When it passes, `diff` (SASS against the previous version), `hotspots` (which
 of your lines the instructions and, once profiled, the stalls come from) and `profile` (Nsight
 Compute, GPU) tell you what to change; stop when the summary says `satisfied` (every
 benchmark shape within `roofline_done` of its attainable time; `short` names the shapes that are
@@ -251,7 +252,8 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
         return answer if hits else {**answer, "hint": no_match_hint(folder, query)}
 
     @server.tool(description="One compiler output of a stored version (ptx, sass, ttir, ttgir, llir, mlir, the source "
-                             "that ran, resources, the report), a page at a time: continue from next_offset.")
+                             "that ran, resources, the report), or its error maps (error_map: where each wrong output "
+                             "is wrong, drawn as text, the grids in `maps`), a page at a time: continue from next_offset.")
     def dump(
         kernel: KernelArg,
         kind: Literal[tuple(KINDS)] = "sass",  # type: ignore[valid-type]

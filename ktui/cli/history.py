@@ -16,13 +16,15 @@ def add_parser(subparsers) -> None:
     add_kernel_path(hist)
     add_reference(hist)
     add_state_dir(hist)
-    hist.add_argument("--json", action="store_true", help="one JSON object per version, with its rungs")
+    hist.add_argument("--json", action="store_true",
+                      help="one JSON object per run, with its rungs and its timed shapes on the GPU's roofline")
     hist.add_argument("--limit", type=int, default=50, help="list at most this many versions, newest first (default 50)")
     hist.set_defaults(handler=cmd_history)
 
 
 def cmd_history(args: argparse.Namespace) -> int:
     # deferred for start-up speed
+    from ktui.history import roofline_chart
     from ktui.history.store import Store
     from ktui.protocol.lines import summary_line
     from ktui.workspace.kernels import state_dir
@@ -33,9 +35,16 @@ def cmd_history(args: argparse.Namespace) -> int:
     store = Store.of(state_dir(kernel.root))
     runs = store.runs(kernel.id, limit=args.limit)
     if args.json:
+        roofs: dict[str, object] = {}
         for run in runs:
             record = run.to_json()
             record["rungs"] = store.rungs(run.run_id)
+            placed = roofline_chart.points_of_run(run.version, run.device, record["rungs"],
+                                                  roofline_chart.done_of(run.summary))
+            if placed:  # its timed shapes on the GPU's roofline, the points the dashboard's chart draws
+                if run.device not in roofs:
+                    roofs[run.device] = roofline_chart.roofs_for(kernel.root, run.device)[0]
+                record["roofline"] = roofline_chart.chart_json(placed, roofs[run.device])
             print(json.dumps(record, default=str))
         return EXIT_OK
     if not runs:

@@ -171,6 +171,34 @@ def save_user(calibration: Calibration) -> Path:
     return path
 
 
+def newest_for_device(root: Path, device: str) -> Calibration | None:
+    """This device's newest calibration whatever its driver or MIG profile (the roofline chart draws
+    the GPU's ceilings without knowing which driver the parent runs under), or None: the
+    workspace's own file first, as for a run (``find``), else the user's (``user_calibrations``)."""
+    found = []
+    for key, entry in _read_all(path_for(root)).items():
+        if isinstance(entry, dict) and entry.get("device") == device:
+            try:
+                found.append(Calibration(**entry))
+            except TypeError as exc:
+                raise CalibrationError(f"{path_for(root)}: the entry for {key!r} is malformed ({exc})") from exc
+    if not found:
+        found = [cal for cal in _user_calibrations() if cal.device == device]
+    return max(found, key=lambda cal: cal.date) if found else None
+
+
+def _user_calibrations() -> list[Calibration]:
+    """Every calibration kept for this user; a file that holds none is passed over (a run that needs
+    it says so: ``load_user``)."""
+    kept = []
+    for path in sorted(user_calibrations().glob("*.json")):
+        try:
+            kept.append(Calibration(**json.loads(path.read_text())))
+        except (OSError, json.JSONDecodeError, TypeError):
+            continue
+    return kept
+
+
 def save(root: Path, calibration: Calibration) -> Path:
     """Write (or replace) this device's entry in the workspace's own file, keeping other devices' entries."""
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ktui.protocol import events
+from ktui.protocol.errormap import ErrorMap
 from ktui.protocol.events import EVENT_TYPES
 from ktui.protocol.sourcelines import parse as parse_python
 
@@ -44,7 +45,9 @@ NOTES: dict[tuple[str, str], str] = {
     ("run_started", "version"): "a distinct content of the kernel file: saving the same bytes re-runs the same version",
     ("run_started", "content_hash"): "the first 16 hex digits of the SHA-256 of the file's bytes",
     ("output", "text"): "a line the kernel printed",
-    ("rung_finished", "figures"): 'the rung\'s figures; non-finite numbers as the strings "inf", "-inf", "nan"',
+    ("rung_finished", "figures"): 'the rung\'s figures; non-finite numbers as the strings "inf", "-inf", "nan"; a '
+                                  "rung that judged a wrong output (correctness, fresh-shapes, integrity, a benchmark's "
+                                  "timed check) has `error_map`, where it is wrong",
     ("rung_finished", "phases_s"): "where `duration_s` went, by phase (a correctness rung's `inputs`, `candidate`, "
                                    "`reference`, `metrics`; the `compile` rung's `inputs` and `call`, its traced "
                                    "call); the `dumps` rung's `wait` is its duration, and its "
@@ -54,6 +57,10 @@ NOTES: dict[tuple[str, str], str] = {
                                   "`short` (or, without the GPU's launch floor, `roofline_provisional`: why there is "
                                   "no stop decision), `roofline_done`, `calibration_s` (the GPU's one-time calibration, "
                                   "measured in this run), `label`, `vs_previous`, `vs_best`, `first_failure: {rung, status, message}`, …",
+}
+# Figures of a fixed form inside a free-form object, each described by its own record.
+FIGURE_RECORDS: dict[tuple[str, str], dict[str, type]] = {
+    ("rung_finished", "figures"): {"error_map": ErrorMap},
 }
 PLAIN = {str: "string", int: "integer", float: "number", bool: "boolean", type(None): "null"}
 ANNOTATIONS = {"$schema", "$id", "$defs", "title", "description", "default"}
@@ -85,6 +92,8 @@ def _record(cls: type, kind: str | None, defs: dict[str, Any]) -> dict[str, Any]
         prop = _type_schema(hints[f.name], defs)
         if (kind, f.name) in ENUMS:
             prop["enum"] = list(ENUMS[(kind, f.name)])
+        if (kind, f.name) in FIGURE_RECORDS:
+            prop["properties"] = {key: _type_schema(record, defs) for key, record in FIGURE_RECORDS[(kind, f.name)].items()}
         text = NOTES.get((kind, f.name)) or NOTES.get(("event", f.name)) or comments.get(f.name, "")
         if text:
             prop["description"] = text
@@ -128,23 +137,28 @@ def _default(f: dataclasses.Field) -> Any:
 
 
 # -- what the source says -----------------------------------------------------------------------
-def _class_nodes() -> dict[str, ast.ClassDef]:
-    tree = parse_python(Path(events.__file__).read_text())
+def _source(cls: type) -> str:
+    """The text of the module that defines ``cls`` (events.py, or the protocol module of a record it names)."""
+    return Path(sys.modules[cls.__module__].__file__).read_text()
+
+
+def _class_nodes(cls: type) -> dict[str, ast.ClassDef]:
+    tree = parse_python(_source(cls))
     return {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
 
 
 def docstring(cls: type) -> str:
     """The class's own docstring as written (a dataclass without one gets its signature: not that)."""
-    node = _class_nodes().get(cls.__name__)
+    node = _class_nodes(cls).get(cls.__name__)
     return " ".join((ast.get_docstring(node) or "").split()) if node else ""
 
 
 def field_comments(cls: type) -> dict[str, str]:
     """``name: str  # what it is`` → {"name": "what it is"}, for the class and its bases."""
-    source = Path(events.__file__).read_text()
+    source = _source(cls)
     comments = {tok.start[0]: tok.string.lstrip("#").strip()
                 for tok in tokenize.generate_tokens(io.StringIO(source).readline) if tok.type == tokenize.COMMENT}
-    nodes = _class_nodes()
+    nodes = _class_nodes(cls)
     found: dict[str, str] = {}
     for klass in reversed(cls.__mro__):
         node = nodes.get(klass.__name__)

@@ -19,6 +19,7 @@ from textual.widgets import DataTable, TabbedContent
 from ktui.protocol.visible import visible
 from ktui.tui.editor import EditorError, failing_place, open_in_editor
 from ktui.tui.help import HelpScreen
+from ktui.tui.panes.history import HistoryPane
 from ktui.tui.panes.kernel_list import KernelList
 from ktui.tui.panes.rungs import RungsPane
 from ktui.tui.panes.sass_diff import SassPane
@@ -78,6 +79,11 @@ class DashboardActions:
         """``h``: the SASS pane shows the selected version's hot lines, or the diff again."""
         self.query_one(SassPane).toggle_hot()
         self.action_pane(4)
+
+    def action_toggle_roofline(self) -> None:
+        """``o``: the history pane's versions on the GPU's roofline, or their speedup again."""
+        self.query_one(HistoryPane).toggle_roofline()
+        self.action_pane(3)
 
     def action_toggle_follow(self) -> None:
         self.follow = not self.follow
@@ -239,6 +245,8 @@ class DashboardActions:
         yield SystemCommand("Cycle diff base", "previous / best / pinned (d)", self.action_cycle_base)
         yield SystemCommand("Hot lines", "The version's source with per-line SASS and ncu figures, or the diff (h)",
                             self.action_toggle_hot)
+        yield SystemCommand("Roofline", "The versions' benchmark shapes on the GPU's roofline, or the speedup history (o)",
+                            self.action_toggle_roofline)
         yield SystemCommand("Toggle follow", "Select the kernel saved last (f)", self.action_toggle_follow)
         yield SystemCommand("Toggle strict", "Fresh process, more seeds, every timed output re-checked (s)",
                             self.action_toggle_strict)

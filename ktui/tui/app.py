@@ -70,6 +70,8 @@ class KtuiApp(DashboardActions, App[int]):
         Binding("d", "cycle_base", "base", tooltip="SASS diff base: previous passing / best / pinned"),
         Binding("h", "toggle_hot", "hot", show=False,
                 tooltip="SASS pane: the version's source with per-line instructions and ncu samples, or the diff"),
+        Binding("o", "toggle_roofline", "roofline", show=False,
+                tooltip="history pane: each version's benchmark shapes on the GPU's roofline, or the speedup history"),
         Binding("f", "toggle_follow", "follow", tooltip="follow mode: select the kernel saved last"),
         Binding("s", "toggle_strict", "strict",
                 tooltip="strict mode: a fresh process per run, 3 seeds per shape, every timed output re-checked"),

@@ -297,6 +297,7 @@ def run(ctx) -> Outcome:
     pairs = ctx.pair(second, ref)
     figures = {"shape": shape, "seeds": [first_seed, second_seed]}
     verdict = judge(ctx, fresh, second, pairs)
+    figures.update(verdict.map_figures())
     if not verdict.passed:
         if any(out.shape == previous.shape and torch.equal(out, previous) for (out, _), previous in zip(pairs, tensors_in(first))):
             raise RungFailure(
@@ -326,6 +327,7 @@ class TimedOutputCheck:
         self.expected = [self._expected(i, fresh) for i in range(len(sets))]
         self.checked = 0
         self.failure: str | None = None
+        self.failure_figures: dict[str, Any] = {}  # the wrong timed output's error map
         self.sealed = Sealed({"the harness's copy of the reference's answer": self.expected})
 
     def _expected(self, i: int, fresh: Callable[[], tuple] | None) -> Any:
@@ -370,6 +372,7 @@ class TimedOutputCheck:
         verdict = judge(self.ctx, pristine, result, pairs)
         if not verdict.passed:
             self.failure = f"timed call {round_}: {verdict.reason}"
+            self.failure_figures = verdict.map_figures()
 
 
 def timer_escape(call, sets: list[tuple], event_us: float, host_us: float, calls: int = 20,

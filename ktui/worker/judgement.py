@@ -14,6 +14,10 @@ one documented rule, so no summary can call a kernel incorrect and passing at on
 Unwritten output (ktui's poison still there) is counted here and told by the caller: it fails,
 whatever either judge says, with the count in the message (a grid that misses a tail and a
 kernel that hopes for stale memory look the same, and the poison makes both wrong).
+
+A wrong output gets its error map (``ktui.worker.errormap``): where its mismatches are, drawn as a
+small grid (the figure ``error_map``) and said in one line at the end of its reason. Only a failing
+judgement pays for it; a comparison expected to fail (the dependence rung's) asks for none.
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ from typing import Any
 
 import torch
 
-from ktui.worker.metrics import compare
+from ktui.protocol.errormap import ErrorMap
+from ktui.worker.errormap import locate
+from ktui.worker.metrics import Comparison, compare
 from ktui.worker.tier import unwritten
 
 HEADLINE = ("max_abs", "max_rel", "mse", "rmse", "psnr", "cossim", "worst_index", "mismatched", "nonfinite")
@@ -38,20 +44,59 @@ class Judgement:
     notes: list[str] = field(default_factory=list)  # a disagreement that did not decide; no signal
     unwritten: int = 0  # output elements still holding ktui's poison
     unwritten_where: str = ""
+    maps: list[ErrorMap] = field(default_factory=list)  # of the outputs that are wrong, in order
 
     @property
     def reason(self) -> str:
         return "; ".join(self.reasons)
 
+    @property
+    def where(self) -> str:
+        """Where the first wrong output is wrong, in one line ("" without an error map)."""
+        return self.maps[0].description if self.maps else ""
 
-def judge(ctx, pristine: tuple, out: Any, pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> Judgement:
-    """Judge ``out`` (paired with the reference as ``pairs``) for the inputs ``pristine``.
+    def map_figures(self) -> dict[str, Any]:
+        """``{"error_map": …}`` of the first wrong output, for a rung's figures ({} without one)."""
+        return {"error_map": self.maps[0].to_json()} if self.maps else {}
+
+
+def judge(ctx, pristine: tuple, out: Any, pairs: list[tuple[torch.Tensor, torch.Tensor]], *,
+          mapped: bool = True) -> Judgement:
+    """Judge ``out`` (paired with the reference as ``pairs``) for the inputs ``pristine``; a wrong
+    output gets its error map unless ``mapped`` is False.
 
     ``pristine`` must be a private copy: the problem's check may run its reference on it, and a
     GPU MODE reference writes into the output buffer it finds there.
     """
     never_written = [unwritten(o) for o, _ in pairs]
     results = [compare(o, r, ctx.tolerances) for o, r in pairs]
+    verdict = _decided(ctx, pristine, out, results, never_written)
+    if mapped and (not verdict.passed or verdict.unwritten):
+        with ctx.phases.timing("error map"):
+            _map(ctx, verdict, pairs, results, never_written)
+    return verdict
+
+
+def _map(ctx, verdict: Judgement, pairs: list, results: list[Comparison], never_written: list[int]) -> None:
+    """The error map of each wrong output: in the figures, and said at the end of its reason."""
+    several = len(pairs) > 1
+    for i, ((o, r), result) in enumerate(zip(pairs, results)):
+        if result.passed and not never_written[i]:
+            continue
+        found = locate(o, r, ctx.tolerances, peak=result.peak, output=i)
+        if found is None:
+            continue
+        verdict.maps.append(found)
+        if several:
+            verdict.figures["outputs"][i]["error_map"] = found.to_json()
+        reason = f"output {i}: {result.reason}" if several else result.reason
+        if reason in verdict.reasons:
+            verdict.reasons[verdict.reasons.index(reason)] = f"{reason}; {found.description}"
+    verdict.figures.update(verdict.map_figures())
+
+
+def _decided(ctx, pristine: tuple, out: Any, results: list[Comparison], never_written: list[int]) -> Judgement:
+    """ktui's metrics and the problem's own check, combined by the module's rule."""
     figures: dict[str, Any] = {}
     if len(results) == 1:
         figures.update(results[0].figures)

@@ -68,6 +68,7 @@ class Comparison:
     figures: dict[str, Any]
     reason: str = ""  # why it failed, in one line
     note: str = ""  # a passing shape that proves little (no signal), in one line
+    peak: float = 0.0  # the reference's largest finite magnitude (the error map's noise floor needs it)
 
 
 # Tensors are compared in chunks, each upcast to float64 on its own: a whole-tensor float64 copy
@@ -153,9 +154,10 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tolerances: dict | None = None
 
     if n_bad:
         idx = figures["worst_index"]
-        return Comparison(False, figures, f"{n_bad} non-finite value(s) where the reference is finite, first at {idx}")
+        return Comparison(False, figures, f"{n_bad} non-finite value(s) where the reference is finite, first at {idx}",
+                          peak=peak)
     if acc.pattern_mismatches:
-        return Comparison(False, figures, "NaN/Inf pattern differs from the reference's")
+        return Comparison(False, figures, "NaN/Inf pattern differs from the reference's", peak=peak)
 
     reasons = []
     if atol is not None and rtol is not None:
@@ -177,7 +179,7 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tolerances: dict | None = None
     if signal_free:
         figures["no_signal"], figures["noise_floor"] = True, noise
         note = f"{NO_SIGNAL} (max |out|, |ref| <= {noise:g})"
-    return Comparison(not reasons, figures, "; ".join(reasons), note)
+    return Comparison(not reasons, figures, "; ".join(reasons), note, peak)
 
 
 def noise_floor(dtype: torch.dtype, limits: dict, peak: float) -> float:

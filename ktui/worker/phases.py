@@ -13,18 +13,26 @@ from typing import Iterator
 
 
 class Phases:
-    """A stopwatch of named phases; the same name twice in a rung adds up (strict mode's seeds)."""
+    """A stopwatch of named phases; the same name twice in a rung adds up (strict mode's seeds).
+    A phase timed inside another is its own: the outer one's time leaves it out, so the phases
+    never add up to more than the rung took (the error map, inside the metrics)."""
 
     def __init__(self) -> None:
         self._spent: dict[str, float] = {}
+        self._inner: list[float] = []  # per phase in progress, the time its inner phases took
 
     @contextmanager
     def timing(self, name: str) -> Iterator[None]:
         started = time.perf_counter()
+        self._inner.append(0.0)
         try:
             yield
         finally:
-            self._spent[name] = self._spent.get(name, 0.0) + time.perf_counter() - started
+            took = time.perf_counter() - started
+            inner = self._inner.pop()
+            self._spent[name] = self._spent.get(name, 0.0) + took - inner
+            if self._inner:
+                self._inner[-1] += took
 
     def add(self, spent: dict[str, float]) -> None:
         """Phases timed elsewhere (the dumps' own thread), added to this rung's."""

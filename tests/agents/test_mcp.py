@@ -152,6 +152,29 @@ def test_a_failing_kernel_answers_with_its_first_failure_at_the_line(tmp_path):
     anyio.run(main)
 
 
+def test_a_wrong_output_is_said_where_by_run_and_drawn_by_latest_and_dump(tmp_path):
+    ws = make_workspace(tmp_path / "ws", fixtures=["tail_mask_missing"])
+    where = "never written: cols 112–114 of every row (the last 3 columns)"
+
+    async def main():
+        async with connect(ws) as session:
+            ran = (await call(session, "run", paths=["kernels/tail_mask_missing.py"], no_bench=True, seed=1,
+                              audit=False))["kernels"][0]
+            assert ran["first_failure"]["where_wrong"] == where
+            assert "error_map" not in ran["first_failure"]  # the one line; the grid is latest's and dump's
+            latest = await call(session, "latest", kernel="tail_mask_missing")
+            grid = latest["first_failure"]["error_map"]["grid"]
+            assert latest["first_failure"]["error_map"]["description"] == where
+            # cells of 2 columns: the last two (cols 112-113, and 114 alone) wholly never written
+            assert all(line.endswith("II") and set(line[:-2]) == {"."} for line in grid), grid
+            assert next(r for r in latest["rungs"] if r["rung"] == ran["first_failure"]["rung"])["where_wrong"] == where
+            drawn = await call(session, "dump", kernel="tail_mask_missing", kind="error_map")
+            assert drawn["text"].splitlines()[:2] == [f"[{ran['first_failure']['rung']}] failed", where]
+            assert "384 never written" in drawn["text"] and drawn["maps"][0]["grid"] == grid
+
+    anyio.run(main)
+
+
 def test_a_cutedsl_kernel_on_the_cpu_tier_answers_compiled_not_passed(tmp_path):
     ws = make_workspace(tmp_path / "ws", kernels=["add_cutedsl"])
 

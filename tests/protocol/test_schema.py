@@ -24,15 +24,17 @@ def test_the_committed_event_schema_is_what_the_generator_writes_now():
 
 @pytest.mark.worker
 def test_every_line_of_a_real_cpu_run_fits_the_schema(tmp_path, warm_ktui):
-    """A passing Triton kernel, one that raises on the host (an error with its source location)
-    and one that prints (output events): every kind of event a run prints."""
-    root = make_workspace(tmp_path / "ws", kernels=["add_triton"], fixtures=["raises", "prints"])
+    """A passing Triton kernel, one that raises on the host (an error with its source location),
+    one that prints (output events) and one that leaves its tail unwritten (an error map): every
+    kind of event a run prints."""
+    root = make_workspace(tmp_path / "ws", kernels=["add_triton"], fixtures=["raises", "prints", "partial_write"])
     proc = warm_ktui("run", "--no-audit", "--cpu", "--json", "--no-bench", "--seed", "1",
-                "kernels/add_triton.py", "kernels/raises.py", "kernels/prints.py", cwd=root)
+                "kernels/add_triton.py", "kernels/raises.py", "kernels/prints.py", "kernels/partial_write.py", cwd=root)
     lines = parse_events(proc.stdout)
     assert {e["type"] for e in lines} == {"run_started", "rung_started", "rung_finished", "artifact", "output",
                                           "run_finished"}, proc.stderr[-2000:]
     assert any(e["type"] == "rung_finished" and e["error"] and e["error"]["location"] for e in lines)
+    assert any(e["type"] == "rung_finished" and "error_map" in e["figures"] for e in lines)  # a wrong output's map
     schema = json.loads((DOCS / "events.schema.json").read_text())
     problems = [f"{e['type']}: {p}" for e in lines for p in validate(e, schema)]
     assert problems == []
@@ -87,3 +89,15 @@ def test_a_nested_error_is_checked_to_its_source_location():
             "error": {"type": "KeyError", "message": "'y'", "traceback": "", "location": {"file": "k.py", "line": "19", "col": None, "excerpt": "", "first_line": None}}}
     problems = validate(line, build_schema())
     assert problems == ['$.error.location.line: "19" is not of type integer']
+
+
+@pytest.mark.unit
+def test_an_error_map_that_breaks_its_record_is_named_with_what_is_wrong():
+    map_ = {"description": "NaN in row 0 only", "pattern": "product", "shape": [4, 5], "rows": 4, "cols": 5,
+            "slices": 1, "cell_rows": 1, "cell_cols": 1, "grid": ["aaaaa", ".....", ".....", "....."],
+            "mismatched": 5, "kinds": {"nan": 5}, "output": 0}
+    line = {"type": "rung_finished", "run_id": "r1", "time": 1.5, "rung": "correctness[size=5]", "status": "failed",
+            "figures": {"seed": 3, "error_map": map_}, "message": "", "error": None, "duration_s": 0.1, "phases_s": {}}
+    assert validate(line, build_schema()) == []
+    broken = {**line, "figures": {"error_map": {k: v for k, v in map_.items() if k != "grid"}}}
+    assert "$.figures.error_map: lacks 'grid'" in validate(broken, build_schema())

@@ -23,16 +23,17 @@ RECORDED = FIXTURES / "dashboard" / "cpu"
 AFTER_LAST_EVENT_S = 150.0
 
 
-def replay_cpu_history(root: Path) -> tuple[Path, float]:
-    """Build the workspace at ``root``; return it and the fixed "now" for the app's clock."""
+def replay_cpu_history(root: Path, recorded: Path = RECORDED) -> tuple[Path, float]:
+    """Build the workspace at ``root`` from a recording (record.py's ``cpu``, or ``errormap``);
+    return it and the fixed "now" for the app's clock."""
     ws = make_workspace(root)
-    for kernel in (RECORDED / "kernels").glob("*.py"):
+    for kernel in (recorded / "kernels").glob("*.py"):
         shutil.copy(kernel, ws / "kernels" / kernel.name)
     state = state_dir(ws)
     store = Store(state / "history.db")
     writer = ReportWriter(state)
     last = 0.0
-    for line in (RECORDED / "events.jsonl").read_text().splitlines():
+    for line in (recorded / "events.jsonl").read_text().splitlines():
         event = event_from_json(json.loads(line.replace("{ROOT}", str(ws))))
         if isinstance(event, RunStarted):  # versions are numbered when a run is prepared
             assert store.version_for(event.kernel, event.content_hash, event.path) == event.version
@@ -40,9 +41,9 @@ def replay_cpu_history(root: Path) -> tuple[Path, float]:
         writer(event)
         last = max(last, event.time)
     store.close()
-    for f in (RECORDED / "runs").rglob("*"):
+    for f in (recorded / "runs").rglob("*"):
         if f.is_file():
-            dest = state / "runs" / f.relative_to(RECORDED / "runs")
+            dest = state / "runs" / f.relative_to(recorded / "runs")
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_text(f.read_text().replace("{ROOT}", str(ws)))
     return ws, last + AFTER_LAST_EVENT_S

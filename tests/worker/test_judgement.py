@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from ktui.worker.judgement import judge
+from ktui.worker.phases import Phases
 
 pytestmark = pytest.mark.unit
 
@@ -14,7 +15,7 @@ pytestmark = pytest.mark.unit
 def context(check=None):
     """What ``judge`` reads of a run: the tolerances, whether the problem judges itself, its check."""
     problem = SimpleNamespace(has_check=check is not None)
-    return SimpleNamespace(tolerances=None, problem=problem, check=check)
+    return SimpleNamespace(tolerances=None, problem=problem, check=check, phases=Phases())
 
 
 def pairs_of(out, ref):
@@ -68,3 +69,39 @@ def test_unwritten_poison_is_counted_whatever_the_judges_say():
     fill_poison(out[5:])  # a view: not contiguous? it is; the poison stays recognisable
     verdict = judge(context(lambda data, output: (True, "")), (), out, pairs_of(out, ref))
     assert verdict.unwritten == 5 and "output 0: 5" in verdict.unwritten_where
+
+
+def test_a_wrong_output_gets_its_error_map_and_its_reason_says_where():
+    ref = torch.randn(64, 115)
+    out = ref.clone()
+    out[:, 112:] += 1.0
+    ctx = context()
+    verdict = judge(ctx, (), out, pairs_of(out, ref))
+    assert verdict.figures["error_map"]["description"] == "all mismatches in cols 112–114 of every row (the last 3 columns)"
+    assert verdict.reason.endswith("; all mismatches in cols 112–114 of every row (the last 3 columns)")
+    assert "error map" in ctx.phases.take()
+
+
+def test_a_passing_output_pays_nothing_for_an_error_map():
+    ref = torch.randn(64, 115)
+    ctx = context()
+    verdict = judge(ctx, (), ref.clone(), pairs_of(ref.clone(), ref))
+    assert verdict.passed and "error_map" not in verdict.figures and "error map" not in ctx.phases.take()
+
+
+def test_a_comparison_expected_to_fail_asks_for_no_map():
+    ref = torch.randn(64, 115)
+    ctx = context()
+    verdict = judge(ctx, (), ref + 1.0, pairs_of(ref + 1.0, ref), mapped=False)
+    assert not verdict.passed and "error_map" not in verdict.figures and "error map" not in ctx.phases.take()
+
+
+def test_each_wrong_output_of_several_gets_its_own_map():
+    ref = torch.randn(16, 40)
+    right, wrong = ref.clone(), ref.clone()
+    wrong[3] = float("nan")
+    verdict = judge(context(), (), (right, wrong), [(right, ref), (wrong, ref)])
+    assert "error_map" not in verdict.figures["outputs"][0]
+    assert verdict.figures["outputs"][1]["error_map"]["description"] == "NaN in row 3 only"
+    assert verdict.figures["error_map"]["output"] == 1
+    assert verdict.reason.startswith("output 1: ") and verdict.reason.endswith("; NaN in row 3 only")

@@ -4,7 +4,8 @@ Failed versions are marked at zero and the best version is starred; under the ch
 timed versions are compared shape by shape on their fraction of the attainable time and bound
 (``ktui.history.rooflines``, as ``ktui diff`` does: never a mean across shapes). Where
 nothing is timed (the CPU tier) there is no speedup, but every version was still compiled for the
-target: the pane charts what its SASS holds instead (``panes/code_chart.py``).
+target: the pane charts what its SASS holds instead (``panes/code_chart.py``). On ``o`` the pane
+shows every version's benchmark shapes on the GPU's roofline instead (``panes/roofline.py``).
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from textual.reactive import reactive
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
-from ktui.history import rooflines
+from ktui.history import roofline_chart, rooflines
 from ktui.history.best import best_version
 from ktui.tui.panes.code_chart import code_head, draw_code
+from ktui.tui.panes.roofline import draw_roofline, roofline_head
 from ktui.tui.searchable import Shown
 from ktui.tui.text import STATUS_LABELS
 from ktui.tui.versions import VersionPoint, compared_versions
@@ -27,20 +29,52 @@ from ktui.tui.view import PaneView
 class HistoryPane(Vertical):
     BORDER_TITLE = "3 history"
     view: reactive[PaneView | None] = reactive(None, always_update=True)
-    _drawn: tuple | None = None  # (points, version) drawn last: the chart is redrawn only when they change
+    roofline: reactive[bool] = reactive(False)  # ``o``: the benchmark shapes on the GPU's roofline
+    _drawn: tuple | None = None  # (points, version, roofline) drawn last: redrawn only when they change
 
     def compose(self):
         yield Shown(id="history-head")
         yield PlotextPlot(id="history-plot")
 
+    def toggle_roofline(self) -> None:
+        self.roofline = not self.roofline
+
+    def watch_roofline(self, roofline: bool) -> None:
+        if self.view is not None:
+            self.view = self.view
+
     def watch_view(self, view: PaneView | None) -> None:
         if view is None:
             return
         current = view.kernel.version if view.kernel is not None else None
-        if self._drawn is not None and self._drawn[0] is view.points and self._drawn[1] == current:
+        if self._drawn is not None and self._drawn[0] is view.points and self._drawn[1:] == (current, self.roofline):
             return
-        self._drawn = (view.points, current)
-        self._draw(list(view.points), current)
+        self._drawn = (view.points, current, self.roofline)
+        if self.roofline:
+            self._draw_roofline(view, current)
+        else:
+            self._draw(list(view.points), current)
+
+    def _draw_roofline(self, view: PaneView, current: int | None) -> None:
+        head = self.query_one("#history-head", Static)
+        plot = self.query_one("#history-plot", PlotextPlot)
+        kernel = view.kernel
+        found = roofline_chart.points(view.store, kernel.id) if kernel is not None else []
+        if not found:
+            head.update(Text.assemble(("roofline: no version was timed", "bold"), " with the reference's bytes_moved "
+                                      "and flops (benchmarks run on a GPU; the CPU tier times nothing) · o: speedup"))
+            plot.display = False
+            return
+        device = found[-1].device  # the newest timed version's GPU: one roofline at a time
+        drawn = [p for p in found if p.device == device]
+        roofs, why = roofline_chart.roofs_for(view.root, device, roofline_chart.done_of(kernel.summary))
+        best = best_version(view.points)
+        best_number = best.version if best is not None else None
+        head.update(roofline_head(drawn, roofs, why, best_number, current, len(found) - len(drawn)))
+        plot.display = roofs is not None
+        if roofs is not None:
+            draw_roofline(plot, drawn, roofs, best_number, current)
+            plot.refresh()
 
     def _draw(self, points: list[VersionPoint], current: int | None) -> None:
         head = self.query_one("#history-head", Static)
@@ -70,7 +104,7 @@ def _head(points: list[VersionPoint], timed: list[VersionPoint], current: int | 
         text.append("• speedup per version  x failed (at 0)  ")
         if best is not None:
             text.append(f"* best v{best.version} {best.speedup:.2f}x", style="bold")
-        text.append("\n── reference 1.00x\n")
+        text.append("\n── reference 1.00x · o: the shapes on the roofline\n")
         pair = compared_versions(points)
         if pair is not None:
             older, newer = pair

@@ -1,5 +1,7 @@
 """The ladder as a table: rung, status, key figures, failure message; Enter shows the traceback.
-A last row says ``weak test`` when the audit of the reference says so; Enter shows why."""
+Under a failed rung that judged an output wrong, its error map: where the output is wrong, in one
+line and as a heatmap (``ktui.tui.heatmap``). A last row says ``weak test`` when the audit of the
+reference says so; Enter shows why."""
 
 from __future__ import annotations
 
@@ -9,8 +11,10 @@ from textual.containers import Vertical, VerticalScroll
 from textual.reactive import reactive
 from textual.widgets import DataTable, Static
 
+from ktui.protocol.errormap import NONFINITE, UNWRITTEN, WRONG, ErrorMap
 from ktui.protocol.job import rung_family
 from ktui.protocol.lines import key_figures, summary_line
+from ktui.tui.heatmap import heatmap
 from ktui.tui.searchable import Shown
 from ktui.tui.state import KernelView
 from ktui.tui.text import STATUS_LABELS, shown
@@ -20,7 +24,9 @@ from ktui.tui.view import PaneView
 class RungsPane(Vertical):
     BORDER_TITLE = "2 rungs"
     BINDINGS = [Binding("enter", "toggle_traceback", "traceback")]
-    COMPONENT_CLASSES = {"rungs-pane--ok", "rungs-pane--failed", "rungs-pane--muted", "rungs-pane--running"}
+    COMPONENT_CLASSES = {"rungs-pane--ok", "rungs-pane--failed", "rungs-pane--muted", "rungs-pane--running",
+                         "rungs-pane--map-wrong", "rungs-pane--map-nonfinite", "rungs-pane--map-unwritten",
+                         "rungs-pane--map-axis"}
 
     view: reactive[PaneView | None] = reactive(None, always_update=True)
     expanded: reactive[bool] = reactive(False)
@@ -30,6 +36,7 @@ class RungsPane(Vertical):
         yield Shown(id="rungs-head")
         yield DataTable(id="rungs-table", cursor_type="row", zebra_stripes=False)
         with VerticalScroll(id="rung-detail-scroll"):
+            yield Static(id="rung-map")
             yield Shown(id="rung-detail")
 
     @property
@@ -104,7 +111,26 @@ class RungsPane(Vertical):
         record = self._selected()
         text = _detail(record, self.expanded)
         detail.update(text)
-        self.query_one("#rung-detail-scroll").display = bool(text.plain)
+        drawn = self._map(record)
+        shown_map = self.query_one("#rung-map", Static)
+        shown_map.update(drawn or "")
+        shown_map.display = drawn is not None
+        self.query_one("#rung-detail-scroll").display = bool(text.plain) or drawn is not None
+
+    def _map(self, record: dict | None) -> Text | None:
+        """The selected rung's error map, drawn in the room the pane leaves under the table; None
+        where it has none."""
+        if record is None or record["status"] in QUIET:
+            return None
+        found = ErrorMap.from_json((record.get("figures") or {}).get("error_map"))
+        if found is None:
+            return None
+        size = self.content_size
+        height = size.height or 24
+        room = max(MAP_LINES[0], min(MAP_LINES[1], height - max(TABLE_KEPT, height * 2 // 5)))
+        styles = {kind: self.get_component_rich_style(f"rungs-pane--map-{kind}", partial=True)
+                  for kind in (WRONG, NONFINITE, UNWRITTEN, "axis")}
+        return heatmap(found, max(30, (size.width or 80) - 2), room, styles)
 
     @staticmethod
     def _status_text(status: str) -> str:
@@ -127,6 +153,9 @@ class RungsPane(Vertical):
 
 
 QUIET = ("ok", "skipped", "running")
+MAP_LINES = (6, 20)  # the error map's fewest and most lines
+TABLE_KEPT = 5  # lines of the pane left to its head, the table's header and rows, and the hint under the map
+# (two fifths of a taller pane)
 SKIPPED_RUN = 3  # this many skipped rungs in a row with one reason are one line
 
 

@@ -52,7 +52,7 @@ def judge_output(ctx: RunContext, inputs: tuple, ref: Any, out: Any) -> Judged:
     """The judgement itself; what the problem's check raises goes to the caller."""
     pairs = ctx.pair(out, ref)
     pristine = clone_tree(inputs) if ctx.problem.has_check else inputs  # the check may write into it
-    verdict = judge(ctx, pristine, out, pairs)
+    verdict = judge(ctx, pristine, out, pairs, mapped=False)  # a mutant is meant to be wrong: where is no question
     if verdict.unwritten:
         return Judged(CAUGHT, f"{verdict.unwritten} element(s) still hold ktui's poison")
     if not verdict.passed:

@@ -146,7 +146,7 @@ def _timed(ctx: RunContext, sets: list[tuple], rule: stats.StoppingRule, setting
     figures.update(_peak(ctx, "peak_timed_gb"))  # the timed calls, with their checks
     figures["rechecked"] = check.checked
     if check.failure is not None:
-        return f"right when checked, wrong when timed — {check.failure}", figures
+        return f"right when checked, wrong when timed — {check.failure}", {**figures, **check.failure_figures}
     overwritten = check.overwritten()
     if overwritten is not None:
         return overwritten, figures

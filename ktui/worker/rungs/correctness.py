@@ -45,10 +45,11 @@ def check_once(ctx: RunContext, shape: dict) -> Outcome:
         verdict = judge(ctx, pristine, out, ctx.pair(out, ref))
     figures = {"seed": seed, **verdict.figures}
     if verdict.unwritten:
+        where = f"; {verdict.where}" if verdict.where else ""
         raise RungFailure(
             f"{verdict.unwritten} output element(s) were never written — they still hold ktui's poison "
-            f"({verdict.unwritten_where}): a grid, mask or loop bound that misses them",
-            {"seed": seed, "unwritten": verdict.unwritten},
+            f"({verdict.unwritten_where}): a grid, mask or loop bound that misses them{where}",
+            {"seed": seed, "unwritten": verdict.unwritten, **verdict.map_figures()},
         )
     repeat = ctx.note_answer(out, ref, verdict.passed)
     if repeat == "cached" and not verdict.passed:

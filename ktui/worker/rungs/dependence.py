@@ -43,7 +43,7 @@ def run(ctx: RunContext) -> Outcome:
     except RungFailure as exc:
         return Outcome(figures, f"with its kernels as no-ops the output is malformed on {label} ({exc.message}): "
                                 "its answer depends on them")
-    verdict = judge(ctx, pristine, out, pairs)
+    verdict = judge(ctx, pristine, out, pairs, mapped=False)  # wrong is what it expects: no map to pay for
     if verdict.passed and not verdict.unwritten:
         raise RungFailure(
             f"with the module's kernels turned into no-ops (launched, nothing run) custom_kernel still returned the "

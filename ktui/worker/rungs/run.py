@@ -1,7 +1,8 @@
 """Rung 3, ``run``: one call of ``custom_kernel`` on the first test input.
 
 A smoke test before the per-shape checks: it returns plain tensors of the reference's shape,
-dtype and device, and every value is finite. It says nothing yet about being right.
+dtype and device, and every value is finite. It says nothing yet about being right, but an
+output with NaN or Inf gets its error map: where it differs from the reference's.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import torch
 
 from ktui.worker import integrity
 from ktui.worker.context import RunContext
+from ktui.worker.errormap import locate
 from ktui.worker.errors import RungFailure
 from ktui.worker.metrics import compare
 from ktui.worker.outcome import Outcome
@@ -36,12 +38,17 @@ def run(ctx: RunContext) -> Outcome:
         "wall_s": round(elapsed, 4),
         "outputs": [{"shape": list(o.shape), "dtype": str(o.dtype).removeprefix("torch."), "device": str(o.device)} for o, _ in pairs],
     }
-    for i, (o, _) in enumerate(pairs):
+    for i, (o, r) in enumerate(pairs):
         finite = torch.isfinite(o) if o.dtype.is_floating_point else torch.ones_like(o, dtype=torch.bool)
         n_bad = int((~finite).sum())
         if n_bad:
             figures["nonfinite"] = n_bad
-            raise RungFailure(f"output {i} holds {n_bad} NaN/Inf value(s) out of {o.numel()}", figures)
+            with ctx.phases.timing("error map"):  # where it is wrong, the NaN among the rest
+                found = locate(o, r, ctx.tolerances, output=i)
+            where = f"; {found.description}" if found is not None else ""
+            if found is not None:
+                figures["error_map"] = found.to_json()
+            raise RungFailure(f"output {i} holds {n_bad} NaN/Inf value(s) out of {o.numel()}{where}", figures)
     shapes = ", ".join(f"{o['dtype']}{o['shape']}" for o in figures["outputs"])
     message = f"returned {shapes} on {ctx.tier.torch_device} in {elapsed * 1e3:.1f} ms"
     return Outcome(figures=figures, message="; ".join(filter(None, [message, learned])))
