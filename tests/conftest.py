@@ -252,7 +252,7 @@ def refuse_processes(request, monkeypatch):
 @pytest.fixture(autouse=True)
 def no_process_left_behind(request, tmp_path_factory):
     """A test that starts processes leaves no ktui command or worker running once it is over: an
-    orphan working in this session's temporary folders, still alive 10 s after the test, fails it
+    orphan working in this session's temporary folders, still alive 30 s after the test, fails it
     (and is killed, so it cannot slow the next)."""
     if request.node.get_closest_marker("unit") is not None:
         yield

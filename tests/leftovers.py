@@ -94,7 +94,7 @@ def orphans(before: set[int], matches: Callable[[list[str]], bool] = is_ktui, wi
             and os.path.join(p.cwd, "").startswith(inside)]
 
 
-def left_behind(before: set[int], grace_s: float = 10.0, matches: Callable[[list[str]], bool] = is_ktui,
+def left_behind(before: set[int], grace_s: float = 30.0, matches: Callable[[list[str]], bool] = is_ktui,
                 within: str = "/") -> list[Proc]:
     """The orphans still alive after ``grace_s`` (a process that is stopping gets that long), each
     then killed so one leak does not pile up behind the next test."""

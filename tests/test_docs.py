@@ -6,46 +6,19 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO
+from doctext import anchors, link_targets
 
 pytestmark = pytest.mark.unit
 
 README = REPO / "README.md"
-PAGES = [README, REPO / "CONTRIBUTING.md", *sorted((REPO / "docs").glob("*.md"))]
+PAGES = [README, REPO / "CONTRIBUTING.md", *sorted((REPO / "docs").rglob("*.md"))]
 README_LIMIT = 15_000  # bytes: a new user reads it in one sitting
 RUN_COMMAND = "python3 -m pip install -e '.[cpu,mcp]' && ktui run kernels/"
-
-FENCE = re.compile(r"^(```|~~~).*?^\1", re.S | re.M)
-INLINE_CODE = re.compile(r"`[^`\n]*`")
-LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
-
-
-def _prose(text: str) -> str:
-    """The text outside code: code may hold ``](`` and ``#`` that are no links or headings."""
-    return INLINE_CODE.sub("code", FENCE.sub("", text))
-
-
-def _slug(heading: str) -> str:
-    """The anchor GitHub gives a heading: lower case, punctuation dropped, spaces to hyphens."""
-    text = heading.replace("`", "").strip().lower()
-    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
-
-
-def anchors(page: Path) -> set[str]:
-    seen: dict[str, int] = {}
-    found = set()
-    for line in FENCE.sub("", page.read_text()).splitlines():
-        match = re.match(r"#{1,6}\s+(.*)", line)
-        if not match:
-            continue
-        slug = _slug(match.group(1))
-        found.add(slug if slug not in seen else f"{slug}-{seen[slug]}")
-        seen[slug] = seen.get(slug, 0) + 1
-    return found
 
 
 def broken_links(page: Path) -> list[str]:
     broken = []
-    for target in LINK.findall(_prose(page.read_text())):
+    for target in link_targets(page.read_text()):
         if re.match(r"[a-z]+:", target):  # https:, mailto: — not ours to check
             continue
         path, _, anchor = target.partition("#")
@@ -71,8 +44,9 @@ def test_a_broken_link_and_a_missing_anchor_are_both_caught(tmp_path):
     (tmp_path / "other.md").write_text("# Other\n\n## The `ktui audit`: a check\n")
     page = tmp_path / "page.md"
     page.write_text("[ok](other.md#the-ktui-audit-a-check) [gone](nowhere.md) [lost](other.md#nope)\n"
-                    "`[code](not-a-link.md)`\n\n```\n[fenced](not-a-link-either.md)\n```\n")
-    assert [b.split(":")[0] for b in broken_links(page)] == ["nowhere.md", "other.md#nope"]
+                    "`[code](not-a-link.md)`\n\n```\n[fenced](not-a-link-either.md)\n```\n"
+                    "[1 s][fast] [2 s][slow]\n\n[fast]: other.md#other\n[slow]: other.md#gone\n")
+    assert [b.split(":")[0] for b in broken_links(page)] == ["nowhere.md", "other.md#nope", "other.md#gone"]
 
 
 def test_the_readme_gives_the_two_commands_as_ci_runs_the_tests():

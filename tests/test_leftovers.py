@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
 import pytest
 from leftovers import is_ktui, left_behind, orphans, processes
+from waits import gone, until
 
 
 @pytest.mark.unit
@@ -39,14 +39,11 @@ def test_an_orphan_started_during_a_test_is_found_killed_and_a_child_is_not(tmp_
     try:
         probe = lambda argv: marker in argv  # noqa: E731
         other = lambda argv: f"{marker}-elsewhere" in argv  # noqa: E731
-        deadline = time.monotonic() + 5
-        while not (orphans(before, probe) and orphans(before, other)) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        assert until(lambda: orphans(before, probe) and orphans(before, other))
         assert orphans(before, other, within=str(tmp_path)) == []  # another folder's: not this test's
         (found,) = left_behind(before, grace_s=0.5, matches=probe, within=str(tmp_path))
         assert found.pid != child.pid
-        time.sleep(0.2)
-        assert orphans(before, probe) == []  # killed
+        assert gone(lambda: orphans(before, probe)) == []  # killed
         assert child.poll() is None  # pytest's own child is left alone
         left_behind(before, grace_s=0, matches=other)  # the other one, killed too
     finally:

@@ -15,6 +15,14 @@ first and writes later, and a busy machine can put more than the quiet period be
 file renamed into place is whole at once. Polling sees no opens or closes; there the quiet period
 is all there is.
 
+A busy machine also delivers events late: the quiet period after one write can end while the next
+write's truncation is still on its way, and the file is read empty. So a file found empty where it
+held content is taken for a write in progress, as a file created empty is: it waits for its
+writer's close (or ``UNCLOSED_LIMIT_S``: a file emptied on purpose). How many saves a burst of
+writes makes depends on its pace as the watcher sees it: writes closer together than the quiet
+period are one save; where the writer, or the delivery of its events, pauses longer, there is a
+save per pause, of the file as it then was. The last save is always of the final content.
+
 inotify is used where it works; when it is unavailable or out of watches, the watcher falls back
 to polling and says so in its ``state``.
 """
@@ -153,6 +161,7 @@ class Watcher:
         self._pending: dict[Path, float] = {}
         self._completed: dict[Path, float] = {}  # when each file was last renamed into place
         self._unclosed: set[Path] = set()  # written in place, its writer has not closed it yet
+        self._emptied: set[Path] = set()  # read empty where it held content, no write since: waited for once
         self._sees_closes = False  # the observer reports closes (inotify), so writes wait for them
         self._cond = threading.Condition()
         self._stopping = False
@@ -254,6 +263,7 @@ class Watcher:
             added = False
             for path in paths:
                 if self._in_watched_folder(path) and is_watched_file(path):
+                    self._emptied.discard(path)  # written since: an empty read is waited for again
                     if self._sees_closes and event:
                         if event == "modified" or (event == "created" and _is_empty(path)):
                             self._unclosed.add(path)
@@ -317,6 +327,13 @@ class Watcher:
         with self._cond:
             if self._hashes.get(path) == digest:
                 return None
+            if not data and self._hashes.get(path) and self._sees_closes and path not in self._emptied:
+                self._emptied.add(path)  # truncated by a write whose events are still on their way
+                self._unclosed.add(path)
+                self._pending[path] = time.monotonic()
+                self._cond.notify_all()
+                return None
+            self._emptied.discard(path)
             self._hashes[path] = digest
         return Save(path, digest, seen)
 

@@ -11,7 +11,6 @@ import json
 import os
 import re
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -211,9 +210,9 @@ def test_the_isa_version_is_read_from_the_title_or_the_page():
     [("ptx", {"KTUI_PTX_URL": f"{CLOSED}/ptx.html"}), ("cutlass", {"KTUI_CUTLASS_GIT": f"{CLOSED}/cutlass.git"})],
 )
 def test_offline_a_network_source_fails_fast_with_a_clear_message(tmp_path, source, env):
-    started = time.monotonic()
-    proc = ktui("context", "add", source, "--timeout", "20", "--dir", str(tmp_path / "context"), cwd=tmp_path, env=env)
-    assert time.monotonic() - started < 60
+    # fast: an answer within the test's limit did not wait for the network's, an hour
+    proc = ktui("context", "add", source, "--timeout", "3600", "--dir", str(tmp_path / "context"), cwd=tmp_path,
+                env=env, timeout=300)
     assert proc.returncode == 2
     assert "needs the network" in proc.stderr and "triton and cutedsl work offline" in proc.stderr
     assert not (tmp_path / "context" / source).exists()

@@ -12,6 +12,7 @@ import anyio
 import pytest
 from conftest import child_env, make_workspace
 from test_mcp import call, connect, tagged_processes
+from waits import SAFETY_S
 
 from ktui.protocol.processes import descendants
 
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.worker
 def _two_runs(ws, tag: str, expected: int) -> list[list[int]]:
     """The verdicts of two run calls, and the server's processes after each once they are
     ``expected`` many: the first call's audit of the reference runs in a process of its own, which
-    may still be exiting when the answer arrives (waited for up to 10 s, then taken as it is)."""
+    may still be exiting when the answer arrives (waited for, with a safety limit)."""
     seen: list[list[int]] = []
 
     async def main():
@@ -29,7 +30,7 @@ def _two_runs(ws, tag: str, expected: int) -> list[list[int]]:
             for seed in (1, 2):
                 result = await call(session, "run", paths=["kernels/add_triton.py"], seed=seed, no_bench=True)
                 assert result["all_passed"] is True
-                deadline = time.monotonic() + 10
+                deadline = time.monotonic() + SAFETY_S
                 while len(tagged_processes(tag)) != expected and time.monotonic() < deadline:
                     await anyio.sleep(0.1)
                 seen.append(sorted(tagged_processes(tag)))
@@ -38,7 +39,7 @@ def _two_runs(ws, tag: str, expected: int) -> list[list[int]]:
     return seen
 
 
-def _warm_workers(pid: int, wait_s: float = 60.0) -> list[int]:
+def _warm_workers(pid: int, wait_s: float = SAFETY_S) -> list[int]:
     """The owner's processes once its worker has started: it warms one from the start, on a thread
     that may still be spawning it when the owner says it owns the workspace."""
     deadline = time.monotonic() + wait_s

@@ -13,6 +13,7 @@ import anyio
 import pytest
 from conftest import child_env, make_workspace
 from test_mcp import call, connect
+from waits import SAFETY_S
 
 from ktui.workspace.kernels import content_hash
 
@@ -24,7 +25,7 @@ def _owner(ws, *argv: str) -> subprocess.Popen:
     process = subprocess.Popen([sys.executable, "-m", "ktui", *argv, "--cpu"], cwd=ws, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL, env=child_env(),
                                start_new_session=True)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + SAFETY_S
     while not (ws / ".ktui" / "owner" / "socket").exists():
         assert process.poll() is None and time.monotonic() < deadline, "the owner never served its socket"
         time.sleep(0.2)
@@ -66,10 +67,8 @@ def test_verdict_of_a_kernel_nobody_runs_says_so_at_once_and_names_run(tmp_path)
 
     async def ask() -> dict:
         async with connect(ws) as session:
-            started = time.monotonic()
-            answer = await call(session, "verdict", kernel="add_triton", timeout_s=60)
-            assert time.monotonic() - started < 20, "answered long before its timeout"
-            return answer
+            with anyio.fail_after(SAFETY_S):  # long before its timeout: it did not wait for a run
+                return await call(session, "verdict", kernel="add_triton", timeout_s=600)
 
     alone = anyio.run(ask)
     assert alone["status"] == "not_run" and alone["result"] is None, alone

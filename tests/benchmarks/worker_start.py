@@ -1,7 +1,7 @@
 """Where a worker's start goes: the spawn → ready wall time, split by the phases the worker reports.
 
 A cold ``ktui run`` waits for its worker before anything runs; on the H200 a cold run added 7.4 s
-to its own 1.65 s (docs/measured.md). This starts ``python -m ktui.worker.main`` N times, as the
+to its own 1.65 s (docs/measured/log/2026-12-02.md). This starts ``python -m ktui.worker.main`` N times, as the
 parent does, and prints per phase the median seconds: the interpreter and ktui's own imports
 before ``main`` (the wall time less the phases), Landlock, torch's import, the DSLs, the rung
 modules, CUDA's initialisation, the fake-tensor warm-up and the harness snapshot.

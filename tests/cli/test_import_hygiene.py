@@ -79,6 +79,7 @@ def test_reading_commands_do_not_load_torch(ran, args):
 
 
 @pytest.mark.gpu
+@pytest.mark.timing  # how soon it exits: alone on the GPU machine
 def test_on_a_gpu_the_parent_of_ktui_run_loads_no_torch_and_exits_with_its_verdict(tmp_path):
     """The GPU tier's run, benchmark included: the worker holds torch and a CUDA context, the
     parent neither, and the parent is gone within a second or two of its summary line."""

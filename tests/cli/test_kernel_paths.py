@@ -14,7 +14,6 @@ import json
 import shutil
 import stat
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,16 +98,14 @@ def _loads_in_the_tools_own_process(case: Case, tests: bool = False) -> dict:
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_profile_and_sanitize_say_no_gpu_at_once_before_starting_their_tool(cases, tools, fmt):
+def test_profile_and_sanitize_say_no_gpu_before_starting_their_tool(cases, tools, fmt):
+    # that they say so before loading the kernel: tests/agents/test_mcp.py, with a kernel slow to load
     case = cases[fmt]
     for verb, finished in (("profile", lambda out: parse_events(out)[-1]), ("sanitize", json.loads)):
-        started = time.monotonic()
         proc = ktui(verb, *case.args("--json"), cwd=case.cwd, env=tools)
-        elapsed = time.monotonic() - started
         out = finished(proc.stdout)
         assert proc.returncode == 1 and out["ok"] is False, proc.stdout + proc.stderr
         assert out["message"].startswith("no GPU:") and "/dev/nvidia0" in out["message"], out["message"]
-        assert elapsed < 5, f"{verb} took {elapsed:.1f} s to say there is no GPU"
     assert not list(Path(tools["KTUI_NCU"]).parent.glob("*.started"))
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, by_kernel, finished, make_workspace, parse_events, rungs
+from waits import SAFETY_S, gone
 
 from ktui.cli.exits import exit_code
 from ktui.history.store import Store
@@ -235,19 +236,15 @@ def test_a_run_exits_once_its_verdict_is_out_without_waiting_for_the_worker_to_w
     root = make_workspace(tmp_path / "ws", kernels=["add_triton"])
     source = (root / "kernels" / "add_triton.py").read_text()
     (root / "kernels" / "add_slow_exit.py").write_text(
-        source + "\n\nimport atexit, time\natexit.register(time.sleep, 60)  # a worker that takes a minute to exit\n")
+        source + "\n\nimport atexit, time\natexit.register(time.sleep, 3600)  # a worker that takes an hour to exit\n")
     marker = uuid.uuid4().hex
     path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
     proc = subprocess.Popen([sys.executable, "-m", "ktui", "run", "--no-audit", "--no-bench", "kernels/add_slow_exit.py"], cwd=root,
                             stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": path, "KTUI_EXIT_TEST": marker})
     summary = next(line for line in proc.stdout if line.startswith("add_slow_exit v1 "))
-    verdict_out = time.monotonic()
-    assert proc.wait(timeout=60) == 0, summary
-    assert time.monotonic() - verdict_out < 3.0  # it waited 5 s for the worker, then killed it
-    deadline = time.monotonic() + 2.0  # the kill is sent before ktui exits; the kernel finishes it
-    while processes_with(f"KTUI_EXIT_TEST={marker}") and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert processes_with(f"KTUI_EXIT_TEST={marker}") == []
+    assert proc.wait(timeout=SAFETY_S) == 0, summary  # long before the worker's hour
+    # the kill is sent before ktui exits; the kernel finishes it
+    assert gone(lambda: processes_with(f"KTUI_EXIT_TEST={marker}")) == []
 
 
 @pytest.mark.worker

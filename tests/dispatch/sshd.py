@@ -29,7 +29,7 @@ class Sshd:
         with open(self.folder / "sshd.log", "ab") as log:
             self.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(self.config)], stdin=subprocess.DEVNULL,
                                          stdout=subprocess.DEVNULL, stderr=log)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 120  # a safety net: sshd listens within moments
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"sshd refused to start: {(self.folder / 'sshd.log').read_text()[-2000:]}")

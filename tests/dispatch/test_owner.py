@@ -14,6 +14,7 @@ import time
 import pytest
 from conftest import REPO, make_workspace
 from test_queue import OPTIONS, Heard
+from waits import SAFETY_S, gone, until
 
 from ktui.dispatch.owner import OwnerGone, OwnerLink, OwnerServer, Ownership
 from ktui.dispatch.queue import RunQueue
@@ -75,7 +76,7 @@ def test_two_concurrent_callers_never_run_on_one_gpu_at_once(ws, owner):
     for caller in callers:
         caller.start()
     for caller in callers:
-        caller.join(20)
+        caller.join(SAFETY_S)
     assert verdicts == [PASSED, PASSED]
     first, second = sorted(runner.played, key=lambda p: p.started)
     assert first.ended <= second.started, "the two runs overlapped"
@@ -204,17 +205,15 @@ def test_a_profile_s_turn_on_the_gpu_waits_for_the_run_in_flight_and_holds_off_t
 
     first = threading.Thread(target=call)
     first.start()
-    deadline = time.monotonic() + 10
-    while not runner.played and time.monotonic() < deadline:
-        time.sleep(0.005)
+    until(lambda: runner.played, every_s=0.005)
     with gpu_turn(state, "ktui profile add_triton"):
         held = time.monotonic()
         second = threading.Thread(target=call)
         second.start()
-        time.sleep(0.3)
+        time.sleep(0.3)  # a while with the turn held: nothing may run in it, at any pace
         released = time.monotonic()
-    first.join(10)
-    second.join(10)
+    first.join(SAFETY_S)
+    second.join(SAFETY_S)
     assert len(runner.played) == 2
     assert runner.played[0].ended <= held, "the turn came once the run in flight had ended"
     assert runner.played[1].started >= released, "no run while the turn held the GPU"
@@ -233,15 +232,12 @@ def test_a_follower_hears_a_kernel_go_busy_when_queued_and_idle_when_its_run_end
     _, queue = owner
     kernel = ws / "kernels" / "add_triton.py"
     follow = OwnerLink.connect(state_dir(ws)).follow(kernel)
-    assert follow.next(5) == {"type": "owner_following", "busy": False, "save_grace_s": None}
+    assert follow.next(SAFETY_S) == {"type": "owner_following", "busy": False, "save_grace_s": None}
     other = threading.Thread(target=lambda: list(OwnerLink.connect(state_dir(ws)).run([kernel], OPTIONS)))
     other.start()
-    assert follow.next(5)["busy"] is True
-    assert follow.next(5)["busy"] is False  # the run ended: its verdict is in the history now
-    other.join(10)
+    assert follow.next(SAFETY_S)["busy"] is True
+    assert follow.next(SAFETY_S)["busy"] is False  # the run ended: its verdict is in the history now
+    other.join(SAFETY_S)
     assert follow.next(0.3) is None, "nothing more while nothing changes"
     follow.close()
-    deadline = time.monotonic() + 5
-    while queue._followers and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not queue._followers, "a caller that hung up is no longer told anything"
+    assert not gone(lambda: queue._followers), "a caller that hung up is no longer told anything"

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 from conftest import make_workspace
+from waits import SAFETY_S
 
 from ktui.dispatch.queue import RunQueue
 from ktui.dispatch.scripted import HANG, Script, ScriptedRunner, Step
 from ktui.dispatch.session import Session
-from ktui.protocol.events import CANCELLED, CRASHED, PASSED, RunFinished, RunStarted
+from ktui.protocol.events import CANCELLED, CRASHED, PASSED, RunFinished, RungStarted
 from ktui.protocol.job import Options
 from ktui.workspace.kernels import discover
 
@@ -45,7 +46,7 @@ class Heard:
         with self._cond:
             return [i for i in self.items if isinstance(i, RunFinished)]
 
-    def wait_finished(self, count: int, timeout: float = 10.0) -> list[RunFinished]:
+    def wait_finished(self, count: int, timeout: float = SAFETY_S) -> list[RunFinished]:
         deadline = time.monotonic() + timeout
         with self._cond:
             while len([i for i in self.items if isinstance(i, RunFinished)]) < count:
@@ -61,7 +62,7 @@ def _queue(root: Path, runner: ScriptedRunner, heard: Heard, **kw) -> RunQueue:
     return queue
 
 
-def _wait(condition, timeout: float = 10.0) -> None:
+def _wait(condition, timeout: float = SAFETY_S) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, "timed out"
@@ -99,9 +100,9 @@ def test_background_work_is_pre_empted_by_a_submit_and_runs_again_after(tmp_path
     kernel = _kernels(root)["add_triton"]
     starts, outcomes = [], []
 
-    def audit(cancel: threading.Event) -> bool:
+    def audit(cancel: threading.Event) -> bool:  # the first lasts until the submit pre-empts it
         starts.append(time.monotonic())
-        done = not cancel.wait(0.5 if len(starts) == 1 else 0.0)
+        done = not cancel.wait(SAFETY_S if len(starts) == 1 else 0.0)
         outcomes.append(done)
         return done
 
@@ -216,7 +217,7 @@ def test_runs_of_two_batches_on_one_runner_never_overlap(tmp_path):
         for caller in callers:
             caller.start()
         for caller in callers:
-            caller.join(10)
+            caller.join(SAFETY_S)
     finally:
         queue.close()
     assert len(results) == 2
@@ -240,8 +241,8 @@ def test_cancelling_one_callers_batch_leaves_another_callers_run_alone(tmp_path)
         them.start()  # queued behind our hanging run
         time.sleep(0.1)
         queue.cancel("cancelled by the client", mine)
-        us.join(10)
-        them.join(10)
+        us.join(SAFETY_S)
+        them.join(SAFETY_S)
     finally:
         queue.close()
     [(_, cancelled)] = ours
@@ -254,18 +255,25 @@ def test_only_an_unconfined_run_in_flight_could_have_written_a_file_and_a_save_a
     root = _workspace(tmp_path, ["add_triton"])
     kernel = _kernels(root)["add_triton"]
     runner, heard = ScriptedRunner(lambda job: Script((Step("correctness", 0.3),)), confined=confined), Heard()
-    queue = _queue(root, runner, heard)
+    in_flight: list[tuple[float, bool]] = []
+
+    def hear(item) -> None:  # in the queue's thread: at its rung's start the run is surely in flight
+        heard(item)
+        if isinstance(item, RungStarted):
+            during = time.time()
+            in_flight.append((during, queue.could_have_written(kernel.path, during)))
+
+    queue = _queue(root, runner, hear)
     try:
         before = time.time()
-        time.sleep(0.1)
+        time.sleep(0.1)  # a wall clock's step: "before" is earlier than anything the run does
         queue.submit(kernel)
-        _wait(lambda: any(isinstance(i, RunStarted) for i in list(heard.items)))  # the queue read the run's start
-        during = time.time()
-        assert queue.could_have_written(kernel.path, during) is not confined  # in flight
         heard.wait_finished(1)
         after = time.time()
     finally:
         queue.close()
+    [(during, then)] = in_flight
+    assert then is not confined  # in flight
     assert queue.could_have_written(kernel.path, during) is not confined  # written while it ran
     assert not queue.could_have_written(kernel.path, before)  # before the run: someone's save
     assert not queue.could_have_written(kernel.path, after)  # the moment after its verdict: someone's save

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, REPO, finished, ktui, make_workspace, parse_events, rungs
 from sshd import make_sshd
+from waits import SAFETY_S, gone
 
 from ktui.dispatch.remote.address import RemoteAddress, parse_remote
 from ktui.dispatch.remote.runner import RemoteRunner
@@ -65,13 +66,6 @@ def _our_processes(needle: str) -> list[int]:
         except OSError:
             continue
     return found
-
-
-def _gone_within(check, seconds: float = 10.0):
-    deadline = time.monotonic() + seconds
-    while check() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return check()
 
 
 @pytest.mark.parametrize("value, expected", [
@@ -204,7 +198,7 @@ def test_cancel_kills_the_remote_worker_group_and_the_next_run_is_warm_again(ssh
         tokens = []
         verdicts, _ = _hang_until(session, runner, job, lambda: (tokens.append(runner._worker.token), runner.cancel()))
         assert verdicts == ["cancelled"]
-        assert not _gone_within(lambda: tagged(tokens[0]))  # the remote worker and all it started
+        assert not gone(lambda: tagged(tokens[0]))  # the remote worker and all it started
         good = session.run(kernel_at(ws / "kernels" / "add_triton.py"), Options(seed=5, benchmark=False))
         assert good.verdict == "passed"
     finally:
@@ -218,17 +212,15 @@ def test_a_dropped_link_ends_the_run_interrupted_leaves_nothing_behind_and_the_n
     session = Session(ws, runner=runner)
     control = runner.link._control_dir
     try:
-        job = session.prepare(kernel_at(ws / "kernels" / "hang.py"), Options(timeouts={"compile": 300}))
+        job = session.prepare(kernel_at(ws / "kernels" / "hang.py"), Options(timeouts={"compile": 3600}))
         tokens = []
-        started = time.monotonic()
         verdicts, messages = _hang_until(session, runner, job,
                                          lambda: (tokens.append(runner._worker.token), server.stop()))
-        assert time.monotonic() - started < 60  # not the compile limit: the link's end is noticed
-        assert verdicts == ["interrupted"]
+        assert verdicts == ["interrupted"]  # not the compile limit's timed_out: the link's end is noticed
         assert "the link to localhost dropped during compile" in messages[0]
-        assert not _gone_within(lambda: tagged(tokens[0]))  # nothing left running on the remote
-        assert not _gone_within(lambda: _with_environ(str(tmp_path / "remote")))
-        assert not _gone_within(lambda: _our_processes(control))  # nor here: no ssh client, no master
+        assert not gone(lambda: tagged(tokens[0]))  # nothing left running on the remote
+        assert not gone(lambda: _with_environ(str(tmp_path / "remote")))
+        assert not gone(lambda: _our_processes(control))  # nor here: no ssh client, no master
         stored = {r.run_id: r for r in session.store.runs("hang")}[job.run_id]
         assert stored.verdict == "interrupted"
 
@@ -238,7 +230,7 @@ def test_a_dropped_link_ends_the_run_interrupted_leaves_nothing_behind_and_the_n
     finally:
         session.close()
         server.stop()
-    assert not _gone_within(lambda: _our_processes(control))
+    assert not gone(lambda: _our_processes(control))
 
 
 def test_a_run_while_the_remote_is_unreachable_ends_interrupted_at_once(ws, tmp_path):
@@ -313,7 +305,7 @@ def test_watch_headless_runs_on_the_remote_and_leaves_nothing_there_when_it_stop
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert not _gone_within(lambda: _with_environ(str(tmp_path / "remote")))
+    assert not gone(lambda: _with_environ(str(tmp_path / "remote")))
 
 
 def test_a_reference_outside_the_workspace_is_refused_for_a_remote_run(sshd, ws, tmp_path):
@@ -340,7 +332,7 @@ def test_the_dashboard_runs_on_the_remote_and_its_status_line_names_the_host_and
     async def scenario() -> tuple[str, str]:
         app = KtuiApp(Workspace.at(ws), Options(benchmark=False), runner=runner)
         async with app.run_test(size=(160, 40)) as pilot:
-            deadline = time.monotonic() + 50
+            deadline = time.monotonic() + SAFETY_S
             while time.monotonic() < deadline:
                 await pilot.pause(0.2)
                 view = app.state.kernels.get("add_triton")
@@ -354,7 +346,7 @@ def test_the_dashboard_runs_on_the_remote_and_its_status_line_names_the_host_and
     verdict, line = asyncio.run(scenario())
     assert verdict == "passed"
     assert "remote localhost · up" in line
-    assert not _gone_within(lambda: _with_environ(str(tmp_path / "remote")))  # the dashboard's exit ended it
+    assert not gone(lambda: _with_environ(str(tmp_path / "remote")))  # the dashboard's exit ended it
 
 
 def test_a_remote_crash_is_a_crash_with_the_remote_signal_and_a_timeout_names_where_the_kernel_was(sshd, ws, tmp_path):
@@ -371,7 +363,7 @@ def test_a_remote_crash_is_a_crash_with_the_remote_signal_and_a_timeout_names_wh
         assert good.verdict == "passed"
     finally:
         session.close()
-    assert not _gone_within(lambda: _with_environ(str(tmp_path / "remote")))
+    assert not gone(lambda: _with_environ(str(tmp_path / "remote")))
 
 
 def test_a_key_the_remote_does_not_accept_fails_with_what_ssh_said_and_never_prompts(sshd, ws, tmp_path):

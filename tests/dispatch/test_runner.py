@@ -5,11 +5,11 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
 from conftest import REPO, finished, ktui, make_workspace, parse_events, rungs
+from waits import gone
 
 from ktui.dispatch.runner import LocalRunner
 from ktui.dispatch.session import Session
@@ -67,7 +67,8 @@ def test_cancel_ends_the_run_in_flight_as_cancelled(ws):
     runner = LocalRunner()
     session = Session(ws, runner=runner)
     try:
-        job = session.prepare(kernel_at(ws / "kernels" / "hang.py"), Options(timeouts={"compile": 120}))
+        # an hour's compile limit: the next run passing at all did not wait for it
+        job = session.prepare(kernel_at(ws / "kernels" / "hang.py"), Options(timeouts={"compile": 3600}))
         verdicts = []
         for event in session.events(job):
             if isinstance(event, RungStarted) and event.rung == "compile":
@@ -75,9 +76,8 @@ def test_cancel_ends_the_run_in_flight_as_cancelled(ws):
             if isinstance(event, RunFinished):
                 verdicts.append(event.verdict)
         assert verdicts == ["cancelled"]
-        started = time.monotonic()
         good = session.run(kernel_at(ws / "kernels" / "add_triton.py"), Options(seed=5))
-        assert good.verdict == "passed" and time.monotonic() - started < 120
+        assert good.verdict == "passed"
     finally:
         session.close()
 
@@ -108,13 +108,6 @@ def _sleepers(seconds: str) -> list[int]:
     return found
 
 
-def _gone_within(check, seconds: float = 5.0):
-    deadline = time.monotonic() + seconds
-    while check() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return check()
-
-
 @pytest.mark.parametrize("dies", [False, True], ids=["worker_stays_warm", "worker_exits"])
 def test_processes_started_by_user_code_do_not_outlive_the_run(tmp_path, monkeypatch, dies):
     ws = make_workspace(tmp_path / "ws")
@@ -128,7 +121,7 @@ def test_processes_started_by_user_code_do_not_outlive_the_run(tmp_path, monkeyp
         end = session.run(kernel_at(ws / "kernels" / "spawner.py"), Options(seed=1, benchmark=False))
         assert end.verdict == ("crashed" if dies else "passed"), (end.message, end.summary)
         # Gone although the warm worker lives on (or although the worker that started them is dead).
-        assert _gone_within(lambda: _sleepers(seconds)) == []
+        assert gone(lambda: _sleepers(seconds)) == []
     finally:
         session.close()
         kill_all(_sleepers(seconds))
@@ -149,7 +142,7 @@ def test_a_worker_whose_watcher_was_killed_stops_and_its_run_is_marked_interrupt
         assert workers, "the worker is running the hung kernel"
         proc.kill()  # kill -9: no cleanup in the watcher runs
         proc.wait(timeout=30)
-        assert _gone_within(lambda: [p for p in workers if start_ticks(p) is not None]) == []
+        assert gone(lambda: [p for p in workers if start_ticks(p) is not None]) == []
     finally:
         if proc.poll() is None:
             proc.kill()

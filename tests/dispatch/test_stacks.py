@@ -10,6 +10,7 @@ import time
 
 import pytest
 from conftest import by_kernel, finished, ktui, make_workspace, parse_events, rungs
+from waits import until
 
 from ktui.dispatch import stacks
 from ktui.dispatch.runner import WorkerProcess
@@ -56,14 +57,15 @@ class Spinner:
 def spinning(tmp_path, monkeypatch):
     (tmp_path / "slow_dump.py").write_text(textwrap.dedent(SLOW_DUMP))
     (tmp_path / "ws").mkdir()
-    (tmp_path / "ws" / "spin.py").write_text("def spin():\n    while True:\n        pass\n")
+    # it says it spins (its handler registered, its thread relaying) once it is inside spin()
+    (tmp_path / "ws" / "spin.py").write_text('def spin():\n    open("spinning", "w").close()\n    while True:\n        pass\n')
     monkeypatch.chdir(tmp_path)  # ``-m slow_dump`` finds it in the working directory
     started = []
 
     def start(pause_s: float) -> WorkerProcess:
         worker = WorkerProcess(Spinner(pause_s))
         started.append(worker)
-        time.sleep(1.0)  # its handler registered and its loop spinning
+        assert until(lambda: (tmp_path / "spinning").exists() or not worker.alive()), "it never began to spin"
         return worker
 
     yield start
@@ -78,18 +80,19 @@ def test_a_dump_that_pauses_midway_is_read_to_its_end_and_names_the_spinning_fun
     frame = stacks.user_frame(dump.lines, str(tmp_path / "ws"))
     assert frame is not None and frame.function == "spin" and frame.file.endswith("spin.py"), dump.lines
     message, error = stacks.timeout_place("run exceeded its 4 s limit", dump, str(tmp_path / "ws"))
-    assert message.endswith(f"it was at spin.py:{frame.line} in spin") and frame.line in (2, 3)
+    assert message.endswith(f"it was at spin.py:{frame.line} in spin") and frame.line in (3, 4)
     assert error.location.line == frame.line and stacks.OUTERMOST in error.traceback
 
 
 @pytest.mark.worker
 def test_a_dump_that_never_completes_is_told_as_such_after_the_bounded_wait(spinning, tmp_path):
+    worker = spinning(3600.0)  # the relay stops for an hour after three lines: ended at all, the wait was bounded
     started = time.monotonic()
-    dump = stacks.ask_for_stack(spinning(30.0), wait_s=1.0)
-    assert 1.0 <= time.monotonic() - started < 5.0
-    assert not dump.complete and 0 < len(dump.lines) <= 3
+    dump = stacks.ask_for_stack(worker, wait_s=5.0)
+    assert time.monotonic() - started >= 5.0  # and it waited its bound
+    assert not dump.complete and len(dump.lines) <= 3
     message, error = stacks.timeout_place("run exceeded its 4 s limit", dump, str(tmp_path / "ws"))
-    assert message.endswith("where it was is unknown: its Python stack had not arrived in full after 1 s")
+    assert message.endswith("where it was is unknown: its Python stack had not arrived in full after 5 s")
     assert error.location is None and error.traceback == "\n".join(dump.lines)
 
 

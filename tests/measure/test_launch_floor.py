@@ -7,8 +7,8 @@ Where the numbers come from (NVIDIA H200, driver 580.159.04, torch 2.11, Triton 
 - ``FIDELITY_ADD``: the same add at 1, 16, 64, 256 and 1024 Mi elements, docs/measured.md
   ("Timer fidelity", 2026-11-30): 6.46, 46.24, 183.41, 734.48, 2937.82 µs;
 - the bandwidth mixes (copy 4250, add 4364, read-only sum 4550 GB/s) and the bf16 matmul rate
-  (740.2 TFLOP/s) from the calibrations in docs/measured.md ("Calibration" and the suite's notes);
-- the bf16 matmul at 4096³: 739 TFLOP/s (docs/measured.md, the suite at the roofline), 185.9 µs;
+  (740.2 TFLOP/s) from the calibrations in docs/measured/log/ ("Calibration" and the suite's notes);
+- the bf16 matmul at 4096³: 739 TFLOP/s (docs/measured/log/, the suite at the roofline), 185.9 µs;
 - ``FLOOR_US``, 3.5 µs, is not a recorded figure: no launch floor had been measured when these were
   written. It is below the smallest recorded kernel time (3.81 µs for 786 KB, whose transfer alone is
   0.18 µs); the H200 run of ``ktui calibrate`` measures the real one.

@@ -74,12 +74,11 @@ def test_a_save_written_as_temp_file_and_rename_runs_and_updates_the_panes(tmp_p
             await pilot.pause()
             # follow mode: the saved kernel gets selected; the panes show its new run
             save_atomically(ws / "kernels" / "compile_error.py", ADD)
-            await until(pilot, lambda: app.selected == "compile_error", timeout=10, what="follow")
+            await until(pilot, lambda: app.selected == "compile_error", what="follow")
             await until(pilot, lambda: app.state.kernels["compile_error"].verdict == "passed"
                         and app.state.kernels["compile_error"].version == 2, what="the new run")
             # the panes are redrawn once per burst of events (a short timer after the last one)
-            await until(pilot, lambda: "compile_error v2 passed" in plain(app.query_one("#rungs-head", Static)),
-                        timeout=5, what="the panes' redraw")
+            await until(pilot, lambda: "compile_error v2 passed" in plain(app.query_one("#rungs-head", Static)), what="the panes' redraw")
             assert row(app, "compile_error")[0] == "✓ passed" and row(app, "compile_error")[2] == "v2"
             assert "compiled cleanly for sm_90a in" in plain(app.query_one("#compile-body", Static))
             table = app.query_one("#rungs-table", DataTable)
@@ -104,7 +103,7 @@ def test_a_save_during_a_run_cancels_it_and_the_list_shows_the_new_verdict(tmp_p
             assert row(app, "add_slow")[0] == "▶ compile"
             stale_run = app.state.kernels["add_slow"].run_id
             save_atomically(kernel, ADD)
-            await until(pilot, lambda: app.state.kernels["add_slow"].run_id not in ("", stale_run), timeout=60,
+            await until(pilot, lambda: app.state.kernels["add_slow"].run_id not in ("", stale_run),
                         what="the replacement run")
             await until(pilot, lambda: app.state.kernels["add_slow"].verdict == "passed", what="its verdict")
             view = app.state.kernels["add_slow"]
@@ -126,8 +125,7 @@ def test_a_crashing_kernel_leaves_the_app_running_and_the_next_run_works(tmp_pat
             assert row(app, "crash_segfault")[0] == "✗ crashed"
             await pilot.press("2")
             await until(pilot, lambda: "SIGSEGV" in plain(app.query_one("#rungs-head", Static)) or
-                        "SIGSEGV" in " ".join(str(c) for c in app.query_one("#rungs-table", DataTable).get_row_at(1)),
-                        timeout=5, what="the crash in the rungs pane")
+                        "SIGSEGV" in " ".join(str(c) for c in app.query_one("#rungs-table", DataTable).get_row_at(1)), what="the crash in the rungs pane")
             save_atomically(ws / "kernels" / "crash_segfault.py", ADD)
             await until(pilot, lambda: app.state.kernels["crash_segfault"].verdict == "passed", what="the fixed run")
             assert app.is_running
@@ -228,7 +226,7 @@ def test_an_empty_workspace_and_broken_files_show_messages_and_nothing_crashes(t
             await pilot.pause(0.5)
             save_atomically(empty / "kernels" / "nothing_here.py", "def custom_kernel(x):\n    return x\n")
             save_atomically(empty / "kernels" / "add_broken.py", "def custom_kernel(x:\n")
-            await until(pilot, lambda: {"nothing_here", "add_broken"} <= set(app.state.kernels), timeout=20,
+            await until(pilot, lambda: {"nothing_here", "add_broken"} <= set(app.state.kernels),
                         what="the new files in the list")
             await until(pilot, lambda: idle(app) and app.state.kernels["nothing_here"].verdict == "error",
                         what="the runs")
@@ -355,7 +353,7 @@ def test_a_shape_listed_twice_in_tests_gets_its_own_rung_and_the_dashboard_draws
         async with app.run_test(size=(100, 30)) as pilot:
             await until(pilot, lambda: idle(app) and app.state.kernels["add_dup"].verdict == "passed", what="the run")
             await pilot.press("2")
-            await until(pilot, lambda: app.query_one("#rungs-table", DataTable).row_count > 5, timeout=10,
+            await until(pilot, lambda: app.query_one("#rungs-table", DataTable).row_count > 5,
                         what="the rungs pane")
             table = app.query_one("#rungs-table", DataTable)
             names = [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
@@ -377,6 +375,6 @@ def test_a_cutedsl_kernel_only_compiled_on_the_cpu_tier_reads_compiled_not_passe
             if app.state.tier != "cpu":
                 return  # on a GPU its correctness is checked: a plain pass
             assert app.state.kernels["add_cutedsl"].verdict == "compiled"
-            await until(pilot, lambda: row(app, "add_cutedsl")[0] == "◇ compiled", timeout=5, what="the list's label")
+            await until(pilot, lambda: row(app, "add_cutedsl")[0] == "◇ compiled", what="the list's label")
 
     asyncio.run(scenario())

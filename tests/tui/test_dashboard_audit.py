@@ -43,8 +43,8 @@ def test_a_weak_reference_shows_weak_test_in_the_status_line_and_the_rungs_pane_
             assert "weak test" not in plain(app.query_one("#status", Static), width=200)  # not audited yet
             await until(pilot, lambda: app.state.audits, timeout=180, what="the background audit")
             await until(pilot, lambda: "weak test: a kernel that returns a copy of input 0 passes on every test shape"
-                        in plain(app.query_one("#status", Static), width=200), timeout=5, what="the status line")
-            await until(pilot, lambda: rung_rows(app).get("audit") == "! weak test", timeout=5, what="the rungs pane")
+                        in plain(app.query_one("#status", Static), width=200), what="the status line")
+            await until(pilot, lambda: rung_rows(app).get("audit") == "! weak test", what="the rungs pane")
             assert idle(app) and app.state.queue.background is None
             await pilot.press("2")
             table = app.query_one("#rungs-table", DataTable)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, make_workspace
+from waits import SAFETY_S
 
 TMUX = shutil.which("tmux")
 VIM = shutil.which("vim")
@@ -44,7 +45,7 @@ class Tmux:
     def screen(self, target: str = "app") -> str:
         return self("capture-pane", "-p", "-t", target)
 
-    def wait_for(self, predicate, timeout: float = 120.0, target: str = "app", what: str = "") -> str:
+    def wait_for(self, predicate, timeout: float = SAFETY_S, target: str = "app", what: str = "") -> str:
         deadline = time.monotonic() + timeout
         while True:
             text = self.screen(target)
@@ -104,18 +105,18 @@ def test_the_real_app_in_tmux_follows_edits_by_vim_and_by_rename_and_quits_on_q(
         db = ws / ".ktui" / "history.db"
         before = _finished_runs(db)
         tmux("send-keys", "-t", "app", "R")
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + SAFETY_S
         while _finished_runs(db) < before + 2 and time.monotonic() < deadline:
             time.sleep(0.3)
         assert _finished_runs(db) == before + 2
         tmux("send-keys", "-t", "app", "2")
-        tmux.wait_for(lambda s: "figures / message" in s, timeout=10, what="the rungs tab")
+        tmux.wait_for(lambda s: "figures / message" in s, what="the rungs tab")
         tmux("send-keys", "-t", "app", "?")
-        tmux.wait_for(lambda s: "ktui watch — keys" in s, timeout=10, what="the help")
+        tmux.wait_for(lambda s: "ktui watch — keys" in s, what="the help")
         tmux("send-keys", "-t", "app", "Escape")
-        tmux.wait_for(lambda s: "ktui watch — keys" not in s, timeout=10, what="the help to close")
+        tmux.wait_for(lambda s: "ktui watch — keys" not in s, what="the help to close")
         tmux("send-keys", "-t", "app", "q")
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + SAFETY_S
         while not done.exists() and time.monotonic() < deadline:
             time.sleep(0.2)
         assert done.exists() and done.read_text().strip() == "0"
@@ -136,7 +137,7 @@ def test_e_opens_the_failing_line_in_the_editor_in_a_tmux_split(tmp_path):
     try:
         tmux.wait_for(lambda s: "✗ failed" in line_of(s, "compile_error"), what="the failing run")
         tmux("send-keys", "-t", "app", "e")
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + SAFETY_S
         while not opened.exists() and time.monotonic() < deadline:
             time.sleep(0.2)
         assert opened.read_text().split() == ["+11", str(ws / "kernels" / "compile_error.py")]
@@ -161,7 +162,7 @@ def test_escapes_in_a_file_name_and_in_what_a_kernel_prints_are_shown_not_obeyed
         screen = tmux.wait_for(lambda s: "✓ passed" in s and "6 output" in s, what="the hostile kernel's run")
         assert "add_\\x1b]2;HIJACKED\\x07" in screen, screen  # the name, its escapes written out
         tmux("send-keys", "-t", "app", "6")
-        screen = tmux.wait_for(lambda s: "after the clipboard" in s, timeout=20, what="the output pane")
+        screen = tmux.wait_for(lambda s: "after the clipboard" in s, what="the output pane")
         assert "\\x1b]52;c;UFdORUQ=\\x07after the clipboard" in screen
         assert "HIJACKED" not in tmux("display-message", "-p", "-t", "app", "#{pane_title}")
         assert tmux("list-buffers") == ""  # nothing reached the clipboard
@@ -184,7 +185,7 @@ def test_a_dashboard_stopped_by_a_signal_records_its_run_in_flight_cancelled(tmp
     try:
         pid = int(tmux("display-message", "-p", "-t", "app", "#{pane_pid}").strip())
         db = ws / ".ktui" / "history.db"
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + SAFETY_S
         while time.monotonic() < deadline and not _runs_with(db, "running"):
             time.sleep(0.3)
         assert _runs_with(db, "running"), "hang's run never started"
@@ -193,7 +194,7 @@ def test_a_dashboard_stopped_by_a_signal_records_its_run_in_flight_cancelled(tmp
             os.kill(pid, signal.SIGTERM)
         else:
             tmux("kill-session", "-t", "app")  # the terminal goes away: SIGHUP
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + SAFETY_S
         while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
             time.sleep(0.2)
         assert not Path(f"/proc/{pid}").exists(), "the dashboard outlived its signal"
@@ -227,11 +228,11 @@ def test_e_in_the_hot_lines_opens_the_hottest_line_in_the_editor(tmp_path):
                f"{shlex.quote(sys.executable)} -m ktui watch . --seed 0")
     tmux("new-session", "-d", "-s", "app", "-x", "160", "-y", "48", command)
     try:
-        tmux.wait_for(lambda s: "✓ passed" in line_of(s, "softmax_triton"), timeout=120, what="the passing run")
+        tmux.wait_for(lambda s: "✓ passed" in line_of(s, "softmax_triton"), what="the passing run")
         tmux("send-keys", "-t", "app", "h")
-        tmux.wait_for(lambda s: "hot lines · softmax_triton.py v1" in s, timeout=20, what="the hot lines")
+        tmux.wait_for(lambda s: "hot lines · softmax_triton.py v1" in s, what="the hot lines")
         tmux("send-keys", "-t", "app", "e")
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + SAFETY_S
         while not opened.exists() and time.monotonic() < deadline:
             time.sleep(0.2)
         data = json.loads((ws / ".ktui" / "runs" / "softmax_triton" / "1" / "hotspots.json").read_text())

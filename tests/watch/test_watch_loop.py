@@ -16,6 +16,7 @@ import pytest
 from conftest import FIXTURES, REPO, make_workspace
 from headless import Headless
 from leftovers import tagged
+from waits import gone
 
 from ktui.dispatch.notices import QueueChanged
 from ktui.protocol.events import RunFinished, RungStarted, RunStarted
@@ -180,8 +181,7 @@ def test_headless_prints_json_lines_writes_latest_and_leaves_no_process(tmp_path
     finally:
         code = watch.stop(timeout=30)
     assert code == 0, watch.proc.stderr.read()
-    time.sleep(0.5)
-    assert tagged("KTUI_TEST_TAG", watch.tag) == []
+    assert gone(lambda: tagged("KTUI_TEST_TAG", watch.tag)) == []
 
 
 @pytest.mark.worker

@@ -14,6 +14,7 @@ import time
 from types import SimpleNamespace
 
 import pytest
+from waits import SAFETY_S
 
 from ktui.protocol import processes
 from ktui.worker.ahead.helper import NICENESS
@@ -41,7 +42,7 @@ def ctx_with(tests, benchmarks=(), fresh=None, benchmark=True, dsls=("triton",))
 def ready_pool(size: int) -> AheadPool:
     pool = AheadPool(size, [sys.executable, "-c", SCRIPTED])
     pool.start()
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + SAFETY_S
     while not all(h.ready.is_set() for h in pool.helpers):
         assert time.monotonic() < deadline, "the scripted helpers never said ready"
         time.sleep(0.01)
@@ -49,7 +50,7 @@ def ready_pool(size: int) -> AheadPool:
 
 
 def wait_idle(pool: AheadPool) -> None:
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + SAFETY_S
     while not all(h.idle.is_set() for h in pool.helpers if h.alive()):
         assert time.monotonic() < deadline
         time.sleep(0.01)
@@ -132,7 +133,7 @@ def test_a_helper_that_died_is_replaced_when_the_pool_starts_again():
     try:
         first = pool.helpers[0]
         assert pool.submit({"run_id": "a"}, [{"die": True}]) == {"shapes": 1, "helpers": 1}
-        first.proc.wait(timeout=10)
+        first.proc.wait(timeout=SAFETY_S)
         assert pool.submit({"run_id": "b"}, [{"n": 1}]) == {}  # nothing to hand it to
         pool.start()
         assert pool.helpers[0] is not first and pool.helpers[0].alive()
@@ -156,7 +157,7 @@ def test_the_end_of_job_sweep_spares_the_helpers_and_what_they_run_and_nothing_e
                                "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"])
     stray = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + SAFETY_S
         while not processes.descendants(spared.pid):
             assert time.monotonic() < deadline
             time.sleep(0.02)
@@ -229,7 +230,7 @@ def test_a_helper_that_has_just_started_replays_the_sessions_latest_run_at_once(
         assert pool.submit({"run_id": "first"}, [{"n": 1}, {"n": 7}]) == {}
         assert pool.submit({"run_id": "none"}, []) == {}  # a run with nothing to hand out is not a replay
         pool.start()
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + SAFETY_S
         while not pool.helpers[0].answers:
             assert time.monotonic() < deadline, "the new helper never replayed the latest run"
             time.sleep(0.01)

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
+from waits import SAFETY_S, until
 
 from ktui.dispatch import stacks
 from ktui.dispatch.runner import WorkerConfig, WorkerProcess
@@ -69,11 +69,11 @@ def test_a_first_request_no_thread_can_take_is_answered_through_the_kept_thread(
     monkeypatch.chdir(tmp_path)
     worker = WorkerProcess(Unreachable())
     try:
-        time.sleep(1.5)  # its listener started and its main thread waiting
-        started = time.monotonic()
-        dump = stacks.ask_for_stack(worker)
+        # its listener started, then its main thread asleep in wait() (the kernel's name for that sleep)
+        asleep = Path(f"/proc/{worker.proc.pid}/wchan")
+        assert until(lambda: asleep.read_text() == "hrtimer_nanosleep"), "it never reached wait()"
+        dump = stacks.ask_for_stack(worker, wait_s=SAFETY_S)  # complete: answered, through the kept thread
         assert dump.complete, dump.lines
-        assert time.monotonic() - started < stacks.STACK_WAIT_S
         frame = stacks.user_frame(dump.lines, str(tmp_path / "ws"))
         assert frame is not None and frame.function == "wait" and frame.line == 5, dump.lines
     finally:
