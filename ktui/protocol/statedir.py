@@ -106,3 +106,9 @@ def user_dir() -> Path:
     if os.uname().sysname == "Darwin":
         return home / "Library" / "Caches" / "ktui"
     return home / ".cache" / "ktui"
+
+
+def compiler_cache(compiler: str) -> Path:
+    """Where one compiler's builds are kept for every workspace of this user (``user_dir()/cache/
+    <compiler>``): written only by ktui's confined processes, never the user's own caches."""
+    return user_dir() / "cache" / compiler
