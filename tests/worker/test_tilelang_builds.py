@@ -84,3 +84,40 @@ def test_with_the_build_cache_off_every_compile_runs_nvcc_and_nothing_is_kept(tm
         cubins.append(built(run)[0])
     assert cubins[0] != cubins[1]  # two nvcc runs
     assert not [p for p in (user / "cache" / "tilelang").rglob("cubin")]
+
+
+def test_a_compile_ahead_helper_builds_a_runs_tilelang_shapes_into_the_build_cache_and_the_worker_reuses_them(tmp_path, monkeypatch):
+    import json
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    from ktui.dispatch.session import Session
+    from ktui.protocol import processes
+    from ktui.protocol.job import Options
+    from ktui.workspace.kernels import kernel_at
+
+    user = tmp_path / "user"
+    monkeypatch.setenv("KTUI_USER_DIR", str(user))
+    ws = make_workspace(tmp_path / "ws", kernels=["softmax_tilelang"])
+    job = Session(ws).prepare(kernel_at(ws / "kernels" / "softmax_tilelang.py"), Options(force_cpu=True, benchmark=False))
+    env = {**os.environ, "PYTHONPATH": str(REPO), processes.PARENT_ENV: str(os.getpid())}
+    helper = subprocess.Popen([sys.executable, "-m", "ktui.worker.ahead", "--arch", "sm_90a"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    try:
+        assert json.loads(helper.stdout.readline())["type"] == "ready"
+        # the traced shape (the first benchmark's) and two test shapes: three specialisations
+        shapes = [{"rows": 4096, "cols": 4096}, {"rows": 3, "cols": 7}, {"rows": 97, "cols": 3001}]
+        helper.stdin.write(json.dumps({"job": job.to_json(), "shapes": shapes}) + "\n")
+        helper.stdin.flush()
+        answer = json.loads(helper.stdout.readline())
+    finally:
+        helper.kill()
+        helper.wait(timeout=10)
+    assert (answer["type"], answer["compiled"]) == ("done", 3)
+    assert len(list((user / "cache" / "tilelang").rglob("cubin"))) == 3  # its answer came once all were built
+    events = parse_events(ktui("run", "--no-audit", "--cpu", "--no-bench", "--json", "kernels/softmax_tilelang.py",
+                               cwd=ws).stdout)
+    assert finished(events)["verdict"] == "compiled"
+    assert rungs(events)["compile"]["figures"]["reused"] == ["main_kernel"]  # the helper's build, not nvcc again

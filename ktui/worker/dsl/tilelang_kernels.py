@@ -21,6 +21,7 @@ import re
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from types import ModuleType
 from typing import Any, Iterable, Iterator
 
@@ -220,6 +221,41 @@ def _unwritten_outputs(kernel: Any, args: tuple) -> Any:
     return outputs[0] if len(outputs) == 1 else outputs
 
 
+AHEAD_THREADS = 4  # a helper's builds at once: each is mostly nvcc, one core
+
+
+@contextlib.contextmanager
+def compiling_ahead(threads: int = AHEAD_THREADS) -> Iterator[None]:
+    """While active, a ``@tilelang.jit`` function's compile (tracing, lowering, ktui's nvcc step)
+    runs on a thread of its own and the call returns at once with a kernel whose launches do
+    nothing: a compile-ahead helper's shapes are built at the same time (lowering releases the GIL,
+    as TileLang's own ``par_compile`` relies on; nvcc is a process), into ktui's build cache.
+    Leaving waits for the builds. One that fails is the worker's to find and report."""
+    from tilelang.jit import JITImpl
+
+    tilelang_nvcc.install()
+    original = JITImpl.__dict__["compile"]
+    builds = ThreadPoolExecutor(threads, thread_name_prefix="ktui-tilelang-ahead")
+
+    def compile(impl, *args, **kwargs):
+        builds.submit(original, impl, *args, **kwargs)
+        return _Unbuilt()
+
+    JITImpl.compile = compile
+    try:
+        yield
+    finally:
+        JITImpl.compile = original
+        builds.shutdown(wait=True)
+
+
+class _Unbuilt:
+    """What a compile ahead returns while its build runs elsewhere: launching it does nothing."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
 def is_compile_error(exc: BaseException) -> bool:
     """Whether ``exc``, or what it was raised from, left a TileLang compile (tracing, lowering, nvcc)."""
     seen = []
@@ -241,6 +277,7 @@ class TileLangDsl(Dsl):
     package = "tilelang"
     install = "pip install 'ktui[tilelang]'"
     runs_on_cpu = False
+    compiles_ahead = True  # into ktui's build cache, which every process of the user reads (``tilelang_nvcc``)
 
     def configure(self, arch: str) -> None:
         configure_env(arch)
@@ -256,6 +293,9 @@ class TileLangDsl(Dsl):
 
     def counting(self, kernels: dict[str, Any], received: Any, execute: bool) -> Any:
         return count_launches(received, execute)
+
+    def compiling_only(self, kernels: dict[str, Any]) -> Any:
+        return compiling_ahead()
 
     def is_compile_error(self, exc: BaseException) -> bool:
         return is_compile_error(exc)
