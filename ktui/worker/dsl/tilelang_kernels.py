@@ -34,11 +34,16 @@ _ENTRY = re.compile(r'extern "C" __global__ void (?:__launch_bounds__\((?P<bound
 
 
 def configure_env(arch: str) -> None:
-    """Target ``arch`` and turn TileLang's caches off; call before ``import tilelang``.
+    """Target ``arch``, turn TileLang's caches off and name its CUDA toolkit; call before ``import tilelang``.
 
     ``TILELANG_DEFAULT_TARGET`` makes lowering target CUDA without asking a GPU; with the kernel
-    cache on, a second compile of the same kernel would be read from disk and never seen."""
+    cache on, a second compile of the same kernel would be read from disk and never seen. The
+    toolkit is the one ``CUDA_HOME`` or ``CUDA_PATH`` names, else the ``tilelang`` extra's
+    (``tilelang_nvcc.toolkit_home``), which TileLang would otherwise rank below any nvcc on PATH."""
     os.environ["TILELANG_DEFAULT_TARGET"] = json.dumps({"kind": "cuda", "arch": arch})
+    home = None if os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") else tilelang_nvcc.toolkit_home()
+    if home is not None:
+        os.environ["CUDA_HOME"] = home
     os.environ["TILELANG_DISABLE_CACHE"] = "1"
     os.environ.setdefault("TILELANG_PRINT_ON_COMPILATION", "0")
     if not os.environ.get("TILELANG_CACHE_DIR", "").startswith(tempfile.gettempdir()):

@@ -16,11 +16,17 @@ its front end ``cicc`` 0.8 s of that). ``install`` routes that call through here
 
 ``KTUI_NO_BUILD_CACHE=1`` turns the cache off: every compile runs nvcc (still once). Observers
 (``listening``) learn of every build: the compile rung's capture keeps its CUBIN and PTX.
+
+Which nvcc: the CUDA toolkit ``CUDA_HOME`` (or ``CUDA_PATH``) names, else the one the ``tilelang``
+extra installed (``nvidia-cuda-nvcc`` with its headers, CCCL's among them: ``toolkit_home``), else
+TileLang's own search (nvcc on PATH, ``/usr/local/cuda``). The extra's comes before whatever nvcc
+PATH holds: the version ktui pins and tests with, complete without a system toolkit.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import os
 import shutil
 import tempfile
@@ -45,6 +51,17 @@ class Build:
     ptx: str | None
     reused: bool
     nvcc_s: float
+
+
+def toolkit_home() -> str | None:
+    """The root of the CUDA toolkit the ``tilelang`` extra installed (``nvidia/cu13`` of the
+    environment: ``bin/nvcc``, ``include``), or None where ``nvidia-cuda-nvcc`` has no nvcc."""
+    try:
+        files = importlib.metadata.files("nvidia-cuda-nvcc") or []
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    nvcc = next((f for f in files if f.name == "nvcc" and f.parent.name == "bin"), None)
+    return str(Path(nvcc.locate()).resolve().parent.parent) if nvcc is not None else None
 
 
 _observers: list[Callable[[Build], None]] = []
