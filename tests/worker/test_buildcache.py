@@ -80,3 +80,13 @@ def test_past_its_size_the_cache_drops_the_entries_used_longest_ago(tmp_path):
     assert cache.get(keys[0]) is not None  # used now: the newest
     cache.prune(keep=2)
     assert [cache.get(key) is not None for key in keys] == [True, False, False, True]
+
+
+def test_a_cache_where_nothing_can_be_written_keeps_nothing_and_stops_no_build(tmp_path):
+    (tmp_path / "a file").write_text("")
+    cache = BuildCache(tmp_path / "a file" / "cache")  # no folder can be made there, even by root
+    key = key_of(code="kernel")
+    with cache.building(key) as found:
+        assert found is None
+        cache.put(key, {"cubin": b"\x7fELF"})
+    assert cache.get(key) is None

@@ -56,20 +56,22 @@ class BuildCache:
         return files
 
     def put(self, key: str, files: dict[str, bytes]) -> None:
-        """Publish ``files`` under ``key``; an entry already there (another process's) is kept."""
+        """Publish ``files`` under ``key``; an entry already there (another process's) is kept, and a
+        folder this process may not write keeps nothing (the build itself is not affected)."""
         folder = self.entry(key)
         if folder.exists():
             return
         staging = self.folder / ".staging" / f"{key}.{os.getpid()}.{uuid.uuid4().hex}"
-        staging.mkdir(parents=True)
         try:
+            staging.mkdir(parents=True)
             for name, data in files.items():
                 (staging / name).write_bytes(data)
             meta = {"files": {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}}
             (staging / "meta.json").write_text(json.dumps(meta))
             folder.parent.mkdir(parents=True, exist_ok=True)
-            with contextlib.suppress(OSError):  # another process published it first: theirs stays
-                staging.rename(folder)
+            staging.rename(folder)  # fails where another process published it first: theirs stays
+        except OSError:
+            return
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         self.prune()
@@ -78,9 +80,12 @@ class BuildCache:
     def building(self, key: str) -> Iterator[dict[str, bytes] | None]:
         """Hold ``key``'s lock while this process builds it; yields the entry when another process
         published it while this one waited (then there is nothing to build)."""
-        locks = self.folder / ".locks"
-        locks.mkdir(parents=True, exist_ok=True)
-        fd = os.open(locks / key, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            (self.folder / ".locks").mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.folder / ".locks" / key, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:  # a folder this process may not write: it builds without waiting for anyone
+            yield None
+            return
         try:
             deadline = time.monotonic() + LOCK_WAIT_S
             while True:
