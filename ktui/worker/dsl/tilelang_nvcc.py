@@ -9,7 +9,7 @@ its front end ``cicc`` 0.8 s of that). ``install`` routes that call through here
   dumps used to run nvcc a second time for it;
 * the result is stored in ktui's build cache (``buildcache``, ``statedir.compiler_cache("tilelang")``)
   under the hash of what nvcc was given — the CUDA source, the target, the options, nvcc and the
-  host compiler it runs, TileLang's version (its headers) — so a save that leaves a
+  host compiler it runs, the CUDA headers' and TileLang's versions — so a save that leaves a
   specialisation's CUDA source as it was, another workspace, or the worker after a compile-ahead
   helper built it (``ktui.worker.ahead``) never reaches nvcc; a build in progress elsewhere is
   waited for, not repeated.
@@ -140,14 +140,19 @@ _toolchain_seen: dict[str, Any] = {}
 
 def _toolchain() -> dict[str, Any]:
     """What else a CUBIN depends on: TileLang's version (its headers), the nvcc binary and the host
-    compiler it preprocesses with, each by path, size and modification time (looked up once)."""
+    compiler it preprocesses with, each by path, size and modification time, and the CUDA headers:
+    the versions of the toolkit's Python packages, or a system toolkit's ``version.json`` (looked up
+    once per process)."""
     if not _toolchain_seen:
         import tilelang
         import tilelang.contrib.nvcc as nvcc
         from tilelang.contrib.cc import get_cplus_compiler
 
+        home = nvcc.find_cuda_path()
+        packages = sorted(f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions()
+                          if str(d.metadata["Name"]).lower().startswith(("nvidia-cuda-", "nvidia-nvvm")))
         _toolchain_seen.update(tilelang=tilelang.__version__, nvcc=_stat(nvcc.get_nvcc_compiler()),
-                               host=_stat(get_cplus_compiler()))
+                               host=_stat(get_cplus_compiler()), headers=[packages, _stat(f"{home}/version.json")])
     return _toolchain_seen
 
 
