@@ -108,7 +108,7 @@ def user_dir() -> Path:
     return home / ".cache" / "ktui"
 
 
-def compiler_cache(compiler: str) -> Path:
-    """Where one compiler's builds are kept for every workspace of this user (``user_dir()/cache/
-    <compiler>``): written only by ktui's confined processes, never the user's own caches."""
-    return user_dir() / "cache" / compiler
+def compiler_caches() -> Path:
+    """ktui's compiler caches, shared by the confined processes of every workspace of this user;
+    not created."""
+    return user_dir() / "compilers"

@@ -26,7 +26,7 @@ from typing import Iterable
 
 from ktui.protocol.processes import NO_CONFINE_ENV as OFF_ENV
 from ktui.protocol.processes import TMP_ENV, WRITABLE_ENV
-from ktui.protocol.statedir import compiler_cache
+from ktui.worker.dsl.tilelang_nvcc import builds_folder
 
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446  # one number on every architecture
 _CREATE_RULESET_VERSION = 1
@@ -131,7 +131,7 @@ def cache_folders(original_tmp: str) -> list[Path]:
     """Where the compilers keep what they compiled, so that a confined worker still reuses it:
     Triton's folder (TRITON_HOME, TRITON_CACHE_DIR…), CuTeDSL's cache (kept where it would be without
     the private temp folder), CUDA's JIT cache, torch's kernel cache, ktui's own builds of TileLang's
-    CUDA sources (``statedir.compiler_cache``). Made if missing."""
+    CUDA sources (``tilelang_nvcc.builds_folder``). Made if missing."""
     home = Path.home()
     triton_home = Path(os.environ.get("TRITON_HOME") or home) / ".triton"
     folders = [triton_home, triton_home / "cache"]
@@ -144,7 +144,7 @@ def cache_folders(original_tmp: str) -> list[Path]:
     folders.append(Path(os.environ.get("PYTORCH_KERNEL_CACHE_PATH") or home / ".cache" / "torch" / "kernels"))
     if os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
         folders.append(Path(os.environ["TORCHINDUCTOR_CACHE_DIR"]))
-    folders.append(compiler_cache("tilelang"))
+    folders.append(builds_folder())
     return folders
 
 

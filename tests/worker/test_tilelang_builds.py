@@ -83,7 +83,7 @@ def test_with_the_build_cache_off_every_compile_runs_nvcc_and_nothing_is_kept(tm
         assert "reused" not in run["compile"]["figures"]
         cubins.append(built(run)[0])
     assert cubins[0] != cubins[1]  # two nvcc runs
-    assert not [p for p in (user / "cache" / "tilelang").rglob("cubin")]
+    assert not [p for p in (user / "compilers" / "tilelang-builds").rglob("cubin")]
 
 
 def test_a_compile_ahead_helper_builds_a_runs_tilelang_shapes_into_the_build_cache_and_the_worker_reuses_them(tmp_path, monkeypatch):
@@ -116,7 +116,7 @@ def test_a_compile_ahead_helper_builds_a_runs_tilelang_shapes_into_the_build_cac
         helper.kill()
         helper.wait(timeout=10)
     assert (answer["type"], answer["compiled"]) == ("done", 3)
-    assert len(list((user / "cache" / "tilelang").rglob("cubin"))) == 3  # its answer came once all were built
+    assert len(list((user / "compilers" / "tilelang-builds").rglob("cubin"))) == 3  # its answer came once all were built
     events = parse_events(ktui("run", "--no-audit", "--cpu", "--no-bench", "--json", "kernels/softmax_tilelang.py",
                                cwd=ws).stdout)
     assert finished(events)["verdict"] == "compiled"

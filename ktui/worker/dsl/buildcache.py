@@ -1,5 +1,5 @@
 """ktui's own cache of compiler outputs, keyed on everything that went in: one folder per compiler
-under the user's ktui folder (``statedir.compiler_cache``), shared by every workspace and process
+among ktui's compiler caches (``statedir.compiler_caches``), shared by every workspace and process
 of this user, written only by ktui's confined processes.
 
 An entry is a folder of files (``cubin``, ``ptx``…) named by the SHA-256 of the build's inputs,

@@ -7,7 +7,7 @@ its front end ``cicc`` 0.8 s of that). ``install`` routes that call through here
 
 * the CUBIN's own nvcc run keeps its PTX (``--keep``: the same command, the same CUBIN), where the
   dumps used to run nvcc a second time for it;
-* the result is stored in ktui's build cache (``buildcache``, ``statedir.compiler_cache("tilelang")``)
+* the result is stored in ktui's build cache (``buildcache``, in ``builds_folder``)
   under the hash of what nvcc was given — the CUDA source, the target, the options, nvcc and the
   host compiler it runs, the CUDA headers' and TileLang's versions — so a save that leaves a
   specialisation's CUDA source as it was, another workspace, or the worker after a compile-ahead
@@ -36,10 +36,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from ktui.protocol.statedir import compiler_cache
+from ktui.protocol.statedir import compiler_caches
 from ktui.worker.dsl.buildcache import BuildCache, key_of
 
 NO_CACHE_ENV = "KTUI_NO_BUILD_CACHE"  # "1": TileLang's nvcc step neither reads nor writes ktui's cache
+BUILDS_ENV = "KTUI_TILELANG_BUILDS"  # the folder of the cache, where a process is given one of its own
+
+
+def builds_folder() -> Path:
+    """Where TileLang's nvcc builds are kept: ``$KTUI_TILELANG_BUILDS``, else ``tilelang-builds``
+    among ktui's compiler caches (TileLang's own cache, which ktui turns off, is not this one)."""
+    return Path(os.environ.get(BUILDS_ENV) or compiler_caches() / "tilelang-builds")
 
 
 @dataclass(frozen=True)
@@ -106,7 +113,7 @@ def compile_cuda(original: Callable[..., Any], code: str, target_format: str, ar
     flags = [options] if isinstance(options, str) else list(options or [])
     if os.environ.get(NO_CACHE_ENV, "") not in ("", "0"):
         return _told(_nvcc(original, code, arch, flags, verbose))
-    cache = BuildCache(compiler_cache("tilelang"))
+    cache = BuildCache(builds_folder())
     key = key_of(code=code, arch=arch, options=flags, **_toolchain())
     found = cache.get(key)
     if found is None:
