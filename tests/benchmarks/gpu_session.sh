@@ -19,7 +19,9 @@
 # processes), hotspots (the hot-spot fixtures), roofline (calibrate, every shipped kernel of the
 # three DSLs at its benchmark shapes), latency (the owner and MCP latencies), mcp (an agent-style
 # MCP session), memory (KernelBench sizes, benchmark on), trust (ktui's corpus column), watch (save →
-# verdict through the watcher, with compile-ahead and without), contention (nvdisasm and a compile beside
+# verdict through the watcher, with compile-ahead and without), watch-dsls (one compile of one
+# specialisation per DSL, then save → verdict for the CuTeDSL softmax and the TileLang softmax,
+# RMSNorm and GEMM, saves a second apart), contention (nvdisasm and a compile beside
 # busy processes), start (a worker's start by phase), tests (the
 # GPU tests named in TESTS, alone; TESTS_LIMIT seconds, default 200). A step that
 # would end past DEADLINE seconds is not started; queue.log names what ran and what is left.
@@ -134,7 +136,7 @@ case "${1:-}" in
     shift
     deadline="${DEADLINE:-540}"
     declare -A LIMIT=([gpu]=450 [gpu-timing]=330 [hotspots]=200 [roofline]=420 [latency]=150 [mcp]=150
-                      [memory]=170 [trust]=500 [watch]=220 [start]=60 [contention]=120 [tests]=${TESTS_LIMIT:-200})
+                      [memory]=170 [trust]=500 [watch]=220 [watch-dsls]=540 [start]=60 [contention]=120 [tests]=${TESTS_LIMIT:-200})
     for name in "$@"; do
       limit="${LIMIT[$name]:?unknown step $name}"
       if (( SECONDS + limit > deadline )); then echo "left: $name (needs ${limit} s, $((deadline - SECONDS)) s left)" >> "$OUT/queue.log"; continue; fi
@@ -153,6 +155,13 @@ case "${1:-}" in
              step watch.log 130 "$PY" tests/benchmarks/watch_latency.py --reps 6 --settle 15 --json "$OUT/watch_latency.json"
              step watch.log 130 "$PY" tests/benchmarks/watch_latency.py --reps 6 --settle 15 --gap 1 \
                --json "$OUT/watch_latency_gap.json" ;;
+        watch-dsls) machine watch.log  # the CuTeDSL and TileLang kernels that have a save → verdict target, saves a second apart
+             # first the floor: one compile of one specialisation (a target is that + 0.5 s where it passes 1.5 s)
+             step watch.log 60 "$PY" tests/benchmarks/compile_one.py --reps 5 --json "$OUT/compile_one.json"
+             for kernel in softmax_cutedsl softmax_tilelang rmsnorm_tilelang gemm_bf16_tilelang; do
+               step watch.log 130 "$PY" tests/benchmarks/watch_latency.py --kernel "$kernel" --reps 5 --settle 20 --gap 1 \
+                 --json "$OUT/watch_latency_$kernel.json"
+             done ;;
         contention) machine contention.log  # nvdisasm and a Triton compile alone, and beside busy processes
              step contention.log "$limit" "$PY" tests/benchmarks/tool_contention.py \
                --busy spin:0,spin:4,spin:12,compile:4,compile:8 --json "$OUT/tool_contention.json" ;;

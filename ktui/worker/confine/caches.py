@@ -30,6 +30,7 @@ VARIABLES = {
     "PYTORCH_KERNEL_CACHE_PATH": "torch/kernels",
     "TORCH_EXTENSIONS_DIR": "torch/extensions",  # torch.utils.cpp_extension.load builds and imports here
     "TORCHINDUCTOR_CACHE_DIR": "torch/inductor",
+    "KTUI_TILELANG_BUILDS": "tilelang-builds",  # ktui's own builds of TileLang's CUDA sources (dsl/tilelang_nvcc.py)
 }
 
 

@@ -60,6 +60,10 @@ class Dsl:
     def configure(self, arch: str) -> None:
         """Target ``arch`` and set the DSL's process-wide options; called before the DSL is imported."""
 
+    def prepare(self) -> None:
+        """Process-wide set-up that needs the DSL imported: called once a module using it is (the
+        pre-checks), before any of its kernels compiles."""
+
     def find(self, module: ModuleType) -> dict[str, Any]:
         """``{name: kernel}`` for the kernels defined in ``module`` itself (imported ones are not its own)."""
         raise NotImplementedError

@@ -4,9 +4,12 @@ Written against tilelang 0.1.15. A ``@tilelang.jit`` function (``JITImpl``) comp
 call for a specialisation (``JITImpl.compile``: the TIR is lowered to CUDA C, which nvcc turns into
 a CUBIN through ``tilelang.contrib.nvcc.compile_cuda``) and launches through ``JITKernel.__call__``.
 Lowering and nvcc need no GPU, so the CPU tier compiles for ``--arch`` (sm_90a by default) and skips
-the launch (``LaunchSkipped``); TileLang cannot run on a CPU. Its on-disk caches are turned off, so
-every compile is one this process made and saw. tilelang is imported lazily: the worker runs
-without it, and a kernel file that needs it is told what to install.
+the launch (``LaunchSkipped``); TileLang cannot run on a CPU. TileLang's own on-disk caches are
+turned off, so every compile is lowered by this process, which sees it; its nvcc step is ktui's
+(``tilelang_nvcc``: once per CUDA source, kept for every workspace of the user). Compile-ahead
+helpers build a run's other specialisations, all at once, into that cache (``compiling_only``).
+tilelang is imported lazily: the worker runs without it, and a kernel file that needs it is told
+what to install.
 """
 
 from __future__ import annotations
@@ -18,9 +21,11 @@ import re
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from types import ModuleType
 from typing import Any, Iterable, Iterator
 
+from ktui.worker.dsl import tilelang_nvcc
 from ktui.worker.dsl.base import Capture, Dsl, LaunchSkipped, Placed
 from ktui.worker.outcome import CompiledFunction
 from ktui.worker.provenance import inside_launch
@@ -29,11 +34,16 @@ _ENTRY = re.compile(r'extern "C" __global__ void (?:__launch_bounds__\((?P<bound
 
 
 def configure_env(arch: str) -> None:
-    """Target ``arch`` and turn TileLang's caches off; call before ``import tilelang``.
+    """Target ``arch``, turn TileLang's caches off and name its CUDA toolkit; call before ``import tilelang``.
 
     ``TILELANG_DEFAULT_TARGET`` makes lowering target CUDA without asking a GPU; with the kernel
-    cache on, a second compile of the same kernel would be read from disk and never seen."""
+    cache on, a second compile of the same kernel would be read from disk and never seen. The
+    toolkit is the one ``CUDA_HOME`` or ``CUDA_PATH`` names, else the ``tilelang`` extra's
+    (``tilelang_nvcc.toolkit_home``), which TileLang would otherwise rank below any nvcc on PATH."""
     os.environ["TILELANG_DEFAULT_TARGET"] = json.dumps({"kind": "cuda", "arch": arch})
+    home = None if os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") else tilelang_nvcc.toolkit_home()
+    if home is not None:
+        os.environ["CUDA_HOME"] = home
     os.environ["TILELANG_DISABLE_CACHE"] = "1"
     os.environ.setdefault("TILELANG_PRINT_ON_COMPILATION", "0")
     if not os.environ.get("TILELANG_CACHE_DIR", "").startswith(tempfile.gettempdir()):
@@ -58,43 +68,37 @@ def find_tilelang_kernels(module: ModuleType) -> dict[str, Any]:
 
 
 class TileLangCapture(Capture):
-    """Record every TileLang compile while active: TIR, CUDA C, PTX and CUBIN. With
-    ``execute=False`` a launch after the compile raises ``LaunchSkipped`` (the CPU tier)."""
+    """Record every TileLang compile while active: TIR, CUDA C, and the PTX and CUBIN of its nvcc
+    step (``tilelang_nvcc``). With ``execute=False`` a launch after the compile raises
+    ``LaunchSkipped`` (the CPU tier)."""
 
     def __init__(self, execute: bool, arch: str):
         self.execute = execute
         self.arch = arch
         self.records: list[CompiledFunction] = []
         self.launches = 0
-        self._cubins: list[bytes] = []
+        self._builds: list[tilelang_nvcc.Build] = []
         self._stack = contextlib.ExitStack()
 
     def __enter__(self) -> TileLangCapture:
-        import tilelang.contrib.nvcc as nvcc
         from tilelang.jit import JITImpl
         from tilelang.jit.kernel import JITKernel
 
         cap = self
         self._stack.__enter__()
-
-        def compile_cuda(orig):
-            def wrapper(code, target_format="ptx", *args, **kwargs):
-                binary = orig(code, target_format, *args, **kwargs)
-                if target_format == "cubin":
-                    cap._cubins.append(bytes(binary))
-                return binary
-            return wrapper
+        tilelang_nvcc.install()
+        self._stack.enter_context(tilelang_nvcc.listening(self._builds.append))
 
         def compile(orig):
             def wrapper(impl, *args, **kwargs):
-                started, before = time.perf_counter(), len(cap._cubins)
+                started, before = time.perf_counter(), len(cap._builds)
                 try:
                     kernel = orig(impl, *args, **kwargs)
                 except Exception as exc:
                     _mark(exc)
                     raise
-                cubin = cap._cubins[-1] if len(cap._cubins) > before else None
-                cap.records.append(cap._record(impl, kernel, cubin, time.perf_counter() - started))
+                build = cap._builds[-1] if len(cap._builds) > before else None
+                cap.records.append(cap._record(impl, kernel, build, time.perf_counter() - started))
                 return kernel
             return wrapper
 
@@ -124,7 +128,6 @@ class TileLangCapture(Capture):
                     raise
             return wrapper
 
-        _patch(self._stack, nvcc, "compile_cuda", compile_cuda)
         _patch(self._stack, JITImpl, "compile", compile)
         _patch(self._stack, JITImpl, "__call__", trace)
         _patch(self._stack, JITKernel, "__call__", launch)
@@ -136,18 +139,16 @@ class TileLangCapture(Capture):
     def compiled(self) -> list[CompiledFunction]:
         return list(self.records)
 
-    def _record(self, impl: Any, kernel: Any, cubin: bytes | None, seconds: float) -> CompiledFunction:
+    def _record(self, impl: Any, kernel: Any, build: tilelang_nvcc.Build | None, seconds: float) -> CompiledFunction:
         source = kernel.get_kernel_source()
         entries = list(_ENTRY.finditer(source))
         fn = python_function(impl)
         code = getattr(fn, "__code__", None)
         artifacts: dict[str, Any] = {"tir": kernel.prim_func.script(), "cu": source}
-        try:
-            artifacts["ptx"] = kernel._get_ptx()  # nvcc once more: PTX is not kept by the CUBIN's build
-        except Exception:  # the PTX is a reading aid; the CUBIN is what runs
-            pass
-        if cubin is not None:
-            artifacts["cubin"] = cubin
+        if build is not None:
+            artifacts["cubin"] = build.cubin
+            if build.ptx is not None:  # the PTX that became this CUBIN, kept by its nvcc run
+                artifacts["ptx"] = build.ptx
         return CompiledFunction(
             dsl=TILELANG.name,
             name=entries[0]["name"] if entries else str(kernel.prim_func.attrs["global_symbol"]),
@@ -158,6 +159,8 @@ class TileLangCapture(Capture):
                 "kernels": [m["name"] for m in entries],
                 "launch_bounds": entries[0]["bounds"] if entries and entries[0]["bounds"] else None,
                 "compile_s": round(seconds, 4),
+                "nvcc_s": build.nvcc_s if build is not None else None,
+                "reused": build.reused if build is not None else False,
                 "file": code.co_filename if code else None,
                 "line": code.co_firstlineno if code else None,
             },
@@ -223,6 +226,41 @@ def _unwritten_outputs(kernel: Any, args: tuple) -> Any:
     return outputs[0] if len(outputs) == 1 else outputs
 
 
+AHEAD_THREADS = 4  # a helper's builds at once: each is mostly nvcc, one core
+
+
+@contextlib.contextmanager
+def compiling_ahead(threads: int = AHEAD_THREADS) -> Iterator[None]:
+    """While active, a ``@tilelang.jit`` function's compile (tracing, lowering, ktui's nvcc step)
+    runs on a thread of its own and the call returns at once with a kernel whose launches do
+    nothing: a compile-ahead helper's shapes are built at the same time (lowering releases the GIL,
+    as TileLang's own ``par_compile`` relies on; nvcc is a process), into ktui's build cache.
+    Leaving waits for the builds. One that fails is the worker's to find and report."""
+    from tilelang.jit import JITImpl
+
+    tilelang_nvcc.install()
+    original = JITImpl.__dict__["compile"]
+    builds = ThreadPoolExecutor(threads, thread_name_prefix="ktui-tilelang-ahead")
+
+    def compile(impl, *args, **kwargs):
+        builds.submit(original, impl, *args, **kwargs)
+        return _Unbuilt()
+
+    JITImpl.compile = compile
+    try:
+        yield
+    finally:
+        JITImpl.compile = original
+        builds.shutdown(wait=True)
+
+
+class _Unbuilt:
+    """What a compile ahead returns while its build runs elsewhere: launching it does nothing."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
 def is_compile_error(exc: BaseException) -> bool:
     """Whether ``exc``, or what it was raised from, left a TileLang compile (tracing, lowering, nvcc)."""
     seen = []
@@ -244,9 +282,13 @@ class TileLangDsl(Dsl):
     package = "tilelang"
     install = "pip install 'ktui[tilelang]'"
     runs_on_cpu = False
+    compiles_ahead = True  # into ktui's build cache, which every process of the user reads (``tilelang_nvcc``)
 
     def configure(self, arch: str) -> None:
         configure_env(arch)
+
+    def prepare(self) -> None:
+        tilelang_nvcc.install()
 
     def find(self, module: ModuleType) -> dict[str, Any]:
         return find_tilelang_kernels(module)
@@ -256,6 +298,9 @@ class TileLangDsl(Dsl):
 
     def counting(self, kernels: dict[str, Any], received: Any, execute: bool) -> Any:
         return count_launches(received, execute)
+
+    def compiling_only(self, kernels: dict[str, Any]) -> Any:
+        return compiling_ahead()
 
     def is_compile_error(self, exc: BaseException) -> bool:
         return is_compile_error(exc)

@@ -82,8 +82,13 @@ def run(ctx: RunContext) -> Outcome:
     for op, where in unmasked_accesses(ctx).items():
         if where:  # read back by a failure on the CPU tier (measure/masks.py)
             figures[FIGURES[op]] = where
+    reused = sorted({c.name for c in compiled if c.metadata.get("reused")})
+    if reused:  # its binary came from ktui's build cache: the same generated code was built before
+        figures["reused"] = reused
     names = ", ".join(sorted({c.name for c in compiled}))
     message = f"compiled {names} for {ctx.tier.arch} in {figures['compile_s']:.2f} s, specialised for {shape_label(shape)}"
+    if reused:
+        message += f" ({', '.join(reused)}: the same code was built before, its binary reused)"
     if trace_error is not None:
         info = error_info(trace_error, ctx.user_files)
         figures["trace_error"] = info.message.splitlines()[0] if info.message else info.type

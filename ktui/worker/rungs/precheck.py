@@ -75,6 +75,8 @@ def run(ctx: RunContext) -> Outcome:
             f"{Path(job.kernel_path).name} contains no {', '.join(known[:-1])} or {known[-1]} "
             "kernel: ktui verifies GPU kernels, not library calls"
         )
+    for dsl in ctx.dsls:
+        dsl.prepare()
     ctx.compilable = ctx.kernel
     if ctx.triton_kernels and not ctx.tier.is_gpu:
         watch = integrity.NamespaceGuard(ctx.reference_modules)
