@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ktui.dispatch.runner import WorkerProcess
+from ktui.protocol.bounds import QUOTE_CHARS, cut
 from ktui.protocol.events import ERROR, FAILED, Event, Output, RunFinished, RungFinished, event_from_json
 from ktui.protocol.files import write_atomic
 from ktui.protocol.job import GPUMODE, KERNELBENCH, NATIVE, Job, Options
@@ -363,4 +364,4 @@ def _died(step: str, code: int | None, last: list[str], job: Job) -> str:
             if file in user:
                 number, _, function = rest.partition(" in ")
                 return f"{message} in {function} at {Path(file).name}:{number}"
-    return f"{message}; its last output: {last[-1].strip()}" if last else message
+    return f"{message}; its last output: {cut(last[-1].strip(), QUOTE_CHARS)}" if last else message

@@ -26,12 +26,13 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Iterator, Protocol
+from typing import IO, Any, Iterator, Protocol
 
 from ktui.dispatch import stacks
 from ktui.dispatch.proc import child_env, end_tree
 from ktui.measure.masks import unmasked_of, with_hint
 from ktui.protocol import processes, statedir
+from ktui.protocol.bounds import LINE_CHARS, QUOTE_CHARS, cut, dropped_note
 from ktui.protocol.events import (
     CANCELLED,
     CRASHED,
@@ -126,15 +127,16 @@ class WorkerProcess:
 
     def _read_stderr(self) -> None:
         assert self.proc.stderr is not None
-        for line in self.proc.stderr:  # the last line is read even without its newline
+        for line in bounded_lines(self.proc.stderr, LINE_CHARS):  # the last line is read even without its newline
             self._output(line)
 
     def _output(self, line: str) -> None:
         """A line the worker printed: forwarded, and kept for the message if the worker dies.
         ``OUTPUT_END`` ends a job's output; text before it on its line is that job's last line."""
         line = line.rstrip("\n")
-        if line.endswith(processes.OUTPUT_END):
-            line = line[: -len(processes.OUTPUT_END)]
+        ended = line.endswith(processes.OUTPUT_END)
+        line = cut(line[: -len(processes.OUTPUT_END)] if ended else line, LINE_CHARS)
+        if ended:
             if line:
                 self.stderr_tail.append(line)
                 self.lines_seen += 1
@@ -432,6 +434,29 @@ class LocalRunner:
                 self._worker = None
 
 
+def bounded_lines(stream: IO[str], chars: int) -> Iterator[str]:
+    """The lines of ``stream``, each cut to its first ``chars`` characters: the rest of a longer
+    line is read in pieces and dropped, counted, so one 50 MB line is never held whole. A job's
+    end mark (``OUTPUT_END``) after a cut line stays at its end."""
+    mark = processes.OUTPUT_END
+    while True:
+        line = stream.readline(chars)
+        if not line:
+            return
+        if line.endswith("\n") or len(line) < chars:
+            yield line
+            continue
+        dropped, tail = 0, ""
+        while more := stream.readline(chars):
+            dropped += len(more)
+            tail = (tail + more)[-(len(mark) + 1):]
+            if more.endswith("\n"):
+                break
+        end = mark if tail.rstrip("\n").endswith(mark) else ""
+        dropped -= len(end) + tail.endswith("\n")
+        yield (line + dropped_note(dropped) if dropped else line) + end + "\n"
+
+
 def crash_message(rung: str | None, returncode: int | None, last: list[str]) -> str:
     """How a dead worker is reported. The first line is what one-line views show (the CLI's rung
     line, the summary, ``ktui history``), so it carries the last thing the worker printed; the
@@ -439,9 +464,9 @@ def crash_message(rung: str | None, returncode: int | None, last: list[str]) -> 
     message = f"the worker died in {rung or 'the ladder'} ({describe_exit(returncode)})"
     if not last:
         return message
-    message += f"; its last output: {last[-1].strip()}"
+    message += f"; its last output: {cut(last[-1].strip(), QUOTE_CHARS)}"
     if len(last) > 1:
-        message += "\n" + "\n".join(last)
+        message += "\n" + "\n".join(cut(line, QUOTE_CHARS) for line in last)
     return message
 
 
