@@ -288,7 +288,8 @@ class Auditor:
                 last = process.last_output(lines=40)
                 self._discard()
                 if not finished:
-                    yield from _failure(job, _died(step, process.proc.returncode, last, job), started)
+                    yield from _failure(job, _died(step, process.proc.returncode, last, job, process.killed_by_oom()),
+                                        started)
                 return
             if kind != "msg":
                 continue
@@ -352,10 +353,10 @@ def _failure(job: Job, message: str, started: float) -> Iterator[Event]:
                       duration_s=round(time.monotonic() - started, 3))
 
 
-def _died(step: str, code: int | None, last: list[str], job: Job) -> str:
+def _died(step: str, code: int | None, last: list[str], job: Job, oom: str = "") -> str:
     """The process died in user code (a segfault): the step, the exit, and the user's line from the
-    stack faulthandler printed."""
-    message = f"{step}: the audit process died ({describe_exit(code)})"
+    stack faulthandler printed; ``oom``: the evidence that the out-of-memory killer ended it."""
+    message = f"{step}: the audit process died ({describe_exit(code)})" + (f": {oom}" if oom else "")
     user = {job.reference_path, *job.problem.get("modules", {}).values()}
     for line in last:  # faulthandler: '  File "/path/reference.py", line 12 in ref_kernel', innermost first
         text = line.strip()

@@ -18,6 +18,7 @@ import json
 import os
 import queue
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from typing import IO, Any, Iterator, Protocol
 
 from ktui.dispatch import stacks
+from ktui.dispatch.oom import OomWatch
 from ktui.dispatch.proc import child_env, end_tree
 from ktui.measure.masks import unmasked_of, with_hint
 from ktui.protocol import processes, statedir
@@ -112,6 +114,7 @@ class WorkerProcess:
             start_new_session=True,  # its own process group: killing it kills what user code spawned
         )
         self.info: dict[str, Any] = {}
+        self.oom = OomWatch.of(self.proc.pid)  # a SIGKILL's likely sender, found when it dies
         threading.Thread(target=self._read_stdout, daemon=True).start()
         self._stderr_reader = threading.Thread(target=self._read_stderr, daemon=True)
         self._stderr_reader.start()
@@ -179,11 +182,16 @@ class WorkerProcess:
     def send(self, job: Job) -> None:
         assert self.proc.stdin is not None
         self.stderr_tail.clear()  # a crash names what this job printed, not the previous kernel
+        self.oom.job_started()
         self.proc.stdin.write(json.dumps(job.to_json()) + "\n")
         self.proc.stdin.flush()
 
     def alive(self) -> bool:
         return self.proc.poll() is None
+
+    def killed_by_oom(self) -> str:
+        """Evidence that the out-of-memory killer ended this dead worker, in words; "" with none."""
+        return self.oom.evidence() if self.proc.returncode == -signal.SIGKILL else ""
 
     def kill(self) -> None:
         """Kill the worker and everything user code started (also in sessions of its own, and
@@ -392,7 +400,8 @@ class LocalRunner:
                     message = self._cancel_reason
                     verdict = CANCELLED
                 else:
-                    message = with_hint(crash_message(rung, worker.proc.returncode, worker.last_output()), rung or "",
+                    message = with_hint(crash_message(rung, worker.proc.returncode, worker.last_output(),
+                                                      worker.killed_by_oom()), rung or "",
                                         worker.info.get("tier", ""), unmasked, os.path.relpath(job.kernel_path, job.root))
                     verdict = CRASHED
                 if rung:
@@ -457,11 +466,11 @@ def bounded_lines(stream: IO[str], chars: int) -> Iterator[str]:
         yield (line + dropped_note(dropped) if dropped else line) + end + "\n"
 
 
-def crash_message(rung: str | None, returncode: int | None, last: list[str]) -> str:
+def crash_message(rung: str | None, returncode: int | None, last: list[str], oom: str = "") -> str:
     """How a dead worker is reported. The first line is what one-line views show (the CLI's rung
     line, the summary, ``ktui history``), so it carries the last thing the worker printed; the
-    lines before it follow."""
-    message = f"the worker died in {rung or 'the ladder'} ({describe_exit(returncode)})"
+    lines before it follow. ``oom``: the evidence that the out-of-memory killer sent its SIGKILL."""
+    message = f"the worker died in {rung or 'the ladder'} ({describe_exit(returncode)})" + (f": {oom}" if oom else "")
     if not last:
         return message
     message += f"; its last output: {cut(last[-1].strip(), QUOTE_CHARS)}"

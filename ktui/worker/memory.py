@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from ktui.protocol.cgroups import memory_cgroup
 from ktui.worker.errors import RungFailure
 from ktui.worker.metrics import workspace_bytes
 from ktui.worker.outcome import shape_key, shape_label
@@ -202,7 +203,17 @@ def free_bytes(tier: Tier) -> int | None:
 
 
 def available_ram() -> int | None:
-    """``MemAvailable`` of /proc/meminfo (psutil's figure where it is installed)."""
+    """``MemAvailable`` of /proc/meminfo (psutil's figure where it is installed), or less where
+    this process's memory cgroup leaves less (a container's limit: ``ktui.protocol.cgroups``)."""
+    figures = [host_available_ram()]
+    cgroup = memory_cgroup()
+    if cgroup is not None:
+        figures.append(cgroup.headroom())
+    known = [figure for figure in figures if figure is not None]
+    return min(known) if known else None
+
+
+def host_available_ram() -> int | None:
     try:
         import psutil
 
@@ -214,6 +225,13 @@ def available_ram() -> int | None:
             if line.startswith("MemAvailable:"):
                 return int(line.split()[1]) * 1024
     return None
+
+
+def ram_where() -> str:
+    """Where the CPU tier's free memory is: the host's RAM, within a cgroup's limit where one is set."""
+    cgroup = memory_cgroup()
+    limit = cgroup.limit() if cgroup is not None else None
+    return "the host's RAM" if limit is None else f"the host's RAM within its cgroup's {gb_text(limit)} GB limit"
 
 
 def fit(ctx: Any, shapes: list[dict] | None = None, free: int | None = None) -> Fit:
@@ -230,7 +248,7 @@ def fit(ctx: Any, shapes: list[dict] | None = None, free: int | None = None) -> 
     largest = max(known, key=lambda n: n.total) if known else None
     if largest is not None and len({n.total for n in known}) == 1 and sampled is None:
         largest = replace(largest, shape={})  # every shape needs the same: naming one would mislead
-    where = ctx.tier.device if ctx.tier.is_gpu else "the host's RAM"
+    where = ctx.tier.device if ctx.tier.is_gpu else ram_where()
     return Fit(largest, free if free is not None else free_bytes(ctx.tier), where, sampled, declared)
 
 

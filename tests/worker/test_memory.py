@@ -491,3 +491,23 @@ def test_a_reference_with_5000_tests_passes_the_pre_checks_within_their_limit_si
     assert f"(sized on {checks['figures']['sized']} of its {declared} shapes, the extremes included)" in checks["message"]
     assert {"size": 1 << 26} in [row["shape"] for row in checks["figures"]["sizes"]]  # the largest
     assert rungs["compile"]["status"] == "failed"
+
+
+@pytest.mark.worker
+def test_on_the_cpu_tier_a_cgroup_limit_below_the_problems_need_refuses_it_up_front_naming_the_limit(tmp_path):
+    import subprocess
+    import sys
+
+    from cgroups import limited
+    from conftest import child_env, make_workspace
+
+    ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
+    with limited(1_200_000_000) as (_cgroup, inside):  # the add problem's largest checked call needs ~1.8 GB
+        proc = subprocess.run([*inside, sys.executable, "-m", "ktui", "run", "--no-audit", "--json", "--no-bench", "--cpu",
+                               "--seed", "1", "kernels/add_triton.py"], cwd=ws, capture_output=True, text=True,
+                              env=child_env(), timeout=600)
+    checks = next(e for e in parse_events(proc.stdout) if e["type"] == "rung_finished" and e["rung"] == "pre-checks")
+    assert checks["status"] == "failed", proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert checks["message"].startswith("does not fit: needs ~1.8 GB per checked call")
+    assert checks["message"].endswith("GB free on the host's RAM within its cgroup's 1.2 GB limit")
+    assert checks["figures"]["free_gb"] < 1.2
