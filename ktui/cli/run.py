@@ -57,7 +57,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ktui.dispatch.queue import RunQueue
     from ktui.dispatch.runner import WorkerStartError
     from ktui.dispatch.session import Session
-    from ktui.workspace.kernels import ProblemError, discover, state_dir
+    from ktui.workspace.kernels import ProblemError, discover, left_out, state_dir
 
     args.paths = [*getattr(args, "ray_paths", []), *args.paths]  # `--ray kernels/`: the folder is a path
     if not args.paths:
@@ -70,6 +70,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     except (ProblemError, argparse.ArgumentTypeError, ValueError) as exc:
         print(f"ktui: {exc}", file=sys.stderr)
         return EXIT_CANNOT_RUN
+    for why in left_out(args.paths):  # files that would be kernels but for their name: said, not run
+        print(f"ktui: {why}", file=sys.stderr)
     printer = JsonPrinter() if args.json else LinePrinter(verbose=args.verbose)
     if args.ray is not None and not args.json:
         from ktui.cli.ray_run import ByRun  # deferred: Ray is an optional extra

@@ -25,6 +25,7 @@ from typing import Any, Iterator
 
 from ktui.dispatch.readable import ReadRules
 from ktui.dispatch.runner import WorkerProcess
+from ktui.protocol.bounds import QUOTE_CHARS, cut
 from ktui.protocol.events import ERROR, FAILED, Event, Output, RunFinished, RungFinished, event_from_json
 from ktui.protocol.files import write_atomic
 from ktui.protocol.job import GPUMODE, KERNELBENCH, NATIVE, Job, Options
@@ -292,7 +293,8 @@ class Auditor:
                 last = process.last_output(lines=40)
                 self._discard()
                 if not finished:
-                    yield from _failure(job, _died(step, process.proc.returncode, last, job), started)
+                    yield from _failure(job, _died(step, process.proc.returncode, last, job, process.killed_by_oom()),
+                                        started)
                 return
             if kind != "msg":
                 continue
@@ -356,10 +358,10 @@ def _failure(job: Job, message: str, started: float) -> Iterator[Event]:
                       duration_s=round(time.monotonic() - started, 3))
 
 
-def _died(step: str, code: int | None, last: list[str], job: Job) -> str:
+def _died(step: str, code: int | None, last: list[str], job: Job, oom: str = "") -> str:
     """The process died in user code (a segfault): the step, the exit, and the user's line from the
-    stack faulthandler printed."""
-    message = f"{step}: the audit process died ({describe_exit(code)})"
+    stack faulthandler printed; ``oom``: the evidence that the out-of-memory killer ended it."""
+    message = f"{step}: the audit process died ({describe_exit(code)})" + (f": {oom}" if oom else "")
     user = {job.reference_path, *job.problem.get("modules", {}).values()}
     for line in last:  # faulthandler: '  File "/path/reference.py", line 12 in ref_kernel', innermost first
         text = line.strip()
@@ -368,4 +370,4 @@ def _died(step: str, code: int | None, last: list[str], job: Job) -> str:
             if file in user:
                 number, _, function = rest.partition(" in ")
                 return f"{message} in {function} at {Path(file).name}:{number}"
-    return f"{message}; its last output: {last[-1].strip()}" if last else message
+    return f"{message}; its last output: {cut(last[-1].strip(), QUOTE_CHARS)}" if last else message

@@ -10,6 +10,11 @@ streaming generator, so an event (a rung's result) reaches the history and ``--j
 rung ends, not when the job does. An actor that dies (killed, its node lost) ends its run
 ``crashed`` with Ray's reason, and a fresh actor takes its place for that runner's next job.
 
+A Ray instance ktui starts (``--ray`` with no address) is this machine's alone and listens on
+loopback only — its GCS, raylet, driver and workers — for Ray has no authentication: anyone who
+reaches one of its ports can run code as this user. Joining a cluster is only ever the user's
+explicit address (``auto`` or ``host:port``); what that exposes is that cluster's, as set up.
+
 No node needs the workspace: each job's workspace files are shipped with it, once per version
 (``ray_ship``), and the actor runs the job from its own copy. An actor's worker writes its run
 folder in a scratch folder of its own node; the files come back with the events and land where
@@ -34,17 +39,30 @@ from ktui.protocol.job import Job
 
 INSTALL_HINT = "--ray needs Ray: pip install -e '.[ray]' (or pip install 'ray>=2.40')"
 LOCAL = "local"  # ``--ray`` with no address: start a Ray instance on this machine
+LOOPBACK = "127.0.0.1"
 
 
 class RayMissing(RuntimeError):
     """Ray is not installed; the message says how to install it."""
 
 
-def import_ray():
+# Ray's own switch for a machine that is no cluster (its default on macOS and Windows): the node's
+# address is loopback, so every port of the instance binds 127.0.0.1. Read when Ray is imported.
+LOOPBACK_ONLY = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+def import_ray(local: bool = False):
+    """Ray, imported; ``local``: for an instance of this machine alone, on loopback."""
+    if local:
+        os.environ[LOOPBACK_ONLY] = "0"  # before the import, and for every process of the instance
     try:
         import ray  # deferred: an optional extra, and slow to import
     except ImportError:
         raise RayMissing(INSTALL_HINT) from None
+    if local:
+        from ray._private import ray_constants  # deferred: Ray's, imported with it
+
+        ray_constants.ENABLE_RAY_CLUSTER = False  # Ray was imported earlier in this process, before the switch
     return ray
 
 
@@ -138,7 +156,7 @@ class RayPool:
                  resources: dict[str, float] | None = None, max_file_bytes: int = MAX_FILE_BYTES,
                  max_run_bytes: int = MAX_RUN_BYTES, max_workspace_file_bytes: int = MAX_FILE_BYTES,
                  on_shipped: Callable[[list[Bundle]], None] | None = None):
-        self.ray = import_ray()
+        self.ray = import_ray(local=address == LOCAL)
         self.address = address
         self.on_shipped = on_shipped
         self.config = config or WorkerConfig()
@@ -170,7 +188,14 @@ class RayPool:
         quiet = {"include_dashboard": False, "logging_level": logging.ERROR, "log_to_driver": False,
                  "configure_logging": True}
         if address == LOCAL:  # a new instance of its own: with no address Ray joins one already running here
-            self.ray.init(address="local", num_cpus=num_cpus or os.cpu_count() or 1, **quiet)
+            self.ray.init(address="local", num_cpus=num_cpus or os.cpu_count() or 1, _node_ip_address=LOOPBACK, **quiet)
+            self._started_ray = True
+            host = self.ray.get_runtime_context().gcs_address.rpartition(":")[0]
+            if host != LOOPBACK:  # never an instance on the network by default: refused, not started
+                self.ray.shutdown()
+                self._started_ray = False
+                raise ConnectionError(f"the local Ray instance would listen on {host}, not {LOOPBACK} alone: not "
+                                      "started (Ray has no authentication); name a cluster with --ray ADDRESS")
         else:
             _reachable(address)
             self.ray.init(address=address, **{k: v for k, v in quiet.items() if k != "include_dashboard"})

@@ -18,6 +18,7 @@ import json
 import os
 import queue
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -26,13 +27,15 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Iterator, Protocol
+from typing import IO, Any, Iterator, Protocol
 
 from ktui.dispatch import stacks
+from ktui.dispatch.oom import OomWatch
 from ktui.dispatch.proc import child_env, end_tree
 from ktui.dispatch.readable import ReadRules
 from ktui.measure.masks import unmasked_of, with_hint
 from ktui.protocol import processes, statedir
+from ktui.protocol.bounds import LINE_CHARS, QUOTE_CHARS, cut, dropped_note
 from ktui.protocol.events import (
     CANCELLED,
     CRASHED,
@@ -120,6 +123,7 @@ class WorkerProcess:
             start_new_session=True,  # its own process group: killing it kills what user code spawned
         )
         self.info: dict[str, Any] = {}
+        self.oom = OomWatch.of(self.proc.pid)  # a SIGKILL's likely sender, found when it dies
         threading.Thread(target=self._read_stdout, daemon=True).start()
         self._stderr_reader = threading.Thread(target=self._read_stderr, daemon=True)
         self._stderr_reader.start()
@@ -135,15 +139,16 @@ class WorkerProcess:
 
     def _read_stderr(self) -> None:
         assert self.proc.stderr is not None
-        for line in self.proc.stderr:  # the last line is read even without its newline
+        for line in bounded_lines(self.proc.stderr, LINE_CHARS):  # the last line is read even without its newline
             self._output(line)
 
     def _output(self, line: str) -> None:
         """A line the worker printed: forwarded, and kept for the message if the worker dies.
         ``OUTPUT_END`` ends a job's output; text before it on its line is that job's last line."""
         line = line.rstrip("\n")
-        if line.endswith(processes.OUTPUT_END):
-            line = line[: -len(processes.OUTPUT_END)]
+        ended = line.endswith(processes.OUTPUT_END)
+        line = cut(line[: -len(processes.OUTPUT_END)] if ended else line, LINE_CHARS)
+        if ended:
             if line:
                 self.stderr_tail.append(line)
                 self.lines_seen += 1
@@ -186,11 +191,16 @@ class WorkerProcess:
     def send(self, job: Job) -> None:
         assert self.proc.stdin is not None
         self.stderr_tail.clear()  # a crash names what this job printed, not the previous kernel
+        self.oom.job_started()
         self.proc.stdin.write(json.dumps(job.to_json()) + "\n")
         self.proc.stdin.flush()
 
     def alive(self) -> bool:
         return self.proc.poll() is None
+
+    def killed_by_oom(self) -> str:
+        """Evidence that the out-of-memory killer ended this dead worker, in words; "" with none."""
+        return self.oom.evidence() if self.proc.returncode == -signal.SIGKILL else ""
 
     def kill(self) -> None:
         """Kill the worker and everything user code started (also in sessions of its own, and
@@ -417,7 +427,8 @@ class LocalRunner:
                     message = self._cancel_reason
                     verdict = CANCELLED
                 else:
-                    message = with_hint(crash_message(rung, worker.proc.returncode, worker.last_output()), rung or "",
+                    message = with_hint(crash_message(rung, worker.proc.returncode, worker.last_output(),
+                                                      worker.killed_by_oom()), rung or "",
                                         worker.info.get("tier", ""), unmasked, os.path.relpath(job.kernel_path, job.root))
                     verdict = CRASHED
                 if rung:
@@ -459,16 +470,39 @@ class LocalRunner:
                 self._worker = None
 
 
-def crash_message(rung: str | None, returncode: int | None, last: list[str]) -> str:
+def bounded_lines(stream: IO[str], chars: int) -> Iterator[str]:
+    """The lines of ``stream``, each cut to its first ``chars`` characters: the rest of a longer
+    line is read in pieces and dropped, counted, so one 50 MB line is never held whole. A job's
+    end mark (``OUTPUT_END``) after a cut line stays at its end."""
+    mark = processes.OUTPUT_END
+    while True:
+        line = stream.readline(chars)
+        if not line:
+            return
+        if line.endswith("\n") or len(line) < chars:
+            yield line
+            continue
+        dropped, tail = 0, ""
+        while more := stream.readline(chars):
+            dropped += len(more)
+            tail = (tail + more)[-(len(mark) + 1):]
+            if more.endswith("\n"):
+                break
+        end = mark if tail.rstrip("\n").endswith(mark) else ""
+        dropped -= len(end) + tail.endswith("\n")
+        yield (line + dropped_note(dropped) if dropped else line) + end + "\n"
+
+
+def crash_message(rung: str | None, returncode: int | None, last: list[str], oom: str = "") -> str:
     """How a dead worker is reported. The first line is what one-line views show (the CLI's rung
     line, the summary, ``ktui history``), so it carries the last thing the worker printed; the
-    lines before it follow."""
-    message = f"the worker died in {rung or 'the ladder'} ({describe_exit(returncode)})"
+    lines before it follow. ``oom``: the evidence that the out-of-memory killer sent its SIGKILL."""
+    message = f"the worker died in {rung or 'the ladder'} ({describe_exit(returncode)})" + (f": {oom}" if oom else "")
     if not last:
         return message
-    message += f"; its last output: {last[-1].strip()}"
+    message += f"; its last output: {cut(last[-1].strip(), QUOTE_CHARS)}"
     if len(last) > 1:
-        message += "\n" + "\n".join(last)
+        message += "\n" + "\n".join(cut(line, QUOTE_CHARS) for line in last)
     return message
 
 

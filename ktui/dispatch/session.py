@@ -29,7 +29,7 @@ from ktui.protocol.events import (
     first_failure,
 )
 from ktui.protocol.job import Job, Options
-from ktui.protocol.sourcelines import syntax_error, syntax_error_info
+from ktui.protocol.sourcelines import python_text, syntax_error, syntax_error_info
 from ktui.protocol.statedir import StateError, run_dir
 from ktui.workspace.kernels import (
     Kernel,
@@ -60,6 +60,7 @@ class Session:
         self.compare = VersionComparer(self.store, self.state)
         self._written: dict[str, tuple] = {}  # run id → its reference files' stat when snapshotted
         self._reruns: set[str] = set()  # runs started again because their reference changed
+        self._undecodable: dict[str, ErrorInfo] = {}  # run id → why Python could not read its files
 
     def run_dir(self, kernel_id: str, version: int) -> Path:
         return run_dir(self.state, kernel_id, version)
@@ -81,6 +82,14 @@ class Session:
         written = reference_stat(list(reference.files))
         run_id = uuid.uuid4().hex
         self._written[run_id] = written
+        # As Python would read them; a file Python could not import fails the pre-checks here.
+        source, undecodable = python_text(data, str(kernel.path))
+        references = {}
+        for path, text in reference.files.items():
+            references[str(path)], error = python_text(text, str(path))
+            undecodable = undecodable or error
+        if undecodable is not None:
+            self._undecodable[run_id] = syntax_error_info(undecodable)
         return Job(
             run_id=run_id,
             kernel_id=kernel.id,
@@ -91,12 +100,12 @@ class Session:
             root=str(kernel.root),
             version=version,
             content_hash=digest,
-            source=data.decode("utf-8", errors="replace"),
+            source=source,
             run_dir=str(run_dir),
             options=options,
             format=kernel.format,
             problem=dict(kernel.problem),
-            reference_files={str(path): text.decode("utf-8", errors="replace") for path, text in reference.files.items()},
+            reference_files=references,
             reference_modules={name: str(path) for name, path in reference.modules.items()},
             sizes=self.store.sizes(reference.hash),
         )
@@ -105,9 +114,10 @@ class Session:
         """The run's events, labelled against the history and already handed to every consumer;
         ``runner``: where it runs when not the session's own (one GPU of several)."""
         runner = runner or self.runner
+        undecodable = self._undecodable.pop(job.run_id, None)  # whatever Python runs it, its bytes do not decode
         if not job.reference_path:
             stream = self._unrunnable(job)
-        elif (error := self._syntax_error(job, runner)) is not None:
+        elif (error := undecodable or self._syntax_error(job, runner)) is not None:
             stream = self._not_python(job, error)
         else:
             stream = runner.run(job)

@@ -5,7 +5,9 @@ safe against a writer killed mid-run and against two ktui processes at once — 
 ``ktui run`` while the dashboard watches — with a busy timeout instead of "database is locked"
 errors. Each run row names the process that records it (host, pid, start time); a row still
 "running" whose process is gone was left by a killed ktui and is marked "interrupted" the next
-time any ktui opens the history, while a live run of another ktui process is left alone.
+time any ktui opens the history, while a live run of another ktui process is left alone. Its
+tables carry a schema number, checked on open (``ktui.history.schema``): an older file is
+migrated, a newer one refused in one line.
 
 A *version* is a distinct content of a kernel file: saving the same bytes again re-runs the same
 version; any change makes the next version number.

@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from ktui.protocol.bounds import LINE_CHARS, MESSAGE_LINE_CHARS, TRACEBACK_CHARS, cut, cut_message
+
 # Rung statuses.
 OK = "ok"
 FAILED = "failed"
@@ -46,7 +48,7 @@ def compile_only_text(arch: str, dsls: str = "CuTeDSL") -> str:
 def first_failure(rung: str, status: str, message: str) -> dict[str, str]:
     """``summary["first_failure"]``: the rung that decided a run's verdict, and the first line of
     why (the one line the CLI's summary, ``ktui history`` and the dashboard's list show)."""
-    return {"rung": rung, "status": status, "message": message.splitlines()[0] if message else ""}
+    return {"rung": rung, "status": status, "message": cut(message.splitlines()[0], MESSAGE_LINE_CHARS) if message else ""}
 
 @dataclass
 class SourceLocation:
@@ -67,6 +69,10 @@ class ErrorInfo:
     message: str
     traceback: str = ""
     location: SourceLocation | None = None
+
+    def __post_init__(self) -> None:  # the exception's text is the user's: bounded (ktui.protocol.bounds)
+        self.message = cut_message(self.message)
+        self.traceback = cut_message(self.traceback, TRACEBACK_CHARS, keep_end=True)
 
     @classmethod
     def from_json(cls, data: dict | None) -> ErrorInfo | None:
@@ -142,6 +148,9 @@ class RungFinished(Event):
     duration_s: float = 0.0
     phases_s: dict[str, float] = field(default_factory=dict)  # where duration_s went (inputs, candidate, ...)
 
+    def __post_init__(self) -> None:  # may quote what user code printed or raised: bounded
+        self.message = cut_message(self.message)
+
     @property
     def ok(self) -> bool:
         return self.status == OK
@@ -166,6 +175,9 @@ class Output(Event):
     text: str
     stream: str = "stderr"
 
+    def __post_init__(self) -> None:  # one printed line: its start kept, never dropped whole
+        self.text = cut(self.text, LINE_CHARS)
+
 
 @dataclass
 class RunFinished(Event):
@@ -176,6 +188,9 @@ class RunFinished(Event):
     message: str = ""  # why a run ended other than by its ladder (crashed, cancelled, error); a failed rung: summary["first_failure"]
     summary: dict[str, Any] = field(default_factory=dict)
     duration_s: float = 0.0
+
+    def __post_init__(self) -> None:  # a crash quotes what user code printed last: bounded
+        self.message = cut_message(self.message)
 
 
 EVENT_TYPES: dict[str, type[Event]] = {

@@ -147,6 +147,9 @@ def summary_line(kernel: str, version: int, verdict: str, summary: dict[str, Any
         parts.append(f"no signal on {', '.join(summary['no_signal'])}: a zero kernel would pass")
     if summary.get("reference_changed"):  # judged by the reference as snapshotted when the run started
         parts.append(f"reference changed during the run: judged against the recorded {summary['reference_changed']['recorded']}")
+    if summary.get("threads_left"):  # threads user code left running: the worker was replaced
+        parts.append(f"left {len(summary['threads_left'])} thread(s) running ({', '.join(summary['threads_left'][:3])}): "
+                     "its worker was replaced")
     if summary.get("checks"):  # runs recorded while the problem's check had rungs of its own
         parts.append(f"{summary['checks'][0]}/{summary['checks'][1]} problem checks")
     if "speedup" in summary:

@@ -6,8 +6,10 @@ compiling the text, no user code run) exactly as the worker places any other err
 from __future__ import annotations
 
 import ast
+import io
 import linecache
 import threading
+import tokenize
 import traceback
 from pathlib import Path
 
@@ -58,6 +60,31 @@ def parse(source: str | bytes, filename: str = "<unknown>") -> ast.Module:
     """``ast.parse`` under ``PARSING``: every parse in the parent goes through here."""
     with PARSING:
         return ast.parse(source, filename)
+
+
+def python_text(data: bytes, file: str) -> tuple[str, SyntaxError | None]:
+    """The text Python reads from a file's bytes (UTF-8, or the encoding its coding line declares:
+    PEP 263), and, when Python could not import the file because its bytes do not decode, the
+    error at the first such byte (the text then holds U+FFFD there, for display only)."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as exc:
+        if "unknown encoding" in str(exc):  # a coding line naming no encoding Python knows
+            exc.filename = exc.filename or file
+            exc.lineno = exc.lineno or (1 if b"coding" in data.split(b"\n", 1)[0] else 2)
+            return data.decode("utf-8", errors="replace"), exc
+        encoding = "utf-8"  # its first lines do not decode: found below, at their byte
+    try:
+        return data.decode(encoding), None
+    except UnicodeDecodeError as exc:
+        start = data.rfind(b"\n", 0, exc.start) + 1
+        end = data.find(b"\n", exc.start)
+        line = data[start:end if end >= 0 else len(data)].decode(encoding, errors="replace")
+        said = "UTF-8" if encoding in ("utf-8", "utf-8-sig") else encoding
+        error = SyntaxError(f"not valid {said}: byte 0x{data[exc.start]:02x} ({exc.reason}); Python cannot import "
+                            "this file: save it as UTF-8 or declare its encoding (# -*- coding: NAME -*-)",
+                            (file, data.count(b"\n", 0, exc.start) + 1, exc.start - start + 1, line))
+        return data.decode(encoding, errors="replace"), error
 
 
 def syntax_error(source: str, file: str) -> SyntaxError | None:

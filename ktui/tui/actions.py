@@ -157,11 +157,13 @@ class DashboardActions:
     def _say(self, found: Found | None, query: str, stepped: int = 0) -> None:
         if found is None:
             self.notify(f"no match for '{query}'", severity="warning")
-        elif found.wrapped:
+            return
+        more = f" (the first {found.count} marked)" if found.more else ""
+        if found.wrapped:
             end = "bottom" if stepped < 0 else "top"
-            self.notify(f"search wrapped to the {end}: match {found.number}/{found.count} for '{query}'")
+            self.notify(f"search wrapped to the {end}: match {found.number}/{found.counted} for '{query}'{more}")
         elif not stepped:
-            self.notify(f"match {found.number}/{found.count} for '{query}' · n next, N previous")
+            self.notify(f"match {found.number}/{found.counted} for '{query}'{more} · n next, N previous")
 
     def action_toggle_wrap(self) -> None:
         pane = self._text_pane()

@@ -8,6 +8,7 @@ in order, keeps the current match and scrolls to it.
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import NamedTuple
 
@@ -21,6 +22,7 @@ from textual.widgets import Static
 from ktui.tui.text import shown
 
 UNCUT_WIDTH = 400  # source code drawn by Syntax is turned into rows this wide, then trimmed
+SEARCH_MATCHES = 1000  # the most matches a search marks in a pane: the first ones, in reading order
 
 
 def search_pattern(query: str) -> re.Pattern[str]:
@@ -85,15 +87,35 @@ class PaneText(Shown):
         self.wrap_rows: bool | None = None  # None: as the pane draws them; True: all fold; False: all cut
         self.current: int | None = None  # the index in ``matches`` of the pane's current match
         self.matches: list[Match] = []
+        self.more = False  # more matches than ``match_limit``: not marked
+        self.match_limit = SEARCH_MATCHES  # what its pane leaves it of ``SEARCH_MATCHES``
+        self._drawn = True  # False: its matches were found but not yet drawn
         self._row_cache: list[Text] | None = None
 
     def update(self, content: RenderableType = "", *, layout: bool = True) -> None:
         self.source, self._row_cache = shown(content), None
-        self._draw(layout)
+        self._draw(layout=layout)
 
-    def restyle(self, pattern: re.Pattern[str] | None, wrap_rows: bool | None, current: int | None) -> None:
-        self.pattern, self.wrap_rows, self.current = pattern, wrap_rows, current
-        self._draw()
+    def restyle(self, pattern: re.Pattern[str] | None, wrap_rows: bool | None, current: int | None,
+                match_limit: int = SEARCH_MATCHES, draw: bool = True) -> None:
+        """Search and mark anew; with ``draw`` False the matches are found, to be drawn by the next
+        call (a search draws its text once, with its current match). A call that changes nothing
+        draws nothing: stepping to the next match redraws only the texts it leaves and enters."""
+        style = (pattern, wrap_rows, current, match_limit)
+        if style == (self.pattern, self.wrap_rows, self.current, self.match_limit) and self._drawn:
+            return
+        self.pattern, self.wrap_rows, self.current, self.match_limit = style
+        self._draw(draw=draw)
+
+    def find(self) -> list[Match]:
+        """The matches of ``pattern``, the first ``match_limit`` + 1 at most: a flood of output
+        searched for one letter would otherwise be millions of marks to draw (the one more says
+        there were more)."""
+        if self.pattern is None:
+            return []
+        found = (Match(i, m.start(), m.end()) for i, row in enumerate(self.rows())
+                 for m in self.pattern.finditer(row.plain) if m.end() > m.start())
+        return list(itertools.islice(found, self.match_limit + 1))
 
     def rows(self) -> list[Text]:
         if self._row_cache is None:
@@ -109,18 +131,20 @@ class PaneText(Shown):
             y += row_height(row, width, self.app.console)
         return tops
 
-    def _draw(self, layout: bool = True) -> None:
+    def _draw(self, layout: bool = True, draw: bool = True) -> None:
         if self.pattern is None and self.wrap_rows is None:
-            self.matches, self.current = [], None
-            super().update(self.source, layout=layout)
+            self.matches, self.current, self.more = [], None, False
+            if draw:
+                super().update(self.source, layout=layout)
         else:
-            rows = self.rows()
-            self.matches = ([Match(i, m.start(), m.end()) for i, row in enumerate(rows)
-                             for m in self.pattern.finditer(row.plain) if m.end() > m.start()]
-                            if self.pattern is not None else [])
+            found = self.find()
+            self.more = len(found) > self.match_limit
+            self.matches = found[: self.match_limit]
             if self.current is not None and self.current >= len(self.matches):
                 self.current = None
-            super().update(Group(*self._drawn_rows(marked=True)), layout=layout)
+            if draw:
+                super().update(Group(*self._drawn_rows(marked=True)), layout=layout)
+        self._drawn = draw
         if isinstance(self.parent, TextPane):
             self.parent.show_position()
 
@@ -146,6 +170,12 @@ class Found(NamedTuple):
     number: int
     count: int
     wrapped: bool = False
+    more: bool = False  # more matches than ``SEARCH_MATCHES``: ``count`` is the first ones
+
+    @property
+    def counted(self) -> str:
+        """``17``, or ``1000+`` past the bound."""
+        return f"{self.count}+" if self.more else str(self.count)
 
 
 class TextPane(VerticalScroll):
@@ -166,15 +196,16 @@ class TextPane(VerticalScroll):
         """Mark every match of ``query``; the current one is the first at or below the top of the
         view (wrapping to the first). ``None`` when nothing matches."""
         self.query_text = query
-        self._restyle(None)
+        self._restyle(None, draw=False)  # drawn once, below, with the current match
         found = self._flat()
         if not found:
+            self._restyle(None)
             return None
         tops = {text: text.row_tops() for text in self.texts()}
         ys = [text.virtual_region.y + tops[text][text.matches[index].row] for text, index in found]
         later = next((k for k, y in enumerate(ys) if y >= self.scroll_y), None)
         self._go(0 if later is None else later)
-        return Found(1 + (later or 0), len(found), wrapped=later is None)
+        return Found(1 + (later or 0), len(found), wrapped=later is None, more=self._more())
 
     def step(self, direction: int) -> Found | None:
         """The next (1) or previous (-1) match, wrapping around the pane's ends."""
@@ -188,7 +219,7 @@ class TextPane(VerticalScroll):
             target = (now + direction) % len(found)
             wrapped = target < now if direction > 0 else target > now
         self._go(target)
-        return Found(target + 1, len(found), wrapped)
+        return Found(target + 1, len(found), wrapped, more=self._more())
 
     def clear_search(self) -> None:
         self.query_text = ""
@@ -207,8 +238,12 @@ class TextPane(VerticalScroll):
             return
         found = self._flat()
         now = self._current(found)
-        where = f"{now + 1}/{len(found)}" if now is not None else f"{len(found)} found"
+        count = f"{len(found)}+" if self._more() else str(len(found))
+        where = f"{now + 1}/{count}" if now is not None else f"{count} found"
         self.border_subtitle = f"/{self.query_text} {where}"
+
+    def _more(self) -> bool:
+        return any(text.more for text in self.texts())
 
     def _flat(self) -> list[tuple[PaneText, int]]:
         """Every match of the pane in reading order, as (text, its index in that text)."""
@@ -218,11 +253,13 @@ class TextPane(VerticalScroll):
     def _current(found: list[tuple[PaneText, int]]) -> int | None:
         return next((k for k, (text, index) in enumerate(found) if text.current == index), None)
 
-    def _restyle(self, current: tuple[PaneText, int] | None) -> None:
+    def _restyle(self, current: tuple[PaneText, int] | None, draw: bool = True) -> None:
         pattern = search_pattern(self.query_text) if self.query_text else None
         wrap_rows = None if self.wrap == self.WRAPS else self.wrap
+        left = SEARCH_MATCHES  # for the whole pane, its texts in reading order
         for text in self.texts():
-            text.restyle(pattern, wrap_rows, current[1] if current and current[0] is text else None)
+            text.restyle(pattern, wrap_rows, current[1] if current and current[0] is text else None, left, draw)
+            left -= len(text.matches)
 
     def _go(self, k: int) -> None:
         self._restyle(self._flat()[k])

@@ -29,7 +29,7 @@ from ktui.watch.background_audits import BackgroundAudits
 from ktui.watch.echoes import Echoes
 from ktui.watch.watcher import DEFAULT_DEBOUNCE_S, Save, Watcher, WatcherState
 from ktui.workspace.folder import KernelIndex, Workspace
-from ktui.workspace.kernels import Kernel
+from ktui.workspace.kernels import Kernel, name_problem
 
 SAVE_GRACE_S = 2.0  # beyond the debounce: how long a save may take to be queued (the owner's followers wait that long)
 
@@ -169,6 +169,10 @@ class WatchLoop:
     # -- from the watcher thread ---------------------------------------------------------------
     def _on_saves(self, saves: list[Save]) -> None:
         for save in saves:
+            if name_problem(save.path):  # no kernel by that name: said, not run
+                if not save.removed:
+                    self.listener(WorkspaceNote(name_problem(save.path)))
+                continue
             if save.removed and not self.workspace.is_reference_file(save.path) and save.path.suffix == ".py":
                 # A kernel file (or a module beside one) is gone: listeners drop it by its path.
                 self.scheduler.forget(save.path)

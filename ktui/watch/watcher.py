@@ -29,6 +29,7 @@ to polling and says so in its ``state``.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import hashlib
 import os
@@ -40,7 +41,7 @@ from typing import Callable, Iterable
 
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
-from watchdog.observers.api import BaseObserver
+from watchdog.observers.api import BaseObserver, ObservedWatch
 from watchdog.observers.polling import PollingObserver
 
 try:
@@ -117,6 +118,8 @@ class _Handler(FileSystemEventHandler):
         if event.event_type not in _WRITE_EVENTS:
             return
         if event.is_directory:
+            if event.event_type in ("deleted", "moved"):
+                self.watcher._folder_gone(Path(os.fsdecode(event.src_path)))
             if event.event_type in ("created", "moved"):
                 self.watcher._folder_appeared()
             return
@@ -135,8 +138,10 @@ class _Handler(FileSystemEventHandler):
 class Watcher:
     """Watches ``folders`` recursively and calls ``on_saves`` (from its own thread) with saves.
 
-    ``folders`` that do not exist yet are picked up when they appear (their parent is watched
-    without recursion until then).
+    ``folders`` that do not exist yet are picked up when they appear, and one removed or moved
+    away and made again (or moved back) is watched anew: each folder's parent is watched too,
+    without recursion, for the folder itself coming and going — a watch follows the folder it was
+    set on, never the name.
     """
 
     def __init__(
@@ -155,7 +160,7 @@ class Watcher:
         self._force_polling = force_polling
         self._observer_factory = observer_factory
         self._observer: BaseObserver | None = None
-        self._scheduled: set[Path] = set()
+        self._scheduled: dict[Path, ObservedWatch] = {}  # each folder watched, and each parent of one
         self._handler = _Handler(self)
         self._hashes: dict[Path, str] = {}
         self._pending: dict[Path, float] = {}
@@ -205,7 +210,7 @@ class Watcher:
     # -- observers -----------------------------------------------------------------------------
     def _start_observer(self, polling: bool, reason: str = "") -> None:
         observer = PollingObserver(timeout=POLL_INTERVAL_S) if polling else self._observer_factory()
-        self._scheduled = set()
+        self._scheduled = {}
         try:
             self._schedule_all(observer)
             observer.start()
@@ -217,23 +222,22 @@ class Watcher:
         if not self._sees_closes:
             with self._cond:
                 self._unclosed.clear()
-        folders = tuple(str(f) for f in self._scheduled)
-        self._set_state(WatcherState("polling" if polling else "inotify", reason, folders))
+        self._set_state(WatcherState("polling" if polling else "inotify", reason, self._watched()))
+
+    def _watched(self) -> tuple[str, ...]:
+        return tuple(str(f) for f in self._scheduled)
 
     def _schedule_all(self, observer: BaseObserver) -> None:
         for folder in self.folders:
-            if folder in self._scheduled:
-                continue
-            if folder.is_dir():
-                observer.schedule(self._handler, str(folder), recursive=True)
-                self._scheduled.add(folder)
-            elif folder.parent.is_dir() and folder.parent not in self._scheduled:
-                # Not there yet: watch where it will appear, without descending into anything.
-                observer.schedule(self._handler, str(folder.parent), recursive=False)
-                self._scheduled.add(folder.parent)
+            if folder.is_dir() and folder not in self._scheduled:
+                self._scheduled[folder] = observer.schedule(self._handler, str(folder), recursive=True)
+            # Where it comes and goes from (and appears, when it is not there yet), without descending.
+            parent = folder.parent
+            if parent.is_dir() and parent not in self._scheduled and not self._in_watched_folder(parent):
+                self._scheduled[parent] = observer.schedule(self._handler, str(parent), recursive=False)
 
     def _folder_appeared(self) -> None:
-        """A folder was created: if it is a watched one that was missing, start watching it."""
+        """A folder was created or moved in: if it is a watched one that was missing, watch it."""
         missing = [f for f in self.folders if f not in self._scheduled and f.is_dir()]
         if not missing or self._observer is None:
             return
@@ -244,8 +248,27 @@ class Watcher:
                 old = self._observer
                 old.stop()
                 self._start_observer(polling=True, reason=_inotify_problem(exc))
+        else:
+            self._set_state(dataclasses.replace(self.state, folders=self._watched()))
         for folder in missing:
             self._touched(_python_files(folder))
+
+    def _folder_gone(self, path: Path) -> None:
+        """A folder was removed or moved away: if it is a watched one, its watch (which followed it,
+        or ended with it) is dropped and its files are reported gone; made again, or moved back,
+        it is watched anew (``_folder_appeared``), at once when that has already happened."""
+        if path not in self.folders or path not in self._scheduled or self._observer is None:
+            return
+        watch = self._scheduled.pop(path)
+        try:
+            self._observer.unschedule(watch)
+        except (KeyError, OSError):
+            pass  # its emitter ended with the folder
+        self._set_state(dataclasses.replace(self.state, folders=self._watched()))
+        with self._cond:
+            known = [p for p in self._hashes if p.is_relative_to(path)]
+        self._touched(known)
+        self._folder_appeared()
 
     def _set_state(self, state: WatcherState) -> None:
         self.state = state

@@ -23,6 +23,7 @@ import io
 import json
 import os
 import sys
+import threading
 import time
 from typing import IO
 
@@ -143,6 +144,7 @@ def run_job(job, tier, emit, guard=None, confinement=None, ahead=None, inputs=No
     started = time.perf_counter()
     ctx = RunContext(job=job, tier=tier, emit=emit, guard=guard, ahead=ahead, inputs_ahead=inputs)
     ctx.peaks = memory.Peaks(tier)
+    threads_before = set(threading.enumerate())
     with job_imports(job):
         results = Ladder(ctx).climb()
     figures = memory.summary_figures(ctx, ctx.peaks.of_run())
@@ -153,18 +155,41 @@ def run_job(job, tier, emit, guard=None, confinement=None, ahead=None, inputs=No
     # Nothing user code started outlives its run, and the run is over once it says so: a file
     # written after ``run_finished`` is someone's save (``RunQueue.could_have_written``).
     processes.end_descendants(keep=ahead.pids() if ahead is not None else set())
+    left = threads_left(threads_before)
     emit(
         RunFinished(
             job.run_id,
             verdict=final,
             summary={**summarize(results, *_roofline_done(ctx)), **figures, **checked,
-                     **(confinement.to_json() if confinement else {})},
+                     **(confinement.to_json() if confinement else {}), **({"threads_left": left} if left else {})},
             duration_s=round(time.perf_counter() - started, 3),
         )
     )
-    if inputs is not None:
+    if inputs is not None and not left:
         inputs.after_run(ctx)
-    return _device_healthy(tier)
+    return _device_healthy(tier) and not left
+
+
+THREAD_GRACE_S = 0.5  # how long threads a run started may take to end once it is over
+
+
+def threads_left(before: set[threading.Thread]) -> list[str]:
+    """The threads user code started that still run once its run is over, each as ``name
+    (file:line)``: such a thread would go on in this warm worker and print into the next
+    kernel's output, so the worker is replaced instead. ktui's own threads are named ``ktui-…``;
+    a thread foreign to Python (``_DummyThread``) cannot be told apart or joined and is left out."""
+    new = [t for t in threading.enumerate() if t not in before and not t.name.startswith("ktui-")
+           and not isinstance(t, threading._DummyThread)]
+    deadline = time.monotonic() + THREAD_GRACE_S
+    for thread in new:
+        thread.join(timeout=max(0.0, deadline - time.monotonic()))
+    return [f"{t.name} ({_started_at(t)})" for t in new if t.is_alive()]
+
+
+def _started_at(thread: threading.Thread) -> str:
+    """Where the thread's code is: its target's file and line, or its class's ``run``."""
+    code = getattr(getattr(thread, "_target", None), "__code__", None) or getattr(type(thread).run, "__code__", None)
+    return f"{os.path.basename(code.co_filename)}:{code.co_firstlineno}" if code is not None else "?"
 
 
 def _end_job_output() -> None:

@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 from dataclasses import dataclass, replace
 from typing import Any, Iterator
 
 import torch
 
+from ktui.protocol.cgroups import memory_cgroup
 from ktui.worker.errors import RungFailure
 from ktui.worker.metrics import workspace_bytes
 from ktui.worker.outcome import shape_key, shape_label
@@ -93,6 +95,8 @@ class Fit:
     need: Need | None  # None: the problem's code could not run on fake tensors
     free: int | None  # None: the free memory could not be read
     where: str  # "NVIDIA H200", "the host's RAM"
+    sampled: int | None = None  # past SIZED_SHAPES shapes: how many were sized (of ``declared``)
+    declared: int = 0
 
     @property
     def fits(self) -> bool | None:
@@ -111,6 +115,8 @@ class Fit:
         )
         if need.shape:
             text += f" at {_label(need.shape)}"
+        if self.sampled is not None:
+            text += f" (sized on {self.sampled} of its {self.declared} shapes, the extremes included)"
         if self.free is None:
             return f"{text}; free memory on {self.where} unknown"
         return f"{text}, {gb_text(self.free)} GB free on {self.where}"
@@ -197,7 +203,17 @@ def free_bytes(tier: Tier) -> int | None:
 
 
 def available_ram() -> int | None:
-    """``MemAvailable`` of /proc/meminfo (psutil's figure where it is installed)."""
+    """``MemAvailable`` of /proc/meminfo (psutil's figure where it is installed), or less where
+    this process's memory cgroup leaves less (a container's limit: ``ktui.protocol.cgroups``)."""
+    figures = [host_available_ram()]
+    cgroup = memory_cgroup()
+    if cgroup is not None:
+        figures.append(cgroup.headroom())
+    known = [figure for figure in figures if figure is not None]
+    return min(known) if known else None
+
+
+def host_available_ram() -> int | None:
     try:
         import psutil
 
@@ -211,21 +227,78 @@ def available_ram() -> int | None:
     return None
 
 
+def ram_where() -> str:
+    """Where the CPU tier's free memory is: the host's RAM, within a cgroup's limit where one is set."""
+    cgroup = memory_cgroup()
+    limit = cgroup.limit() if cgroup is not None else None
+    return "the host's RAM" if limit is None else f"the host's RAM within its cgroup's {gb_text(limit)} GB limit"
+
+
 def fit(ctx: Any, shapes: list[dict] | None = None, free: int | None = None) -> Fit:
-    """The largest checked call among ``shapes`` (default: every test and benchmark shape)
-    against ``free`` bytes (default: what ``free_bytes`` reads now)."""
+    """The largest checked call among ``shapes`` (default: every test and benchmark shape, or
+    past ``SIZED_SHAPES`` of them the ``sizing_sample``) against ``free`` bytes (default: what
+    ``free_bytes`` reads now)."""
+    declared = 0
     if shapes is None:
-        shapes = []
-        for shape in [*ctx.tests, *ctx.benchmarks]:
-            if shape not in shapes:
-                shapes.append(shape)
+        unique = {shape_key(shape): shape for shape in [*ctx.tests, *ctx.benchmarks]}
+        declared, shapes = len(unique), sizing_sample(list(unique.values()))
+    sampled = len(shapes) if declared > len(shapes) else None
     needs = [estimate(ctx, shape) for shape in shapes]
     known = [n for n in needs if n is not None]
     largest = max(known, key=lambda n: n.total) if known else None
-    if largest is not None and len({n.total for n in known}) == 1:
+    if largest is not None and len({n.total for n in known}) == 1 and sampled is None:
         largest = replace(largest, shape={})  # every shape needs the same: naming one would mislead
-    where = ctx.tier.device if ctx.tier.is_gpu else "the host's RAM"
-    return Fit(largest, free if free is not None else free_bytes(ctx.tier), where)
+    where = ctx.tier.device if ctx.tier.is_gpu else ram_where()
+    return Fit(largest, free if free is not None else free_bytes(ctx.tier), where, sampled, declared)
+
+
+# Past this many distinct shapes, a sample of them is sized: sizing takes tens of milliseconds a
+# shape on fake tensors, and 5,000 TESTS sized one by one outlast the pre-checks' limit.
+SIZED_SHAPES = 200
+_NOT_A_SIZE = {"seed"}  # a GPU MODE shape carries its seed: a number, not a size
+
+
+def sizing_sample(shapes: list[dict], bound: int = SIZED_SHAPES) -> list[dict]:
+    """Every shape up to ``bound``; past it, ``bound`` of them, chosen from the shapes alone (the
+    same every run, so the sizes an earlier run recorded are reused): first the extremes (the
+    shapes where the product of the numeric parameters is largest and smallest, where each
+    numeric parameter is largest and smallest, the largest for each value of every other
+    parameter such as a dtype), then shapes spread evenly in order of that product."""
+    if len(shapes) <= bound:
+        return shapes
+    size = [_product(shape) for shape in shapes]
+    by_size = sorted(range(len(shapes)), key=lambda i: (size[i], i))
+    picked = dict.fromkeys([by_size[-1], by_size[0]])
+    for key in sorted({k for shape in shapes for k in shape if k not in _NOT_A_SIZE}):
+        magnitude = {i: m for i in by_size if (m := _magnitude(shapes[i].get(key))) is not None}
+        if magnitude:
+            picked.update(dict.fromkeys([max(magnitude, key=lambda i: (magnitude[i], i)),
+                                         min(magnitude, key=lambda i: (magnitude[i], i))]))
+        largest_of: dict[str, int] = {}  # each other value (a dtype): its largest shape
+        for i in by_size:
+            if i not in magnitude:
+                largest_of[shape_key({"value": shapes[i].get(key)})] = i  # by_size ascends: the last is the largest
+        picked.update(dict.fromkeys(sorted(largest_of.values())))
+    room = bound - len(picked)
+    for j in range(max(room, 0)):
+        picked.setdefault(by_size[round(j * (len(by_size) - 1) / max(room - 1, 1))])
+    return [shapes[i] for i in sorted(list(picked)[:bound])]
+
+
+def _magnitude(value: Any) -> float | None:
+    """How large a parameter makes a shape: a number's size, a list of numbers' product."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return abs(float(value))
+    if isinstance(value, (list, tuple)) and value:
+        parts = [_magnitude(v) for v in value]
+        return math.prod(parts) if all(p is not None for p in parts) else None
+    return None
+
+
+def _product(shape: dict) -> float:
+    return math.prod(m for k, v in shape.items() if k not in _NOT_A_SIZE and (m := _magnitude(v)) is not None)
 
 
 def require_fit(ctx: Any, free: int | None = None) -> Fit:

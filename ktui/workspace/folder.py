@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ktui.workspace import formats as detect
-from ktui.workspace.kernels import Kernel, ProblemError, discover, find_root, kernel_at, named_path
+from ktui.workspace.kernels import Kernel, ProblemError, discover, find_root, kernel_at, left_out, named_path
 
 
 @dataclass(frozen=True)
@@ -96,16 +96,18 @@ class Workspace:
                 if path in {f.resolve() for f in k.files} or (unresolved_too and k.reference is None)]
 
     def problem(self) -> str:
-        """Why there is nothing to run, in words for the screen; "" when there are kernels."""
+        """Why there is nothing (or not everything) to run, in words for the screen; "" when all is well."""
         if not self.target.is_dir():
             return (f"no {self.target.name}/ folder in {self._rel(self.target.parent)}: create "
                     f"{self._rel(self.target)}/<op>_<name>.py (see ktui init); it is picked up when it appears")
+        skipped = "; ".join(left_out([self.target]))
         if not self.kernels():
-            return f"{self._rel(self.target)}/ holds no kernel files yet: save one and it runs"
+            return f"{self._rel(self.target)}/ holds no kernel files yet: save one and it runs" + (
+                f" ({skipped})" if skipped else "")
         if not self.gpumode and not self.references_dir.is_dir():
             return (f"no references/ folder in {self._rel(self.root)}: kernels cannot be judged until "
                     f"references/<op>.py exists")
-        return ""
+        return skipped
 
     @staticmethod
     def _rel(path: Path) -> str:

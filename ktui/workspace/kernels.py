@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import difflib
 import hashlib
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -314,6 +315,41 @@ def named_path(path: Path) -> Path:
     return path.parent.resolve() / path.name
 
 
+def name_problem(path: Path) -> str:
+    """Why the file at ``path`` cannot be a kernel by its name alone, in one line; "" when it can.
+
+    A path that is not UTF-8 (bytes Python keeps as surrogates) cannot be recorded in the history,
+    printed or sent as JSON text, so ktui leaves such a file out and names it with its bytes
+    escaped (``bad\\xff.py``) rather than guess a name for it."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        try:
+            named = Path(path).relative_to(Path.cwd())
+        except (ValueError, OSError):
+            named = Path(path)
+        shown = os.fsencode(named).decode("utf-8", errors="backslashreplace")
+        return f"{shown}: left out: its name is not UTF-8 (rename it to run it)"
+    return ""
+
+
+def left_out(paths: list[Path]) -> list[str]:
+    """Why ``discover`` leaves out files under these folders that would be kernels but for their
+    name (``name_problem``), one line each, for the surfaces to say."""
+    said: list[str] = []
+    for raw in paths:
+        path = Path(raw).resolve()
+        if not path.is_dir():
+            continue
+        folder = _kernels_folder(path)
+        try:
+            files = sorted(python_files(folder, raw))
+        except ProblemError:
+            continue
+        said += [why for p in files if is_candidate_file(p.relative_to(folder)) and (why := name_problem(p))]
+    return said
+
+
 def kernel_at(path: Path, root: Path | None = None, reference: Path | None = None) -> Kernel:
     """The kernel at ``path``, its reference and its format.
 
@@ -321,6 +357,8 @@ def kernel_at(path: Path, root: Path | None = None, reference: Path | None = Non
     file; then the GPU MODE problem folder the file lies in; then the file-name rule.
     """
     path = named_path(path)
+    if name_problem(path):
+        raise ProblemError(name_problem(path))
     try:
         source = path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
@@ -424,14 +462,16 @@ def discover(paths: list[Path], root: Path | None = None, reference: Path | None
 def _kernels_in_folder(raw: Path, path: Path, root: Path | None, reference: Path | None) -> list[Kernel]:
     problem_dir = detect.gpumode_problem_dir(path)
     if problem_dir is not None and reference is None:
-        files = [p for p in detect.gpumode_candidates(problem_dir) if p.is_relative_to(path)]
+        files = [p for p in detect.gpumode_candidates(problem_dir) if p.is_relative_to(path) and not name_problem(p)]
         if not files:
             raise ProblemError(f"{raw}: GPU MODE problem {problem_dir.name} has no submission*.py or solutions/ kernel here")
         return [kernel_at(p, root, reference) for p in files]
-    folder = path / "kernels" if (path / "kernels").is_dir() and (path / "references").is_dir() else path
-    files = sorted(p for p in python_files(folder, raw) if is_candidate_file(p.relative_to(folder)))
+    folder = _kernels_folder(path)
+    candidates = sorted(p for p in python_files(folder, raw) if is_candidate_file(p.relative_to(folder)))
+    files = [p for p in candidates if not name_problem(p)]
     if not files:
-        raise ProblemError(f"{raw}: no kernel files (*.py) in {folder}")
+        why = "; ".join(name_problem(p) for p in candidates)
+        raise ProblemError(f"{raw}: no kernel files (*.py) in {folder}" + (f" ({why})" if why else ""))
     if reference is not None:
         return [kernel_at(p, root, reference) for p in files]
     problems = {p: detect.gpumode_problem_dir(p) for p in files}
@@ -453,6 +493,11 @@ def _kernels_in_folder(raw: Path, path: Path, root: Path | None, reference: Path
     if not kernels:
         raise ProblemError(f"{raw}: no kernel files in {folder} (GPU MODE kernels are submission*.py or under solutions/)")
     return kernels
+
+
+def _kernels_folder(path: Path) -> Path:
+    """The folder ``path`` means: a workspace root means its ``kernels/``."""
+    return path / "kernels" if (path / "kernels").is_dir() and (path / "references").is_dir() else path
 
 
 MAX_FOLDERS = 2000  # a workspace is far smaller; more means ``ktui run /tmp`` or ``ktui run ~``

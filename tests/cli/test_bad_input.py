@@ -122,3 +122,19 @@ def test_escapes_in_a_file_name_and_a_kernels_output_are_shown_by_run_history_an
     assert SHOWN in run.stdout and "\\x1b]52;c;UFdORUQ=\\x07clip" in run.stdout
     assert SHOWN in history.stdout and SHOWN in diff.stderr
     assert parse_events(as_json.stdout)[0]["kernel"] == HOSTILE[:-3]  # JSON carries the name unchanged
+
+
+def test_a_kernel_python_cannot_decode_fails_the_pre_checks_at_its_byte_and_a_declared_encoding_runs(tmp_path):
+    ws = make_workspace(tmp_path / "ws")
+    add = (REPO / "kernels" / "add_triton.py").read_bytes()
+    (ws / "kernels" / "add_latin1.py").write_bytes(b"# caf\xe9, written in Latin-1\n" + add)
+    (ws / "kernels" / "add_declared.py").write_bytes(b"# -*- coding: latin-1 -*-\n# caf\xe9, and it says so\n" + add)
+    proc = ktui("run", "--no-audit", "--json", "--no-bench", "--seed", "1", "kernels", cwd=ws)
+    kernels = by_kernel(parse_events(proc.stdout))
+    checks = rungs(kernels["add_latin1"])["pre-checks"]
+    assert checks["status"] == "failed" and finished(kernels["add_latin1"])["verdict"] == "failed"
+    assert checks["message"].startswith("SyntaxError: not valid UTF-8: byte 0xe9 (invalid continuation byte); "
+                                        "Python cannot import this file")
+    assert checks["message"].endswith("(add_latin1.py:1:6)") and checks["error"]["location"]["line"] == 1
+    assert finished(kernels["add_declared"])["verdict"] == "passed", proc.stdout[-2000:]
+    assert proc.returncode == 1

@@ -150,3 +150,57 @@ def test_a_worker_whose_watcher_was_killed_stops_and_its_run_is_marked_interrupt
         kill_all(workers)
     run = Store(ws / ".ktui" / "history.db").latest_run("hang")
     assert run.verdict == "interrupted" and f"pid {proc.pid}" in run.message
+
+
+ADD = (REPO / "kernels" / "add_triton.py").read_text()
+LEAKS_A_THREAD = ADD.replace("def custom_kernel(", '''import threading
+import time
+
+STARTED = []
+
+
+def printer():
+    n = 0
+    while True:  # never ends: in a warm worker it would print into the next kernel's output
+        print(f"leaked {n}", flush=True)
+        n += 1
+        time.sleep(0.02)
+
+
+def custom_kernel(*args):
+    if not STARTED:
+        STARTED.append(threading.Thread(target=printer, name="printer"))
+        STARTED[0].start()
+    return add(*args)
+
+
+def add(''', 1)
+ENDS_ITS_THREAD = LEAKS_A_THREAD.replace("while True:", "for _ in range(2):")
+
+
+def _run_with_output(session, kernel, seed):
+    job = session.prepare(kernel, Options(seed=seed, benchmark=False))
+    events = list(session.events(job))
+    return events[-1], [e.text for e in events if e.type == "output"]
+
+
+@pytest.mark.parametrize("ends", [False, True], ids=["left_running", "ended_by_itself"])
+def test_a_run_that_leaves_a_thread_running_replaces_the_worker_and_the_next_output_is_its_own(ws, ends):
+    (ws / "kernels" / "add_leaky.py").write_text(ENDS_ITS_THREAD if ends else LEAKS_A_THREAD)
+    runner = LocalRunner()
+    session = Session(ws, runner=runner)
+    try:
+        assert _run_with_output(session, kernel_at(ws / "kernels" / "add_triton.py"), seed=0)[0].verdict == "passed"
+        first_pid = runner.describe()["pid"]  # the warm worker, as the leaky kernel finds it
+        leaky, _ = _run_with_output(session, kernel_at(ws / "kernels" / "add_leaky.py"), seed=1)
+        assert leaky.verdict == "passed", leaky.message
+        after, printed = _run_with_output(session, kernel_at(ws / "kernels" / "add_triton.py"), seed=2)
+        assert after.verdict == "passed"
+        assert not [line for line in printed if line.startswith("leaked")], printed[:5]
+        if ends:
+            assert "threads_left" not in leaky.summary and runner.describe()["pid"] == first_pid  # still warm
+        else:
+            assert leaky.summary["threads_left"] == ["printer (add_leaky.py:31)"]
+            assert runner.describe()["pid"] != first_pid  # a fresh worker ran the next kernel
+    finally:
+        session.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ktui.history.reports import OUTPUT_CHARS, ReportWriter
+from ktui.protocol.bounds import LINE_CHARS
 from ktui.protocol.events import Output, RunFinished, RunStarted
 from ktui.protocol.statedir import OUTPUT_FILE
 
@@ -23,10 +24,17 @@ def _run(tmp_path, lines: list[str]) -> str:
     return (run_dir / OUTPUT_FILE).read_text()
 
 
-def test_a_huge_printed_line_is_cut_at_the_character_bound_and_says_so(tmp_path):
-    kept = _run(tmp_path, ["first", "x" * (OUTPUT_CHARS + 10), "never kept"])
-    assert kept.startswith("first\n… (more output not kept: the first 1 lines")
-    assert "never kept" not in kept and len(kept) < 1000
+def test_printed_output_past_the_character_bound_is_cut_and_says_so(tmp_path):
+    lines = ["first", *["x" * LINE_CHARS] * (OUTPUT_CHARS // LINE_CHARS), "never kept"]
+    kept = _run(tmp_path, lines).splitlines()
+    assert kept[:2] == ["first", "x" * LINE_CHARS] and "never kept" not in kept
+    assert kept[-1].startswith(f"… (more output not kept: the first {len(kept) - 1} lines")
+    assert sum(len(line) for line in kept[:-1]) <= OUTPUT_CHARS
+
+
+def test_a_single_huge_printed_line_is_kept_to_its_start_not_dropped(tmp_path):
+    kept = _run(tmp_path, ["x" * (OUTPUT_CHARS + 10), "next"])
+    assert kept == "x" * LINE_CHARS + f"… ({OUTPUT_CHARS + 10 - LINE_CHARS:,} more characters not kept)\nnext\n"
 
 
 def test_printed_lines_within_the_bounds_are_kept_whole(tmp_path):

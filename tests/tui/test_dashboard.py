@@ -239,6 +239,23 @@ def test_an_empty_workspace_and_broken_files_show_messages_and_nothing_crashes(t
     asyncio.run(scenario())
 
 
+@pytest.mark.worker
+def test_a_kernel_file_named_in_bytes_that_are_not_utf8_is_shown_left_out_and_the_rest_runs(tmp_path):
+    ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
+    bad = os.fsdecode(os.fsencode(ws / "kernels") + b"/add_\xff.py")
+    Path(bad).write_bytes((REPO / "kernels" / "add_triton.py").read_bytes())
+
+    async def scenario():
+        app = make_app(ws)
+        async with app.run_test(size=(160, 30)) as pilot:
+            await until(pilot, lambda: idle(app) and app.state.kernels["add_triton"].verdict == "passed",
+                        what="the catch-up run")
+            assert list(app.state.kernels) == ["add_triton"]
+            assert "add_\\xff.py: left out: its name is not UTF-8" in plain(app.query_one("#status", Static), 400)
+            assert app.is_running
+
+    asyncio.run(scenario())
+
 def _screen_colours(ws: Path) -> list[list[int]]:
     import re
 

@@ -229,6 +229,40 @@ def test_w_cuts_the_long_printed_lines_of_the_output_pane(tmp_path):
     asyncio.run(scenario())
 
 
+def test_a_search_of_a_flood_of_output_marks_the_first_matches_only_and_says_there_are_more(tmp_path):
+    from ktui.protocol.bounds import LINE_CHARS
+    from ktui.tui.panes.output import SHOWN_CHARS
+    from ktui.tui.searchable import SEARCH_MATCHES
+    from ktui.tui.state import OUTPUT_KEPT
+
+    async def scenario():
+        app = viewer(tmp_path)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            pane = app.query_one(OutputPane)
+            view = app.state.kernels["add_triton"]
+            view.output = [f"{n} " + "x" * LINE_CHARS for n in range(OUTPUT_KEPT)]  # a flood, as a view keeps it
+            view.state = "running"
+            app._select("add_triton")
+            await pilot.press("6")
+            app._fill_panes()
+            await pilot.pause()
+            body = pane.query_one("#output-body", PaneText)
+            shown = [row.plain for row in body.rows()]
+            assert sum(len(row) + 1 for row in shown) <= SHOWN_CHARS and shown[-1].startswith(f"{OUTPUT_KEPT - 1} ")
+            head = pane.query_one("#output-head", PaneText).rows()[0].plain
+            assert head.endswith(f"{OUTPUT_KEPT} line(s) printed, the last {len(shown)} shown")
+            await search(pilot, "x")
+            assert len(pane._flat()) == SEARCH_MATCHES and body.more
+            assert said(app)[-1].endswith(f"match 1/{SEARCH_MATCHES}+ for 'x' (the first {SEARCH_MATCHES} marked)")
+            assert pane.border_subtitle == f"/x 1/{SEARCH_MATCHES}+"
+            await pilot.press("N")
+            await pilot.pause()
+            assert current(pane)[1] == SEARCH_MATCHES - 1 and pane.border_subtitle == f"/x {SEARCH_MATCHES}/{SEARCH_MATCHES}+"
+
+    asyncio.run(scenario())
+
+
 def test_search_and_wrap_say_where_they_work_when_no_text_pane_has_the_focus(tmp_path):
     async def scenario():
         app = viewer(tmp_path)

@@ -284,6 +284,55 @@ def test_a_missing_folder_is_watched_once_it_appears(tmp_path):
         watcher.stop()
 
 
+class States:
+    """Collects the watcher's states from its threads; ``until`` waits for one that ``holds``."""
+
+    def __init__(self):
+        self.q: queue.Queue = queue.Queue()
+
+    def __call__(self, state) -> None:
+        self.q.put(state)
+
+    def until(self, holds, timeout: float = 30.0):
+        deadline = time.monotonic() + timeout
+        while True:
+            state = self.q.get(timeout=max(0.01, deadline - time.monotonic()))
+            if holds(state):
+                return state
+
+
+@pytest.mark.parametrize("how", ["removed and made again", "moved away and back"])
+@pytest.mark.parametrize("polling", [False, True], ids=["inotify", "polling"])
+def test_a_kernels_folder_removed_or_moved_away_and_back_is_watched_anew(tmp_path, how, polling):
+    folder = tmp_path / "kernels"
+    folder.mkdir()
+    (folder / "k.py").write_text("v = 1\n")
+    saves, states = Saves(), States()
+    watcher = Watcher([folder], saves, debounce_s=0.05, force_polling=polling, on_state=states)
+    watcher.start()
+    try:
+        if how == "removed and made again":
+            (folder / "k.py").unlink()
+            folder.rmdir()
+        else:
+            folder.rename(tmp_path / "away")
+        assert [(s.path.name, s.removed) for s in saves.wait(timeout=10)] == [("k.py", True)]
+        states.until(lambda state: str(folder) not in state.folders)
+        if how == "removed and made again":
+            folder.mkdir()
+        else:
+            (tmp_path / "away").rename(folder)
+        assert states.until(lambda state: str(folder) in state.folders).mode == ("polling" if polling else "inotify")
+        if how == "moved away and back":  # its file is back, as it was: seen again
+            assert [(s.path.name, s.removed) for s in saves.wait(timeout=10)] == [("k.py", False)]
+        (folder / "add_new.py").write_text("x = 1\n")
+        assert [s.path.name for s in saves.wait(timeout=10)] == ["add_new.py"]
+        (folder / "add_new.py").write_text("x = 2\n")  # and the next save of it too
+        assert [s.path.name for s in saves.wait(timeout=10)] == ["add_new.py"]
+    finally:
+        watcher.stop()
+
+
 class _OutOfWatches(InotifyObserver):
     """A real inotify observer that reports what the kernel says when max_user_watches is spent."""
 

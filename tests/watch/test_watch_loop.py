@@ -185,6 +185,40 @@ def test_headless_prints_json_lines_writes_latest_and_leaves_no_process(tmp_path
 
 
 @pytest.mark.worker
+@pytest.mark.parametrize("flags", [(), ("--poll",)], ids=["inotify", "polling"])
+def test_headless_runs_the_saves_of_a_kernels_folder_removed_and_made_again(tmp_path, flags):
+    import shutil
+
+    ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
+    kernels = ws / "kernels"
+    watch = Headless(ws, "--no-audit", "--no-bench", *flags)
+    until = watch.until
+    try:
+        assert until(lambda e: e["type"] == "run_finished")["verdict"] == "passed"  # the catch-up run
+        shutil.rmtree(kernels)
+        seen: set[str] = set()
+
+        def gone(e: dict) -> bool:  # its kernel gone and the folder no longer watched, in either order
+            if e["type"] == "watch_save" and e["content_hash"] is None and e["path"] == str(kernels / "add_triton.py"):
+                seen.add("kernel gone")
+            if e["type"] == "watch_state" and str(kernels) not in e["folders"]:
+                seen.add("folder unwatched")
+            return len(seen) == 2
+
+        until(gone)
+        kernels.mkdir()
+        until(lambda e: e["type"] == "watch_state" and str(kernels) in e["folders"])
+        edited = ADD.replace("block = 1024", "block = 512")
+        save_atomically(kernels / "add_triton.py", edited)
+        started = until(lambda e: e["type"] == "run_started")
+        assert started["content_hash"] == content_hash(edited.encode()) and started["version"] == 2
+        assert until(lambda e: e["type"] == "run_finished")["verdict"] == "passed"
+    finally:
+        code = watch.stop(timeout=30)
+    assert code == 0, "".join(watch.stderr)
+
+
+@pytest.mark.worker
 def test_headless_on_a_missing_kernels_folder_says_what_to_create_and_stops_on_sigterm(tmp_path):
     ws = tmp_path / "ws"
     (ws / "references").mkdir(parents=True)

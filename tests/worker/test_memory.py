@@ -452,3 +452,62 @@ def test_a_set_the_reference_writes_into_is_replaced_by_a_fresh_one_judged_on_a_
     assert sets[0][0].tolist() == [5, 5, 5, 5]  # the fresh set, untouched: the candidate is timed on it
     assert check.expected[0].tolist() == [10, 10, 10, 10]
     assert check.overwritten() is None
+
+
+@pytest.mark.unit
+def test_past_the_bound_a_sample_of_the_shapes_is_sized_the_same_every_time_with_the_extremes():
+    few = [{"size": n} for n in range(memory.SIZED_SHAPES)]
+    assert memory.sizing_sample(few) == few
+    shapes = [{"m": m, "n": n, "dtype": dtype} for m in range(1, 41) for n in (7, 1, 3000, 64)
+              for dtype in ("float16", "float64")]
+    shapes.append({"m": 2, "n": 2, "dtype": "int8"})  # the one shape of its dtype
+    sample = memory.sizing_sample(shapes)
+    assert len(shapes) > memory.SIZED_SHAPES >= len(sample) > memory.SIZED_SHAPES * 0.9
+    assert sample == memory.sizing_sample(list(shapes)) and all(s in shapes for s in sample)
+    assert [s for s in shapes if s in sample] == sample  # in the declared order
+    for extreme in ({"m": 40, "n": 3000, "dtype": "float64"}, {"m": 1, "n": 1, "dtype": "float16"},
+                    {"m": 2, "n": 2, "dtype": "int8"}):
+        assert extreme in sample, extreme
+    assert {s["m"] for s in sample} >= {1, 40} and {s["n"] for s in sample} >= {1, 7, 64, 3000}
+
+
+@pytest.mark.worker
+def test_a_reference_with_5000_tests_passes_the_pre_checks_within_their_limit_sized_on_a_sample(tmp_path):
+    from conftest import REPO, make_workspace
+
+    ws = make_workspace(tmp_path / "ws")
+    reference = (REPO / "references" / "add.py").read_text()
+    (ws / "references" / "many.py").write_text(reference.replace("TESTS = [", "TESTS = [*({'size': n} for n in range(1, 5001)),", 1))
+    (ws / "kernels" / "many_unwritten.py").write_text(
+        "import triton\n\n\n@triton.jit\ndef k(x_ptr):\n    pass\n\n\n"
+        "def custom_kernel(x, y):\n    raise NotImplementedError('the pre-checks are what this run is about')\n")
+    proc = ktui("run", "--no-audit", "--json", "--no-bench", "--cpu", "--seed", "1", "kernels/many_unwritten.py", cwd=ws)
+    rungs = {e["rung"]: e for e in parse_events(proc.stdout) if e["type"] == "rung_finished"}
+    checks = rungs["pre-checks"]
+    assert checks["status"] == "ok", proc.stdout[-3000:] + proc.stderr[-3000:]  # not timed out: within its limit
+    declared = len({*range(1, 5001), 1, 1000, 12345, 98432, 1 << 20, 1 << 16, 1 << 22, 1 << 26})  # distinct shapes
+    assert checks["figures"]["tests"] == 5005
+    assert 0 < checks["figures"]["sized"] == len(checks["figures"]["sizes"]) <= memory.SIZED_SHAPES
+    assert f"(sized on {checks['figures']['sized']} of its {declared} shapes, the extremes included)" in checks["message"]
+    assert {"size": 1 << 26} in [row["shape"] for row in checks["figures"]["sizes"]]  # the largest
+    assert rungs["compile"]["status"] == "failed"
+
+
+@pytest.mark.worker
+def test_on_the_cpu_tier_a_cgroup_limit_below_the_problems_need_refuses_it_up_front_naming_the_limit(tmp_path):
+    import subprocess
+    import sys
+
+    from cgroups import limited
+    from conftest import child_env, make_workspace
+
+    ws = make_workspace(tmp_path / "ws", kernels=["add_triton"])
+    with limited(1_200_000_000) as (_cgroup, inside):  # the add problem's largest checked call needs ~1.8 GB
+        proc = subprocess.run([*inside, sys.executable, "-m", "ktui", "run", "--no-audit", "--json", "--no-bench", "--cpu",
+                               "--seed", "1", "kernels/add_triton.py"], cwd=ws, capture_output=True, text=True,
+                              env=child_env(), timeout=600)
+    checks = next(e for e in parse_events(proc.stdout) if e["type"] == "rung_finished" and e["rung"] == "pre-checks")
+    assert checks["status"] == "failed", proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert checks["message"].startswith("does not fit: needs ~1.8 GB per checked call")
+    assert checks["message"].endswith("GB free on the host's RAM within its cgroup's 1.2 GB limit")
+    assert checks["figures"]["free_gb"] < 1.2

@@ -16,6 +16,7 @@ from ktui.tui.state import KernelView
 from ktui.tui.view import PaneView
 
 SHOWN_LINES = 2000  # the newest lines; the whole output is in output.txt
+SHOWN_CHARS = 200_000  # and at most this many characters of them: drawing, wrapping and searching stay quick
 
 
 class OutputPane(TextPane):
@@ -34,7 +35,7 @@ class OutputPane(TextPane):
         view = pane_view.kernel
         head, lines = printed(view)
         self.query_one("#output-head", Static).update(head)
-        self.query_one("#output-body", Static).update(Text(visible("\n".join(lines[-SHOWN_LINES:]))))
+        self.query_one("#output-body", Static).update(Text(visible("\n".join(lines))))
         if view is not None and view.state == "running":
             self.scroll_end(animate=False)
 
@@ -54,4 +55,17 @@ def printed(view: KernelView | None) -> tuple[Text, list[str]]:
     where = f"{view.id} v{view.version}" + (" (running)" if view.state == "running" else "")
     if not lines:
         return Text(f"{where}: printed nothing", style="dim"), []
-    return Text(f"{where}: {len(lines)} line(s) printed", style="dim"), lines
+    shown = newest(lines)
+    cut = f", the last {len(shown)} shown" if len(shown) < len(lines) else ""
+    return Text(f"{where}: {len(lines)} line(s) printed{cut}", style="dim"), shown
+
+
+def newest(lines: list[str]) -> list[str]:
+    """The newest lines, at most ``SHOWN_LINES`` of them and ``SHOWN_CHARS`` characters (at least one line)."""
+    kept, used = [], 0
+    for line in reversed(lines[-SHOWN_LINES:]):
+        used += len(line) + 1
+        if kept and used > SHOWN_CHARS:
+            break
+        kept.append(line)
+    return kept[::-1]
