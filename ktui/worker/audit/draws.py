@@ -14,20 +14,19 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 
 from ktui.protocol.events import ErrorInfo
-from ktui.protocol.job import GPUMODE, KERNELBENCH
+from ktui.protocol.job import KERNELBENCH
 from ktui.worker.context import RunContext
 from ktui.worker.errors import error_info, location
+from ktui.worker.leaves import Position, input_leaves
 from ktui.worker.metrics import compare, flat_chunks
 from ktui.worker.outcome import InputGenerationError
 from ktui.worker.outputs import flatten
 from ktui.worker.tier import clone_tree, same_values, synchronize, tensors_in
-
-Position = tuple  # a tensor's place inside the inputs: indices and keys from the top
 
 
 class AuditError(Exception):
@@ -64,8 +63,7 @@ def draw(ctx: RunContext, shape: dict, label: str) -> Draw:
     repeat = answer_difference(ctx, ref_a, reference(ctx, inputs_a, label, seed_a))
     inputs_b = generate(ctx, shape, seed_b)
     ref_b = reference(ctx, inputs_b, label, seed_b)
-    watched = {id(t) for t in tensors_in(ctx.watched_inputs(inputs_b))}
-    leaves = [(path, leaf_name(ctx, path)) for path, t in tree_leaves(inputs_b) if id(t) in watched]
+    leaves = [(path, name) for path, name, _ in input_leaves(inputs_b, ctx.watched_inputs(inputs_b), ctx.job.format)]
     return Draw(shape, label, seed_a, seed_b, inputs_a, ref_a, inputs_b, ref_b, reproducible, repeat, leaves)
 
 
@@ -149,46 +147,6 @@ def spread_of(t: torch.Tensor) -> Spread | None:
         total += float(values.sum())
         magnitude += float(values.abs().sum())
     return Spread(count, low, high, total / count, magnitude / count) if count else None
-
-
-# -- positions inside the inputs ------------------------------------------------------------------
-def tree_leaves(obj: Any, path: Position = ()) -> Iterator[tuple[Position, torch.Tensor]]:
-    if isinstance(obj, torch.Tensor):
-        yield path, obj
-    elif isinstance(obj, (tuple, list)):
-        for i, item in enumerate(obj):
-            yield from tree_leaves(item, (*path, i))
-    elif isinstance(obj, dict):
-        for key, item in obj.items():
-            yield from tree_leaves(item, (*path, key))
-
-
-def leaf_at(obj: Any, path: Position) -> Any:
-    for step in path:
-        obj = obj[step]
-    return obj
-
-
-def with_leaf(obj: Any, path: Position, value: Any) -> Any:
-    """``obj`` with the leaf at ``path`` replaced (containers rebuilt, the rest shared)."""
-    if not path:
-        return value
-    head, rest = path[0], path[1:]
-    if isinstance(obj, dict):
-        return {**obj, head: with_leaf(obj[head], rest, value)}
-    items = list(obj)
-    items[head] = with_leaf(items[head], rest, value)
-    if isinstance(obj, tuple):
-        return type(obj)(*items) if hasattr(obj, "_fields") else tuple(items)  # a namedtuple keeps its type
-    return items
-
-
-def leaf_name(ctx: RunContext, path: Position) -> str:
-    """How a message names an input: ``input 0`` (native, KernelBench), ``data[1]`` (GPU MODE)."""
-    if ctx.job.format == GPUMODE:
-        return "data" + "".join(f"[{step!r}]" for step in path[1:])
-    head, rest = path[0], path[1:]
-    return f"input {head}" + "".join(f"[{step!r}]" for step in rest)
 
 
 # -- where the user's code is ---------------------------------------------------------------------
