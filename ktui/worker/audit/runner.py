@@ -18,13 +18,14 @@ from ktui.worker import formats
 from ktui.worker.audit import draws, reference_checks
 from ktui.worker.audit.draws import AuditError
 from ktui.worker.audit.mutants import Mutant, is_fast, judge_candidate, judge_output, mutants_for
-from ktui.worker.audit.results import CAUGHT, NOT_APPLICABLE, CheckResult, Judged
+from ktui.worker.audit.results import CAUGHT, NOT_APPLICABLE, OK, CheckResult, Judged
 from ktui.worker.audit.verdict import Verdict, combine, conclude_mutant
 from ktui.worker.context import RunContext
 from ktui.worker.errors import RungFailure, error_info
 from ktui.worker.ladder import unique_names
 from ktui.worker.modules import load_module
 from ktui.worker.outcome import shape_label
+from ktui.worker.seeds import choice
 from ktui.worker.tier import clone_tree
 
 Step = Callable[[str], ContextManager[None]]
@@ -43,8 +44,9 @@ class Audit:
     shapes: list[str] = field(default_factory=list)
 
 
-def load(ctx: RunContext) -> None:
-    """Import the reference from the job's text and wrap it in its format's adapter (no kernel)."""
+def load(ctx: RunContext) -> choice.Choice:
+    """Import the reference from the job's text and wrap it in its format's adapter (no kernel);
+    choose the fresh seeds as a run's pre-checks do (``ktui.worker.seeds``)."""
     job = ctx.job
     ctx.user_files = {job.reference_path, *job.problem.get("modules", {}).values()}
     name = Path(job.reference_path).name
@@ -63,9 +65,17 @@ def load(ctx: RunContext) -> None:
         raise AuditError(f"reference {name}: shapes must be dicts, got {bad[0]!r}")
     if not ctx.tests:
         raise AuditError(f"reference {name} has no test shapes: nothing to audit")
+    try:
+        return choice.choose(ctx)
+    except Exception as exc:
+        info = error_info(exc, ctx.user_files)
+        raise AuditError(f"comparing the inputs of {name}'s declared and fresh seeds raised {info.type}: "
+                         f"{info.message}", info) from None
 
 
-def audit(ctx: RunContext, settings: Settings, step: Step = lambda what: contextlib.nullcontext()) -> Audit:
+def audit(ctx: RunContext, settings: Settings, step: Step = lambda what: contextlib.nullcontext(),
+          seeds: choice.Choice | None = None) -> Audit:
+    """Every check on every shape, on fresh seeds (``seeds``: where they come from, a line of its own)."""
     shapes = ctx.tests[: settings.shapes] if settings.shapes else list(ctx.tests)
     labels = unique_names([shape_label(s) for s in shapes])
     mutants: dict[str, Mutant] = {}
@@ -92,6 +102,8 @@ def audit(ctx: RunContext, settings: Settings, step: Step = lambda what: context
                                                                           mutant.build(draw))
         del draw
     results = reference_checks.conclude(ctx, seen, ignored)
+    if seeds is not None:
+        results.append(CheckResult("fresh seeds", "seeds[fresh]", OK, seeds.note(), figures=seeds.figures()))
     stats = _stats(seen)
     for key, mutant in mutants.items():
         shapes_done = [(label, judged[key].get(label, Judged(NOT_APPLICABLE))) for label in labels]

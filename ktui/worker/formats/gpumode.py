@@ -1,6 +1,7 @@
 """GPU MODE problems, run as they are: ``reference.py`` with ``generate_input(**shape, seed)``,
 ``ref_kernel(data)`` and ``check_implementation(data, output)``; shapes from ``task.yml``
-(read by the parent, carried in ``Job.problem``); the candidate's ``custom_kernel(data)``.
+(read by the parent, carried in ``Job.problem``), each case's ``seed`` taken out of its shape and
+kept as the problem's own (``ktui.worker.seeds``); the candidate's ``custom_kernel(data)``.
 
 In this format the output buffer often arrives inside ``data`` (``data = (a, b, c)``), and honest
 submissions write their result into it, whether the reference writes it (``output[...] = …``) or
@@ -45,19 +46,20 @@ class GpuModeProblem(Problem):
     def __init__(self, job, tier, candidate, reference, next_seed):
         super().__init__(job, tier, candidate, reference, next_seed)
         self.require(("generate_input", "ref_kernel"), callables=True)
-        self.tests = list(job.problem.get("tests", []))
-        self.benchmarks = list(job.problem.get("benchmarks", []))
+        self.declared_by = "task.yml"
+        self.tests, self.own_test_seeds = self.split_cases(list(job.problem.get("tests", [])), "task.yml: tests")
+        self.benchmarks, self.benchmark_seeds = self.split_cases(list(job.problem.get("benchmarks", [])),
+                                                                 "task.yml: benchmarks")
         self.read_fresh_shapes()
         self._check = getattr(reference, "check_implementation", None)
         self._slots: dict[Position, str] | None = None  # output slot → how it was recognised
-        if job.problem.get("dropped_seeds"):
-            self.notes.append("task.yml seeds replaced by fresh ones (--seed fixes them)")
         if not callable(self._check):
             self.notes.append("no check_implementation in reference.py: only ktui's metrics judge")
         if not tier.is_gpu:
             self.notes.append(f"CPU tier: tensors the problem's code puts on 'cuda' are made on '{tier.torch_device}'")
-        if self.tests:
-            self.notes.append(self._probe_slots(self.tests[0], next_seed()))
+        if self.tests:  # probed on the problem's own first input where it declares one
+            first = self.test_seeds[0]
+            self.notes.append(self._probe_slots(self.tests[0], first if first is not None else next_seed()))
 
     def _probe_slots(self, shape: dict, seed: int) -> str:
         """Find the output slots from one input of ``shape``; say what was found, for pre-checks."""
