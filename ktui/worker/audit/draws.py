@@ -2,7 +2,8 @@
 
 Seed ``a`` is drawn twice (are the inputs and the answer reproducible?), seed ``b`` once (do they
 change with the seed?); the mutants are judged on ``b``'s inputs, and the previous call's answer
-a replaying kernel would return is ``a``'s. The reference always runs on a private copy: a GPU MODE
+a replaying kernel would return is ``a``'s. Where the shape's case declares a seed, ``declared``
+makes the same draw with that seed as ``b``: the mutants are judged on the author's inputs too. The reference always runs on a private copy: a GPU MODE
 reference writes into the output buffer it finds in ``data``.
 
 A reference that raises, returns no tensors or returns nothing stops the audit with an
@@ -12,7 +13,7 @@ A reference that raises, returns no tensors or returns nothing stops the audit w
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,13 @@ def draw(ctx: RunContext, shape: dict, label: str) -> Draw:
     ref_b = reference(ctx, inputs_b, label, seed_b)
     leaves = [(path, name) for path, name, _ in input_leaves(inputs_b, ctx.watched_inputs(inputs_b), ctx.job.format)]
     return Draw(shape, label, seed_a, seed_b, inputs_a, ref_a, inputs_b, ref_b, reproducible, repeat, leaves)
+
+
+def declared(ctx: RunContext, draw: Draw, seed: int) -> Draw:
+    """``draw`` with its ``b`` side made from the problem's own ``seed``: what the mutants are judged
+    on where the problem's author chose the inputs (the replayed answer is still ``a``'s)."""
+    inputs = generate(ctx, draw.shape, seed)
+    return replace(draw, seed_b=seed, inputs_b=inputs, ref_b=reference(ctx, inputs, draw.label, seed))
 
 
 def generate(ctx: RunContext, shape: dict, seed: int) -> tuple:
