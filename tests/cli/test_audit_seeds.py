@@ -12,6 +12,10 @@ import pytest
 from conftest import FIXTURES, finished, parse_events
 from test_audit import audit, checks
 
+from ktui.agents.audits import digest
+from ktui.dispatch.auditor import AuditTarget
+from ktui.protocol.events import event_from_json
+
 pytestmark = pytest.mark.worker
 
 
@@ -52,3 +56,12 @@ def test_the_plain_lines_say_it_is_ktuis_seeds(twins):
     assert any(line.startswith("twins: strong · ") for line in lines)
     assert any(line.startswith("  ktui's fresh seeds: ktui's own seed problem, not the reference's: a kernel that "
                                "returns zeros passes") for line in lines), lines
+
+
+def test_the_mcp_audit_answer_names_what_passes_only_on_fresh_seeds(twins):
+    root, _, events = twins
+    answer = digest(AuditTarget("twins", root / "references" / "twins.py", root), [event_from_json(e) for e in events])
+    assert answer["verdict"] == "strong" and answer["weak"] == []
+    assert answer["fresh_seeds"] and all(r.startswith("ktui's own seed problem") for r in answer["fresh_seeds"])
+    zeros = next(c for c in answer["checks"] if c["check"] == "mutant[zeros]")
+    assert zeros["status"] == "fresh seeds"
