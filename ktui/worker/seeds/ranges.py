@@ -19,8 +19,8 @@ WIDE, SPAN, WIDENED, DECLARED_ONLY = "wide", "span", "widened", "declared only" 
 
 @dataclass(frozen=True)
 class SeedRange:
-    """Fresh seeds are drawn from ``low``…``high`` (inclusive), never one of ``declared`` while the
-    range holds another; ``DECLARED_ONLY``: from ``declared`` alone."""
+    """Fresh seeds are drawn from ``low``…``high`` (inclusive), never one of ``declared`` (every range
+    made below holds a seed it does not declare); ``DECLARED_ONLY``: from ``declared`` alone."""
 
     low: int
     high: int
@@ -30,7 +30,7 @@ class SeedRange:
     def draw(self, rng: random.Random) -> int:
         if self.how == DECLARED_ONLY:
             return rng.choice(self.declared)
-        while True:  # every range made below holds an undeclared seed
+        while True:
             seed = rng.randint(self.low, self.high)
             if seed not in self.declared:
                 return seed
