@@ -5,9 +5,9 @@ Per input tensor: its form (dtype and shape), and, when it has at least ``MIN_EL
 (fewer are too few to tell a kind from chance), how many of its values are distinct, whether it is
 sorted, whether it holds NaN or infinity, and the size of its values (their mean magnitude), read
 on at most ``SAMPLE`` elements at an even stride. A fresh draw is judged against every draw of the
-declared seeds (``Envelope``), not against one: a problem may make its inputs vary by design from
-seed to seed (vectorsum draws a random offset and scale), and only what none of its own seeds makes
-is another kind. Signs are left out for that reason: a random offset makes them vary.
+problem's own seeds (``Envelope``), not against one: a problem may make its inputs vary by design
+from seed to seed (vectorsum draws a random offset and scale), and only what none of its own seeds
+makes is another kind. Signs are left out for that reason: a random offset makes them vary.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 
 MIN_ELEMENTS = 16
-SAMPLE = 1 << 16
+SAMPLE = 1 << 14  # the guard runs on every run of a problem with declared seeds: a sample keeps it cheap
 DISTINCT_RATIO = 2.0  # a fraction of distinct values beyond this factor of the declared draws' is another kind
 SIZE_RATIO = 4.0  # so is a size beyond this factor of theirs
 
@@ -64,7 +64,7 @@ def form_difference(declared: Kind, fresh: Kind, declared_seed: int) -> str:
 
 
 class Envelope:
-    """What the declared seeds' draws of one input show, over every case compared."""
+    """What the draws of the problem's own seeds show of one input, over every case compared."""
 
     def __init__(self, declared: list[Kind]):
         self.kinds = [k for k in declared if k.measured]
@@ -79,19 +79,19 @@ class Envelope:
                                                                      "holds no NaN or infinity")):
             mine, theirs = getattr(fresh, figure), [getattr(k, figure) for k in own]
             if mine and not any(theirs):
-                found.append((figure, f"{yes}, where no declared seed's is"))
+                found.append((figure, f"{yes}, where none of the problem's own seeds' is"))
             elif not mine and all(theirs):
-                found.append((figure, f"{no}, where every declared seed's is"))
+                found.append((figure, f"{no}, where each of the problem's own seeds' is"))
         low, high = _bounds([k.distinct_fraction for k in own])
         if not low / DISTINCT_RATIO <= fresh.distinct_fraction <= high * DISTINCT_RATIO:
-            found.append(("distinct", f"{fresh.distinct} distinct values in {fresh.numel}, where the declared "
+            found.append(("distinct", f"{fresh.distinct} distinct values in {fresh.numel}, where the problem's own "
                                       f"seeds' have {_percent(low, high)} distinct"))
         sizes = [k.size for k in own if k.size is not None]
         if fresh.size is not None and sizes:
             low, high = _bounds(sizes)
             if not low / SIZE_RATIO <= fresh.size <= high * SIZE_RATIO:
                 around = f"{low:.2g}" if low == high else f"{low:.2g}–{high:.2g}"
-                found.append(("size", f"values of size {fresh.size:.2g}, where the declared seeds' are of size {around}"))
+                found.append(("size", f"values of size {fresh.size:.2g}, where the problem's own seeds' are of size {around}"))
         return [(figure, f"{fresh.name}: {words}") for figure, words in found]
 
 
