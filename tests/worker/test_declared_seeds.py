@@ -53,3 +53,16 @@ def test_an_honest_sort_passes_each_test_on_its_own_seed_and_a_fresh_one_of_thei
     for rung in ("compile", "run", "dependence"):
         assert 2113 <= r[rung]["figures"]["seed"] <= 6007, rung
     assert all(2113 <= s <= 6007 for s in r["integrity"]["figures"]["seeds"])
+
+
+def test_strict_mode_checks_each_tests_own_seed_and_three_fresh_ones(tmp_path, warm_ktui):
+    root = make_workspace(tmp_path / "ws")
+    shutil.copytree(FIXTURES / "gpumode", root / "gpumode")
+    proc = warm_ktui("run", "--no-audit", "--no-bench", "--strict", "--json", "gpumode/seedsort/submission.py", cwd=root)
+    events = by_kernel(parse_events(proc.stdout))["seedsort/submission"]
+    r = rungs(events)
+    assert finished(events)["verdict"] == "passed", r
+    for label, own in DECLARED.items():
+        seeds = r[f"correctness[{label}]"]["figures"]["seeds"]
+        assert len(seeds) == 4 and seeds[0] == own and len(set(seeds)) == 4
+        assert all(2113 <= s <= 6007 for s in seeds[1:])
