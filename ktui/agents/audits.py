@@ -45,6 +45,7 @@ def digest(target: AuditTarget, events: list[Event], error: str = "") -> dict[st
         "checks": [{"check": e.rung, "status": e.status, "message": e.message}
                    for e in events if isinstance(e, RungFinished)],
         "notes": list(summary.get("partial") or []),
+        "fresh_seeds": list(summary.get("fresh_seeds") or []),  # weak only on ktui's fresh seeds: ktui's, not the test's
         "cached": bool(summary.get("cached")),
         "duration_s": finish.duration_s if finish is not None else 0.0,
     }

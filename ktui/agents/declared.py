@@ -35,7 +35,7 @@ _AUDIT = _obj(["reference", "verdict", "weak", "checks"], reference=_STR, name=_
               verdict={"enum": ["strong", "weak", "error"]}, weak={"type": "array", "items": _STR},
               reasons={"type": "array", "items": _STR}, message=_STR,
               checks={"type": "array", "items": _obj(["check", "status"], check=_STR, status=_STR, message=_STR)},
-              notes=_ARR, cached=_BOOL, duration_s=_ANY)
+              notes=_ARR, fresh_seeds={"type": "array", "items": _STR}, cached=_BOOL, duration_s=_ANY)
 
 TOOLS: dict[str, tuple[ToolAnnotations, dict[str, Any]]] = {
     "run": (_RUNS, _obj(["kernels", "all_passed"], kernels={"type": "array", "items": _DIGEST}, all_passed=_BOOL,

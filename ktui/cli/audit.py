@@ -149,4 +149,7 @@ def verdict_lines(name: str, event) -> list[str]:
     if summary.get("also"):
         lines.append(f"  also passing for the same cause: {', '.join(summary['also'])}")
     lines += [f"  note: {note}" for note in summary.get("partial", [])]
+    lines += [f"  ktui's fresh seeds: {reason}" for reason in summary.get("fresh_seeds", [])]
+    if summary.get("fresh_seeds_also"):
+        lines.append(f"  also only on ktui's fresh seeds, for the same cause: {', '.join(summary['fresh_seeds_also'])}")
     return lines

@@ -44,7 +44,7 @@ from ktui.workspace.kernels import (
     state_dir,
 )
 
-AUDIT_VERSION = 1  # a cached audit from another version of the audit is done again
+AUDIT_VERSION = 2  # a cached audit from another version of the audit is done again (2: declared seeds)
 STRONG, WEAK = "strong", "weak"
 DEFAULT_STEP_TIMEOUT_S = 120.0
 PARENT_GRACE_S = 30.0  # beyond the process's own step limit, before this side kills it

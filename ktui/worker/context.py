@@ -24,6 +24,7 @@ from ktui.worker.formats.base import Problem
 from ktui.worker.outcome import CompiledFunction, InputGenerationError
 from ktui.worker.outputs import flatten, pair_outputs
 from ktui.worker.phases import Phases
+from ktui.worker.seeds.ranges import SeedRange, fresh_range
 from ktui.worker.tier import Tier, clone_tree, poisoned_allocations, storage_key, synchronize, tensorless, to_device
 
 
@@ -51,6 +52,7 @@ class RunContext:
     compiled: list[CompiledFunction] = field(default_factory=list)
     user_files: set[str] = field(default_factory=set)
     seeds: random.Random = field(default_factory=random.Random)
+    fresh_seeds: SeedRange = field(default_factory=lambda: fresh_range([]))  # narrowed by pre-checks (``seeds.choice``)
     seeds_used: list[int] = field(default_factory=list)
     guard: Any = None  # integrity.HarnessGuard snapshotted before any user code ran
     answers: list[tuple[tuple, tuple, bool]] = field(default_factory=list)  # (output, reference fingerprints, right) per check
@@ -165,10 +167,11 @@ class RunContext:
             return "cached"
         return "repeated" if earlier else ""
 
-    def poisoned_call(self, shape: dict) -> CheckedCall:
-        """The candidate on fresh inputs for ``shape``, every output buffer poisoned beforehand."""
+    def poisoned_call(self, shape: dict, seed: int | None = None) -> CheckedCall:
+        """The candidate on inputs for ``shape`` from ``seed`` (default: a fresh one), every output
+        buffer poisoned beforehand."""
 
-        seed = self.next_seed()
+        seed = self.next_seed() if seed is None else seed
         with self.phases.timing("inputs"):
             inputs = self.generate(shape, seed)
             pristine = clone_tree(inputs)
@@ -193,8 +196,9 @@ class RunContext:
             return self.problem.ref_kernel(*inputs)
 
     def next_seed(self) -> int:
-        """A fresh seed for every call: memoised answers cannot pass."""
-        return self.use_seed(draw_seed(self.seeds))
+        """A fresh seed for every call, so that memoised answers cannot pass: from the range that
+        keeps the problem's inputs what its declared seeds make (``ktui.worker.seeds``)."""
+        return self.use_seed(self.fresh_seeds.draw(self.seeds))
 
     def use_seed(self, seed: int) -> int:
         """Record ``seed`` as this run's next one (the run's ``seeds``: how to make its inputs again)."""
@@ -253,11 +257,6 @@ class RunContext:
     @property
     def cute_functions(self) -> list[tuple[str, Any]]:
         return list(self.kernels.get("cutedsl", {}).items())
-
-
-def draw_seed(seeds: random.Random) -> int:
-    """One seed of the range every run draws from."""
-    return seeds.randrange(1, 2**31 - 1)
 
 
 def _names(items: list[str], limit: int = 4) -> str:

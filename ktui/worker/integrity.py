@@ -35,7 +35,7 @@ import torch
 
 from ktui.worker import memory
 from ktui.worker.dsl.base import Dsl
-from ktui.worker.errors import RungFailure
+from ktui.worker.errors import RungFailure, RungSkipped
 from ktui.worker.judgement import judge
 from ktui.worker.metrics import flat_chunks
 from ktui.worker.outcome import Outcome
@@ -284,7 +284,12 @@ def run(ctx) -> Outcome:
     """
 
     shape = ctx.tests[min(1, len(ctx.tests) - 1)]
-    first_seed, second_seed = ctx.next_seed(), ctx.next_seed()
+    if ctx.fresh_seeds.choices < 2:
+        raise RungSkipped(f"one seed keeps the problem's inputs what they are ({ctx.fresh_seeds.text()}): "
+                          "no second input to write into the same buffers")
+    first_seed = second_seed = ctx.next_seed()
+    while second_seed == first_seed:  # two inputs that differ: the same one twice proves nothing
+        second_seed = ctx.next_seed()
     inputs = ctx.generate(shape, first_seed)
     first = clone_tree(ctx.candidate(*inputs))
     synchronize(ctx.tier)

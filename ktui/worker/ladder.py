@@ -161,7 +161,8 @@ class Ladder:
         if not smoke.ok:
             self._skip_all([*tests, *probes], _because(smoke))
             return _because(smoke)
-        checks = [self.step(name, DO["correctness"], shape) for name, shape in zip(tests, ctx.tests)]
+        checks = [self.step(name, DO["correctness"], shape, seed)
+                  for name, shape, seed in zip(tests, ctx.tests, ctx.problem.test_seeds)]
         if all(c.ok for c in checks):
             # Whether the answer is right on shapes it was never shown, then how the answer was made.
             unseen = self.step(fresh.NAME, DO[fresh.NAME])

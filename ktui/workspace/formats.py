@@ -62,13 +62,12 @@ def gpumode_candidates(problem_dir: Path) -> list[Path]:
 
 @dataclass(frozen=True)
 class GpuModeTask:
-    """What ktui needs from ``task.yml``: shapes, and the modules its ``files:`` list brings in."""
+    """What ktui needs from ``task.yml``: its cases, and the modules its ``files:`` list brings in."""
 
     problem_dir: Path
     tests: list[dict[str, Any]]
     benchmarks: list[dict[str, Any]]
     modules: dict[str, Path]  # import name → file, e.g. {"utils": <problem>/../utils.py}
-    dropped_seeds: bool  # the shapes carried fixed seeds, which ktui replaces with fresh ones
 
     @property
     def dependencies(self) -> tuple[Path, ...]:
@@ -83,7 +82,6 @@ class GpuModeTask:
             "tests": self.tests,
             "benchmarks": self.benchmarks,
             "modules": {name: str(path) for name, path in self.modules.items()},
-            "dropped_seeds": self.dropped_seeds,
         }
 
 
@@ -104,25 +102,23 @@ def read_task(problem_dir: Path) -> GpuModeTask:
         raise FormatError(f"{where}: not valid YAML{line}: {problem}") from exc
     if not isinstance(data, dict):
         raise FormatError(f"{where}: expected a mapping with tests: and benchmarks:, got {type(data).__name__}")
-    tests, seeded_t = _shapes(data.get("tests"), "tests", where, required=True)
-    benchmarks, seeded_b = _shapes(data.get("benchmarks"), "benchmarks", where, required=False)
-    return GpuModeTask(problem_dir, tests, benchmarks, _modules(data.get("files"), problem_dir, where),
-                       seeded_t or seeded_b)
+    tests = _cases(data.get("tests"), "tests", where, required=True)
+    benchmarks = _cases(data.get("benchmarks"), "benchmarks", where, required=False)
+    return GpuModeTask(problem_dir, tests, benchmarks, _modules(data.get("files"), problem_dir, where))
 
 
-def _shapes(value: Any, key: str, where: str, required: bool) -> tuple[list[dict], bool]:
+def _cases(value: Any, key: str, where: str, required: bool) -> list[dict]:
+    """The cases as task.yml lists them, their ``seed`` included: the worker keeps each one as the
+    problem's own seed and draws fresh ones around them (``ktui.worker.seeds``)."""
     if value is None:
         if required:
             raise FormatError(f"{where}: no {key}: list (each entry is the keyword arguments of generate_input)")
-        return [], False
+        return []
     if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
         raise FormatError(f"{where}: {key}: must be a list of mappings like {{size: 1024, seed: 42}}")
     if required and not value:
         raise FormatError(f"{where}: {key}: is empty")
-    # The task's fixed seeds are for its leaderboard's reproducibility; ktui draws a fresh seed per
-    # rung so a memoised answer cannot pass (``ktui run --seed N`` makes a run reproducible).
-    seeded = any("seed" in v for v in value)
-    return [{k: v for k, v in shape.items() if k != "seed"} for shape in value], seeded
+    return list(value)
 
 
 def _modules(value: Any, problem_dir: Path, where: str) -> dict[str, Path]:

@@ -157,10 +157,13 @@ def test_a_gpumode_folder_and_a_kernelbench_problem_audit_without_error(tmp_path
     proc = audit("--json", "gpumode", cwd=tmp_path)  # a folder of GPU MODE problems
     kb = audit("--json", "--reference", "scale_shift_relu.py", cwd=tmp_path)  # no kernel needed
     refs = {**by_reference(parse_events(proc.stdout)), **by_reference(parse_events(kb.stdout))}
-    assert set(refs) == {"scaleadd", "rowsum", "scale_shift_relu"}, proc.stderr[-2000:] + kb.stderr[-2000:]
+    assert set(refs) == {"scaleadd", "rowsum", "seedsort", "scale_shift_relu"}, proc.stderr[-2000:] + kb.stderr[-2000:]
     for name, events in refs.items():
         assert finished(events)["verdict"] in ("strong", "weak"), (name, finished(events)["message"])
     assert finished(refs["scale_shift_relu"])["verdict"] == "strong"
+    # fresh seeds from task.yml's span: a copy of its input is no sort there (near 2**31 it would be)
+    assert finished(refs["seedsort"])["verdict"] == "strong", finished(refs["seedsort"])["summary"]
+    assert checks(refs["seedsort"])["mutant[copy of data[0]]"]["status"] == "ok"
     scaleadd = checks(refs["scaleadd"])
     assert "mutant[copy of data[0]]" in scaleadd and "mutant[copy of data[2]]" not in scaleadd  # out is no input
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, finished, ktui, parse_events
 
-from ktui.dispatch.auditor import cached
+from ktui.dispatch.auditor import AUDIT_VERSION, cached
 from ktui.dispatch.first_audit import short_reason
 
 KB = FIXTURES / "kernelbench"
@@ -81,7 +81,7 @@ def test_no_audit_audits_nothing_and_json_tells_the_audit_as_an_object_of_its_ow
 def test_a_fast_audit_never_stands_in_for_a_full_one_but_its_weak_is_read_as_weak(tmp_path):
     state = tmp_path / ".ktui"
     (state / "audits").mkdir(parents=True)
-    record = {"audit_version": 1, "shapes": None, "fast": True, "verdict": "strong", "reasons": []}
+    record = {"audit_version": AUDIT_VERSION, "shapes": None, "fast": True, "verdict": "strong", "reasons": []}
     (state / "audits" / "abc.json").write_text(json.dumps(record))
     assert cached(state, "abc") is None  # `ktui audit`, the watch: the full checks still to do
     assert cached(state, "abc", fast_ok=True)["verdict"] == "strong"  # `ktui run`: audited already

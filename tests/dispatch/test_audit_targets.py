@@ -36,7 +36,7 @@ def test_a_workspace_means_every_reference_in_it(tmp_path):
 def test_gpumode_problems_are_audited_with_their_task_shapes_and_files(tmp_path):
     shutil.copytree(FIXTURES / "gpumode", tmp_path / "gpumode")
     collection = find_targets([tmp_path / "gpumode"])
-    assert names(collection) == [("rowsum", GPUMODE), ("scaleadd", GPUMODE)]  # utils.py is no problem
+    assert names(collection) == [("rowsum", GPUMODE), ("scaleadd", GPUMODE), ("seedsort", GPUMODE)]  # utils.py is no problem
     one = find_targets([tmp_path / "gpumode" / "scaleadd"])
     assert one == find_targets([tmp_path / "gpumode" / "scaleadd" / "submission.py"])
     assert one == find_targets([tmp_path / "gpumode" / "scaleadd" / "reference.py"])
@@ -44,6 +44,7 @@ def test_gpumode_problems_are_audited_with_their_task_shapes_and_files(tmp_path)
     assert [t["size"] for t in scaleadd.problem["tests"]] == [1, 1000, 4097]
     assert set(scaleadd.problem["modules"]) == {"task", "utils", "reference"}
     assert scaleadd.hash() == collection[1].hash()
+    assert [t["seed"] for t in scaleadd.problem["tests"]] == [5236, 1001, 5531]  # the worker runs them too
 
 
 def test_a_kernelbench_problem_is_a_reference_with_or_without_a_kernel(tmp_path):

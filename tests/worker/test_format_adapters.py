@@ -79,7 +79,7 @@ def test_problem_code_asking_for_cuda_runs_on_the_cpu_tier_and_nothing_leaks_out
 
 
 # -- a reference's own FRESH_SHAPES ---------------------------------------------------------------
-def _native(tmp_path, rule: str):
+def _native(tmp_path, rule: str, tests: str = "[{'n': 8}, {'n': 64}]"):
     import importlib.util
 
     from ktui.protocol.job import Job
@@ -87,7 +87,7 @@ def _native(tmp_path, rule: str):
     from ktui.worker.tier import detect
 
     path = tmp_path / "op.py"
-    path.write_text(f"TESTS = [{{'n': 8}}, {{'n': 64}}]\n{rule}\n"
+    path.write_text(f"TESTS = {tests}\n{rule}\n"
                     "def generate_input(seed, n):\n    return (None,)\n"
                     "def ref_kernel(x):\n    return x\n")
     spec = importlib.util.spec_from_file_location("op", path)
@@ -108,3 +108,18 @@ def test_a_references_fresh_shapes_replace_or_turn_off_the_derived_ones(tmp_path
 def test_a_malformed_fresh_shapes_fails_pre_checks_saying_what_it_must_be(tmp_path, rule):
     with pytest.raises(RungFailure, match=r"reference op\.py: FRESH_SHAPES must be False or a list of shape dicts"):
         _native(tmp_path, rule)
+
+
+# -- a reference's own seeds ----------------------------------------------------------------------
+def test_a_seed_in_tests_is_the_cases_own_seed_not_part_of_its_shape(tmp_path):
+    problem = _native(tmp_path, "BENCHMARKS = [{'n': 4096, 'seed': 7}]\nFRESH_SHAPES = [{'n': 20, 'seed': 3}]",
+                      tests="[{'n': 8, 'seed': 4242}, {'n': 64}]")
+    assert problem.tests == [{"n": 8}, {"n": 64}] and problem.test_seeds == [4242, None]
+    assert problem.benchmarks == [{"n": 4096}] and problem.benchmark_seeds == [7]
+    assert problem.own_fresh_shapes == [{"n": 20}]  # a fresh shape gets fresh seeds
+    assert problem.declared_seeds == [4242] and problem.declared_by == "TESTS"
+
+
+def test_a_seed_that_is_not_an_integer_fails_pre_checks_naming_the_case(tmp_path):
+    with pytest.raises(RungFailure, match=r"^TESTS\[1\]: seed must be an integer, got '42'$"):
+        _native(tmp_path, "", tests="[{'n': 8, 'seed': 1}, {'n': 64, 'seed': '42'}]")

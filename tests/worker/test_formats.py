@@ -161,7 +161,9 @@ def test_discovery_finds_formats_from_files_read_as_text(tmp_path):
     kernels = {k.id: k for k in discover([root / "kernels", root / "gpumode" / "scaleadd"])}
     assert kernels["scale_shift_relu_triton"].format == "kernelbench"
     assert kernels["scaleadd/submission"].format == "gpumode"
-    assert kernels["scaleadd/submission"].problem["tests"] == [{"size": 1}, {"size": 1000}, {"size": 4097}]
+    # task.yml's cases as it lists them: the worker takes each seed out of its shape and runs it too
+    assert kernels["scaleadd/submission"].problem["tests"] == [{"size": 1, "seed": 5236}, {"size": 1000, "seed": 1001},
+                                                                {"size": 4097, "seed": 5531}]
     assert kernels["scaleadd/submission"].problem["modules"]["utils"] == str((root / "gpumode" / "utils.py").resolve())
     # one file of a problem, and a folder inside its solutions/ tree, find the same problem
     single = discover([root / "gpumode" / "scaleadd" / "solutions"])
@@ -268,7 +270,7 @@ def test_a_gpumode_submission_is_checked_on_fresh_sizes_derived_from_task_yml(fo
     fresh = rungs(formats_run[2]["scaleadd/submission"])["fresh-shapes"]
     assert fresh["status"] == "ok", fresh
     tried = fresh["figures"]["shapes"]
-    # two sizes (the default), none of task.yml's, and its dropped seeds are no dimension
+    # two sizes (the default), none of task.yml's, and its seeds are no dimension
     assert len(tried) == 2 and not {"size=1", "size=1000", "size=4097"} & set(tried)
     assert all(label.startswith("size=") and "seed" not in label for label in tried)
 

@@ -9,9 +9,10 @@ printed seed, replayed in the run that takes the inputs, must be the seed its co
 from __future__ import annotations
 
 import re
+import shutil
 
 import pytest
-from conftest import REPO, make_workspace
+from conftest import FIXTURES, REPO, make_workspace
 
 from ktui.dispatch.runner import LocalRunner
 from ktui.dispatch.session import Session
@@ -84,3 +85,23 @@ def test_inputs_made_ahead_from_an_older_reference_are_not_taken(session):
     changed, printed = run(session, "add_triton")
     assert "inputs_made_ahead_s" not in changed
     assert f"inputs from seed {changed['seed']} size 4096" in "".join(printed)
+
+
+def test_inputs_made_ahead_come_from_the_seeds_the_problems_own_seeds_allow(tmp_path):
+    # seedsort's task.yml declares 2113, 6007, 3391 and its values are drawn around the seed: the
+    # inputs made between runs come from their span, as the run's own draws do (``ktui.worker.seeds``)
+    root = make_workspace(tmp_path / "ws")
+    shutil.copytree(FIXTURES / "gpumode", root / "gpumode")
+    session = Session(root, runner=LocalRunner())
+    try:
+        kernel = kernel_at(root / "gpumode" / "seedsort" / "submission.py")
+        compiled = []
+        for _ in range(3):
+            job = session.prepare(kernel, Options(**OPTIONS))
+            for event in session.events(job):
+                if isinstance(event, RungFinished) and event.rung == "compile":
+                    compiled.append(event.figures)
+    finally:
+        session.close()
+    assert "inputs_made_ahead_s" in compiled[2], compiled[2]
+    assert all(2113 <= figures["seed"] <= 6007 for figures in compiled), [f["seed"] for f in compiled]

@@ -5,11 +5,11 @@ A save's verdict waits for the compile rung, and on the H200 most of that rung w
 4096 values drawn on the host from a seeded generator). A kernel run twice in a row by one worker
 is being iterated on (a watch session, an agent's calls through the MCP server or a workspace's
 owner), so once such a run is over the worker makes those inputs for the next one while it waits:
-from the same reference version, with a fresh seed.
+from the same reference version, with a fresh seed of the run's range.
 
 The next run takes them only where they are what it would have made itself — the same reference
-version, format, traced shape and device, and seeds of its own drawing (no ``--seed``) — and
-records their seed as its first. Otherwise, or where making them failed, it makes its own, as
+version, format, traced shape and device, and seeds of its own drawing (no ``--seed``) from the
+range its pre-checks chose (``ktui.worker.seeds``) — and records their seed as its first. Otherwise, or where making them failed, it makes its own, as
 before. They are held as the reference returned them, up to ``MAX_BYTES``. Nothing is judged on
 them: the traced call compiles, and its output is not checked.
 """
@@ -48,6 +48,7 @@ class _Plan:
     problem: Any
     job: Any
     tier: Any
+    fresh_seeds: Any  # the run's ``seeds.ranges.SeedRange``: the next run's seeds come from the same range
 
 
 def key_of(job: Any, tier: Any, shape: dict) -> tuple:
@@ -70,6 +71,8 @@ class InputsAhead:
         made, self._made = self._made, None
         if made is None or ctx.job.options.seed is not None or made.key != key_of(ctx.job, ctx.tier, shape):
             return None
+        if not ctx.fresh_seeds.holds(made.seed):  # this run's pre-checks chose other fresh seeds
+            return None
         return made
 
     def after_run(self, ctx: Any) -> None:
@@ -83,7 +86,7 @@ class InputsAhead:
         need = memory.known_sizes(ctx).get(shape_key(shape))
         if need is None or need.inputs > MAX_BYTES:
             return
-        self._plan = _Plan(key_of(ctx.job, ctx.tier, shape), shape, ctx.problem, ctx.job, ctx.tier)
+        self._plan = _Plan(key_of(ctx.job, ctx.tier, shape), shape, ctx.problem, ctx.job, ctx.tier, ctx.fresh_seeds)
 
     def make(self) -> None:
         """Make the planned inputs: the worker calls this between jobs, after the run's end. A
@@ -91,11 +94,10 @@ class InputsAhead:
         plan, self._plan = self._plan, None
         if plan is None:
             return
-        from ktui.worker.context import draw_seed
         from ktui.worker.modules import job_imports
         from ktui.worker.timing import gpu_lock
 
-        seed = draw_seed(random.Random())
+        seed = plan.fresh_seeds.draw(random.Random())
         printed = io.StringIO()
         started = time.perf_counter()
         try:

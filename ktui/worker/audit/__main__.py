@@ -93,9 +93,9 @@ def audit_job(job, tier, settings, limit_s: float, send: Callable[[dict], None])
                         lambda what: send({"type": "audit_step", "run_id": job.run_id, "step": what}))
     try:
         with job_imports(job):
-            with watchdog.step("loading the reference"):
-                runner.load(ctx)
-            done = runner.audit(ctx, settings, watchdog.step)
+            with watchdog.step("loading the reference and choosing its fresh seeds"):
+                seeds = runner.load(ctx)
+            done = runner.audit(ctx, settings, watchdog.step, seeds)
     except AuditError as exc:
         return fail(exc.message, exc.error)
     except SystemExit as exc:

@@ -2,7 +2,8 @@
 
 Seed ``a`` is drawn twice (are the inputs and the answer reproducible?), seed ``b`` once (do they
 change with the seed?); the mutants are judged on ``b``'s inputs, and the previous call's answer
-a replaying kernel would return is ``a``'s. The reference always runs on a private copy: a GPU MODE
+a replaying kernel would return is ``a``'s. Where the shape's case declares a seed, ``declared``
+makes the same draw with that seed as ``b``: the mutants are judged on the author's inputs too. The reference always runs on a private copy: a GPU MODE
 reference writes into the output buffer it finds in ``data``.
 
 A reference that raises, returns no tensors or returns nothing stops the audit with an
@@ -12,22 +13,21 @@ A reference that raises, returns no tensors or returns nothing stops the audit w
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 
 from ktui.protocol.events import ErrorInfo
-from ktui.protocol.job import GPUMODE, KERNELBENCH
+from ktui.protocol.job import KERNELBENCH
 from ktui.worker.context import RunContext
 from ktui.worker.errors import error_info, location
+from ktui.worker.leaves import Position, input_leaves
 from ktui.worker.metrics import compare, flat_chunks
 from ktui.worker.outcome import InputGenerationError
 from ktui.worker.outputs import flatten
 from ktui.worker.tier import clone_tree, same_values, synchronize, tensors_in
-
-Position = tuple  # a tensor's place inside the inputs: indices and keys from the top
 
 
 class AuditError(Exception):
@@ -64,9 +64,15 @@ def draw(ctx: RunContext, shape: dict, label: str) -> Draw:
     repeat = answer_difference(ctx, ref_a, reference(ctx, inputs_a, label, seed_a))
     inputs_b = generate(ctx, shape, seed_b)
     ref_b = reference(ctx, inputs_b, label, seed_b)
-    watched = {id(t) for t in tensors_in(ctx.watched_inputs(inputs_b))}
-    leaves = [(path, leaf_name(ctx, path)) for path, t in tree_leaves(inputs_b) if id(t) in watched]
+    leaves = [(path, name) for path, name, _ in input_leaves(inputs_b, ctx.watched_inputs(inputs_b), ctx.job.format)]
     return Draw(shape, label, seed_a, seed_b, inputs_a, ref_a, inputs_b, ref_b, reproducible, repeat, leaves)
+
+
+def declared(ctx: RunContext, draw: Draw, seed: int) -> Draw:
+    """``draw`` with its ``b`` side made from the problem's own ``seed``: what the mutants are judged
+    on where the problem's author chose the inputs (the replayed answer is still ``a``'s)."""
+    inputs = generate(ctx, draw.shape, seed)
+    return replace(draw, seed_b=seed, inputs_b=inputs, ref_b=reference(ctx, inputs, draw.label, seed))
 
 
 def generate(ctx: RunContext, shape: dict, seed: int) -> tuple:
@@ -149,46 +155,6 @@ def spread_of(t: torch.Tensor) -> Spread | None:
         total += float(values.sum())
         magnitude += float(values.abs().sum())
     return Spread(count, low, high, total / count, magnitude / count) if count else None
-
-
-# -- positions inside the inputs ------------------------------------------------------------------
-def tree_leaves(obj: Any, path: Position = ()) -> Iterator[tuple[Position, torch.Tensor]]:
-    if isinstance(obj, torch.Tensor):
-        yield path, obj
-    elif isinstance(obj, (tuple, list)):
-        for i, item in enumerate(obj):
-            yield from tree_leaves(item, (*path, i))
-    elif isinstance(obj, dict):
-        for key, item in obj.items():
-            yield from tree_leaves(item, (*path, key))
-
-
-def leaf_at(obj: Any, path: Position) -> Any:
-    for step in path:
-        obj = obj[step]
-    return obj
-
-
-def with_leaf(obj: Any, path: Position, value: Any) -> Any:
-    """``obj`` with the leaf at ``path`` replaced (containers rebuilt, the rest shared)."""
-    if not path:
-        return value
-    head, rest = path[0], path[1:]
-    if isinstance(obj, dict):
-        return {**obj, head: with_leaf(obj[head], rest, value)}
-    items = list(obj)
-    items[head] = with_leaf(items[head], rest, value)
-    if isinstance(obj, tuple):
-        return type(obj)(*items) if hasattr(obj, "_fields") else tuple(items)  # a namedtuple keeps its type
-    return items
-
-
-def leaf_name(ctx: RunContext, path: Position) -> str:
-    """How a message names an input: ``input 0`` (native, KernelBench), ``data[1]`` (GPU MODE)."""
-    if ctx.job.format == GPUMODE:
-        return "data" + "".join(f"[{step!r}]" for step in path[1:])
-    head, rest = path[0], path[1:]
-    return f"input {head}" + "".join(f"[{step!r}]" for step in rest)
 
 
 # -- where the user's code is ---------------------------------------------------------------------

@@ -20,11 +20,12 @@ from typing import Any, Callable
 
 import torch
 
-from ktui.worker.audit.draws import Draw, leaf_at, spread_of
+from ktui.worker.audit.draws import Draw, spread_of
 from ktui.worker.audit.results import CAUGHT, NOT_APPLICABLE, PASSES, SAME, Judged
 from ktui.worker.context import RunContext
 from ktui.worker.errors import RungFailure
 from ktui.worker.judgement import judge
+from ktui.worker.leaves import leaf_at
 from ktui.worker.outputs import flatten
 from ktui.worker.tier import clone_tree, fill_poison, same_values, tensors_in
 

@@ -16,10 +16,11 @@ import torch
 
 from ktui.protocol.job import KERNELBENCH
 from ktui.worker.audit import draws
-from ktui.worker.audit.draws import Draw, leaf_at, spread_of, with_leaf
+from ktui.worker.audit.draws import Draw, spread_of
 from ktui.worker.audit.mutants import judge_candidate
 from ktui.worker.audit.results import NOT_APPLICABLE, OK, PASSES, SAME, SKIPPED, WEAK, CheckResult
 from ktui.worker.context import RunContext
+from ktui.worker.leaves import leaf_at, with_leaf
 from ktui.worker.metrics import dtype_name, thresholds_for
 from ktui.worker.outputs import flatten
 from ktui.worker.tier import clone_tree, same_values

@@ -19,6 +19,7 @@ NOT_APPLICABLE = "n/a"  # it does not exist at this shape (no input has the outp
 OK = "ok"
 WEAK = "weak"
 SKIPPED = "skipped"
+FRESH_SEEDS = "fresh seeds"  # weak only on ktui's fresh seeds, not on the problem's own: ktui's fault
 
 
 @dataclass(frozen=True)

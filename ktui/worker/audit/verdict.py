@@ -13,7 +13,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ktui.worker.audit.mutants import Mutant
-from ktui.worker.audit.results import CAUGHT, NOT_APPLICABLE, OK, PASSES, SAME, SKIPPED, WEAK, CheckResult, Judged
+from ktui.worker.audit.results import (
+    CAUGHT,
+    FRESH_SEEDS,
+    NOT_APPLICABLE,
+    OK,
+    PASSES,
+    SAME,
+    SKIPPED,
+    WEAK,
+    CheckResult,
+    Judged,
+)
 
 STRONG = "strong"
 
@@ -43,9 +54,13 @@ class Verdict:
     reasons: list[str] = field(default_factory=list)
     also: list[str] = field(default_factory=list)  # weak checks a reason already explains
     partial: list[str] = field(default_factory=list)  # what passes on only some shapes, with the shapes
+    # Weak only on ktui's fresh seeds: ktui's fault, not the test's; as ``reasons`` and ``also`` are.
+    fresh_seeds: list[str] = field(default_factory=list)
+    fresh_seeds_also: list[str] = field(default_factory=list)
 
     def summary(self, results: list[CheckResult]) -> dict[str, Any]:
         return {"verdict": self.verdict, "reasons": self.reasons, "also": self.also, "partial": self.partial,
+                "fresh_seeds": self.fresh_seeds, "fresh_seeds_also": self.fresh_seeds_also,
                 "checks": len(results), "weak": [r.key for r in results if r.weak]}
 
 
@@ -74,19 +89,40 @@ def conclude_mutant(mutant: Mutant, shapes: list[tuple[str, Judged]], stats: dic
 
 
 def combine(results: list[CheckResult]) -> Verdict:
+    """The reference's verdict from its weak checks; the weaknesses only ktui's fresh seeds show are
+    told apart (``fresh_seeds``), each set with the ones another explains named after it."""
     weak = {r.key: r for r in results if r.weak}
     verdict = Verdict(WEAK if weak else STRONG)
-    for r in results:
-        if r.partial:
-            verdict.partial.append(r.partial)
-        if not r.weak:
-            continue
-        explained = [k for k in EXPLAINED_BY.get(_kind(r.key), ()) if k in weak and k != r.key]
-        if explained:
-            verdict.also.append(r.key)
-        else:
-            verdict.reasons.append(r.reason)
+    verdict.partial = [r.partial for r in results if r.partial]
+    verdict.reasons, verdict.also = _explained([r for r in results if r.weak])
+    verdict.fresh_seeds, verdict.fresh_seeds_also = _explained([r for r in results if r.status == FRESH_SEEDS])
     return verdict
+
+
+def _explained(found: list[CheckResult]) -> tuple[list[str], list[str]]:
+    """The reasons of ``found`` that no other of them explains, and the keys of those one does."""
+    keys = {r.key for r in found}
+    reasons, also = [], []
+    for r in found:
+        if any(k in keys and k != r.key for k in EXPLAINED_BY.get(_kind(r.key), ())):
+            also.append(r.key)
+        else:
+            reasons.append(r.reason)
+    return reasons, also
+
+
+def fresh_seeds_fault(fresh: CheckResult, own: CheckResult, declared_by: str) -> CheckResult:
+    """A check weak on ktui's fresh seeds (``fresh``) and not on the problem's own (``own``): the
+    weakness is in the seeds ktui drew, not in the problem's test, and every run checks the problem's
+    own seeds too. The check says so, and the reference's verdict does not count it."""
+    own_seeds = f"{declared_by}'s seeds"
+    what = fresh.reason.split(" — ")[0] if " — " in fresh.reason else f"{fresh.rung}: {fresh.message}"
+    caught = own.message.split(" (")[0]
+    return CheckResult(fresh.key, fresh.rung, FRESH_SEEDS,
+                       f"weak only on ktui's fresh seeds ({fresh.message}); on {own_seeds}: {caught}",
+                       reason=f"ktui's own seed problem, not the reference's: {what}, on ktui's fresh seeds; on "
+                              f"{own_seeds}, which every run checks too: {caught}",
+                       figures={**fresh.figures, "declared": own.figures})
 
 
 def _kind(key: str) -> str:

@@ -16,6 +16,7 @@ from ktui.protocol.job import Job
 from ktui.worker.errors import RungFailure
 from ktui.worker.outcome import shape_label
 from ktui.worker.outputs import flatten
+from ktui.worker.seeds.ranges import split_seed
 from ktui.worker.tier import Tier
 
 FRESH_SHAPES = "FRESH_SHAPES"  # the reference's own fresh shapes, or False: see ``read_fresh_shapes``
@@ -40,6 +41,11 @@ class Problem:
         self.own_fresh_shapes: list[dict] | None = None
         self.notes: list[str] = []  # what the adapter did, said in the pre-checks message
         self.figures: dict[str, Any] = {}
+        # The problem's own seed of each test and benchmark case (None: it declares none; see
+        # ``test_seeds``), and where they are declared, as messages name it: ``task.yml``, ``TESTS``.
+        self.own_test_seeds: list[int | None] = []
+        self.benchmark_seeds: list[int | None] = []
+        self.declared_by = ""
 
     def require(self, names: tuple[str, ...], what: str = "reference", callables: bool = False) -> None:
         """Fail pre-checks naming every contract name the reference module lacks."""
@@ -49,6 +55,35 @@ class Problem:
         missing = [n for n in names if not present(n)]
         if missing:
             raise RungFailure(f"{what} {self.reference_name} lacks {', '.join(missing)}")
+
+    def split_cases(self, cases: list, where: str) -> tuple[list, list[int | None]]:
+        """Test or benchmark cases as shapes without their ``seed``, and those seeds (None where a
+        case declares none); a seed that is not an integer fails pre-checks, naming the case."""
+        shapes, seeds = [], []
+        for i, case in enumerate(cases):
+            if not isinstance(case, dict):
+                shapes.append(case)  # pre-checks says that shapes must be dicts
+                seeds.append(None)
+                continue
+            try:
+                shape, seed = split_seed(case, f"{where}[{i}]")
+            except ValueError as exc:
+                raise RungFailure(str(exc)) from None
+            shapes.append(shape)
+            seeds.append(seed)
+        return shapes, seeds
+
+    @property
+    def test_seeds(self) -> list[int | None]:
+        """Each test case's own seed, None where it declares none: one per entry of ``tests``."""
+        return (self.own_test_seeds + [None] * len(self.tests))[: len(self.tests)]
+
+    @property
+    def declared_seeds(self) -> list[int]:
+        """The seeds fresh ones are drawn around: the tests' own (the checks' meaning), else the
+        benchmarks' (``seeds.ranges``)."""
+        tests = [s for s in self.test_seeds if s is not None]
+        return tests or [s for s in self.benchmark_seeds if s is not None]
 
     def read_fresh_shapes(self) -> None:
         """The reference's optional ``FRESH_SHAPES``: ``False`` or ``[]`` turns the rung off, a list
@@ -60,7 +95,7 @@ class Problem:
         if rule is False:
             self.own_fresh_shapes = []
         elif isinstance(rule, (list, tuple)) and all(isinstance(s, dict) for s in rule):
-            self.own_fresh_shapes = list(rule)
+            self.own_fresh_shapes = self.split_cases(list(rule), FRESH_SHAPES)[0]  # fresh shapes: fresh seeds
         else:
             raise RungFailure(f"reference {self.reference_name}: {FRESH_SHAPES} must be False or a list of shape "
                               f"dicts like TESTS, got {type(rule).__name__}")

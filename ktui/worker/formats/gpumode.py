@@ -1,6 +1,7 @@
 """GPU MODE problems, run as they are: ``reference.py`` with ``generate_input(**shape, seed)``,
 ``ref_kernel(data)`` and ``check_implementation(data, output)``; shapes from ``task.yml``
-(read by the parent, carried in ``Job.problem``); the candidate's ``custom_kernel(data)``.
+(read by the parent, carried in ``Job.problem``), each case's ``seed`` taken out of its shape and
+kept as the problem's own (``ktui.worker.seeds``); the candidate's ``custom_kernel(data)``.
 
 In this format the output buffer often arrives inside ``data`` (``data = (a, b, c)``), and honest
 submissions write their result into it, whether the reference writes it (``output[...] = …``) or
@@ -19,12 +20,13 @@ tensor in ``data`` is an input and must be left as it was.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 
 from ktui.worker.errors import RungFailure
 from ktui.worker.formats.base import Problem
+from ktui.worker.leaves import Position, data_path, leaf_at, tree_leaves
 from ktui.worker.outputs import flatten
 from ktui.worker.tier import (
     clone_tree,
@@ -37,8 +39,6 @@ from ktui.worker.tier import (
     shares_storage,
 )
 
-Position = tuple  # a leaf's position inside ``data``: indices and keys from the top
-
 
 class GpuModeProblem(Problem):
     format = "gpumode"
@@ -46,19 +46,20 @@ class GpuModeProblem(Problem):
     def __init__(self, job, tier, candidate, reference, next_seed):
         super().__init__(job, tier, candidate, reference, next_seed)
         self.require(("generate_input", "ref_kernel"), callables=True)
-        self.tests = list(job.problem.get("tests", []))
-        self.benchmarks = list(job.problem.get("benchmarks", []))
+        self.declared_by = "task.yml"
+        self.tests, self.own_test_seeds = self.split_cases(list(job.problem.get("tests", [])), "task.yml: tests")
+        self.benchmarks, self.benchmark_seeds = self.split_cases(list(job.problem.get("benchmarks", [])),
+                                                                 "task.yml: benchmarks")
         self.read_fresh_shapes()
         self._check = getattr(reference, "check_implementation", None)
         self._slots: dict[Position, str] | None = None  # output slot → how it was recognised
-        if job.problem.get("dropped_seeds"):
-            self.notes.append("task.yml seeds replaced by fresh ones (--seed fixes them)")
         if not callable(self._check):
             self.notes.append("no check_implementation in reference.py: only ktui's metrics judge")
         if not tier.is_gpu:
             self.notes.append(f"CPU tier: tensors the problem's code puts on 'cuda' are made on '{tier.torch_device}'")
-        if self.tests:
-            self.notes.append(self._probe_slots(self.tests[0], next_seed()))
+        if self.tests:  # probed on the problem's own first input where it declares one
+            first = self.test_seeds[0]
+            self.notes.append(self._probe_slots(self.tests[0], first if first is not None else next_seed()))
 
     def _probe_slots(self, shape: dict, seed: int) -> str:
         """Find the output slots from one input of ``shape``; say what was found, for pre-checks."""
@@ -70,7 +71,7 @@ class GpuModeProblem(Problem):
             return f"output slots in data not probed ({self.describe_generate(shape, seed)} raised {type(exc).__name__})"
         if not self._slots:
             return "no output slot in data: every tensor in it is an input"
-        found = ", ".join(f"data{_name(path)} ({how})" for path, how in self._slots.items())
+        found = ", ".join(f"data{data_path(path)} ({how})" for path, how in self._slots.items())
         return f"output slot(s) in data: {found}"
 
     def generate(self, shape: dict, seed: int) -> tuple:
@@ -97,12 +98,12 @@ class GpuModeProblem(Problem):
     def poison_outputs(self, inputs: tuple) -> int:
         paths = self._output_paths(inputs)
         for path in paths:
-            fill_poison(_get(inputs, path))
+            fill_poison(leaf_at(inputs, path))
         return len(paths)
 
     def watched_inputs(self, inputs: tuple) -> list:
         outputs = set(self._output_paths(inputs))
-        return [leaf for path, leaf in _leaves(inputs) if path not in outputs]
+        return [leaf for path, leaf in tree_leaves(inputs) if path not in outputs]
 
     def learn_output_slots(self, inputs: tuple, pristine: tuple, out: Any) -> str:
         """Recognise a buffer of ``data`` the candidate returns as an output slot when the reference
@@ -110,18 +111,18 @@ class GpuModeProblem(Problem):
         returned = [t for t in flatten(out) if isinstance(t, torch.Tensor)]
         known = set(self._output_paths(inputs))
         learned = []
-        for path, leaf in _leaves(inputs):
+        for path, leaf in tree_leaves(inputs):
             if path in known or not any(shares_storage(leaf, t) for t in returned):
                 continue
             if self._reference_ignores(pristine, path):
                 self._slots[path] = "returned by custom_kernel; ref_kernel ignores what it holds"
-                learned.append(f"data{_name(path)}")
+                learned.append(f"data{data_path(path)}")
         return f"output slot(s) in data: {', '.join(learned)} (returned by custom_kernel; ref_kernel ignores what they hold)" if learned else ""
 
     def _reference_ignores(self, pristine: tuple, path: Position) -> bool:
         plain = self.ref_kernel(*clone_tree(pristine))
         probe = clone_tree(pristine)
-        fill_poison(_get(probe, path))
+        fill_poison(leaf_at(probe, path))
         poisoned = self.ref_kernel(*probe)
         return same_values(plain, poisoned)
 
@@ -132,13 +133,13 @@ class GpuModeProblem(Problem):
 
     def _find_slots(self, inputs: tuple) -> None:
         slots: dict[Position, str] = {}
-        for path, leaf in _leaves(inputs):
+        for path, leaf in tree_leaves(inputs):
             if holds_only_poison(leaf):
                 slots[path] = "left unwritten by generate_input"
         probe = clone_tree(inputs)
         before = clone_tree(probe)
         returned = [t for t in flatten(self.ref_kernel(*probe)) if isinstance(t, torch.Tensor)]
-        for (path, leaf), (_, old) in zip(_leaves(probe), _leaves(before)):
+        for (path, leaf), (_, old) in zip(tree_leaves(probe), tree_leaves(before)):
             if path in slots:
                 continue
             if any(shares_storage(leaf, t) for t in returned):
@@ -184,28 +185,6 @@ def _as_bool(value: Any) -> bool | None:
     if isinstance(value, torch.Tensor) and value.dtype == torch.bool and value.numel() == 1:
         return bool(value)
     return None
-
-
-def _leaves(obj: Any, path: Position = ()) -> Iterator[tuple[Position, torch.Tensor]]:
-    if isinstance(obj, torch.Tensor):
-        yield path, obj
-    elif isinstance(obj, (tuple, list)):
-        for i, item in enumerate(obj):
-            yield from _leaves(item, (*path, i))
-    elif isinstance(obj, dict):
-        for key, item in obj.items():
-            yield from _leaves(item, (*path, key))
-
-
-def _get(obj: Any, path: Position) -> torch.Tensor:
-    for step in path:
-        obj = obj[step]
-    return obj
-
-
-def _name(path: Position) -> str:
-    """``(0, 2)`` → ``[2]``: positions start at the tuple of candidate arguments, ``(data,)``."""
-    return "".join(f"[{step!r}]" for step in path[1:])
 
 
 PROBLEM = GpuModeProblem

@@ -1,6 +1,7 @@
 """ktui's own contract: ``references/<op>.py`` with ``generate_input(seed, **shape)``,
 ``ref_kernel(*inputs)``, ``TESTS``, ``BENCHMARKS``, optional ``TOLERANCES`` and ``FRESH_SHAPES``;
-the candidate's ``custom_kernel(*inputs)``."""
+the candidate's ``custom_kernel(*inputs)``. A ``TESTS`` case may declare its own ``seed`` (checked
+beside fresh ones, ``ktui.worker.seeds``); it is not part of the shape."""
 
 from __future__ import annotations
 
@@ -20,8 +21,9 @@ class NativeProblem(Problem):
         self.require(REQUIRED_IN_REFERENCE)
         if not isinstance(reference.TESTS, (list, tuple)) or not reference.TESTS:
             raise RungFailure(f"reference {self.reference_name}: TESTS must be a non-empty list of shape dicts")
-        self.tests = list(reference.TESTS)
-        self.benchmarks = list(getattr(reference, "BENCHMARKS", []))
+        self.declared_by = "TESTS"
+        self.tests, self.own_test_seeds = self.split_cases(list(reference.TESTS), "TESTS")
+        self.benchmarks, self.benchmark_seeds = self.split_cases(list(getattr(reference, "BENCHMARKS", [])), "BENCHMARKS")
         self.tolerances = getattr(reference, "TOLERANCES", None)
         self.read_fresh_shapes()
 

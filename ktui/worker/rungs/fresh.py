@@ -34,7 +34,7 @@ def run(ctx: RunContext) -> Outcome:
             continue
         figures = {"shapes": [*tried, label], "skipped": skipped}
         try:
-            correctness.check_once(ctx, shape)
+            correctness.check_once(ctx, shape, ctx.next_seed())
         except InputGenerationError as exc:  # accepted on the first seed, rejected on this one
             skipped.append(label)
             rejected.append(f"{label} ({exc})")

@@ -19,6 +19,7 @@ from ktui.worker.dsl.registry import DSLS
 from ktui.worker.errors import RungFailure
 from ktui.worker.modules import load_module, load_reference
 from ktui.worker.outcome import Outcome
+from ktui.worker.seeds import choice
 
 
 def run(ctx: RunContext) -> Outcome:
@@ -89,6 +90,7 @@ def run(ctx: RunContext) -> Outcome:
             )
 
     fitted = memory.require_fit(ctx)  # before anything heavy: compile's traced call is the first to allocate
+    seeds = choice.choose(ctx)  # before any input is made for a check: the fresh seeds keep the declared inputs' kind
     return Outcome(
         figures={
             "format": job.format,
@@ -99,8 +101,11 @@ def run(ctx: RunContext) -> Outcome:
             "tests": len(ctx.tests),
             "benchmarks": len(ctx.benchmarks),
             **memory.sizes_figures(ctx),
+            **declared_seeds_figures(ctx),
+            **seeds.figures(),
         },
-        message=f"{_summary(ctx)}; memory: {fitted.message}",
+        message="; ".join(filter(None, [_summary(ctx), seeds.declared and f"seeds: {seeds.note()}",
+                                        f"memory: {fitted.message}"])),
     )
 
 
@@ -120,6 +125,12 @@ def reference_modules(ctx: RunContext) -> dict[str, ModuleType]:
         if module is not ctx.reference and getattr(module, "__file__", None) in ctx.job.reference_files:
             found[name] = module
     return found
+
+
+def declared_seeds_figures(ctx: RunContext) -> dict:
+    """The problem's own seed of each test (None where it declares none), when it declares any."""
+    seeds = ctx.problem.test_seeds
+    return {"declared_seeds": seeds} if any(s is not None for s in seeds) else {}
 
 
 def _summary(ctx: RunContext) -> str:
