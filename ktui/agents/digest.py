@@ -6,8 +6,13 @@ so the server's answers and the files on disk never disagree.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from ktui.dispatch.trust import current, with_trust
+
+# Summary keys an answer carries elsewhere: ``first_failure`` in full beside the summary; the rung count.
+SAID_ELSEWHERE = ("first_failure", "rungs")
 # Rung statuses that are not a failure worth reading first.
 _FINE = ("ok", "skipped")
 EXCERPT_LINES = 12
@@ -35,23 +40,31 @@ def first_failure(rungs: list[dict[str, Any]]) -> dict[str, Any] | None:
     return None
 
 
-def run_digest(report: dict[str, Any], with_rungs: bool = False) -> dict[str, Any]:
-    """A report trimmed for an agent: verdict, summary, first failure, where the dumps are."""
+def run_digest(report: dict[str, Any], with_rungs: bool = False, state: Path | None = None) -> dict[str, Any]:
+    """A report trimmed for an agent: verdict, summary, first failure (once: not again in the
+    summary), where the dumps are; with ``state`` (its ``.ktui/``), the trust of its pass as it is now."""
     rungs = report.get("rungs") or []
+    summary = {k: v for k, v in (report.get("summary") or {}).items() if k not in SAID_ELSEWHERE}
+    if state is not None:
+        summary = trust_now(state, str(report.get("verdict")), summary, str(report.get("reference_hash") or ""))
     out = {
         "kernel": report.get("kernel"),
         "path": report.get("path"),
         "version": report.get("version"),
-        "content_hash": report.get("content_hash"),
         "verdict": report.get("verdict"),
         "message": report.get("message", ""),
         "tier": report.get("tier"),
         "device": report.get("device"),
-        "arch": report.get("arch"),
-        "summary": report.get("summary") or {},
+        "summary": summary,
         "first_failure": first_failure(rungs),
         "run_dir": report.get("run_dir"),
     }
     if with_rungs:
         out["rungs"] = [{"rung": r.get("rung"), "status": r.get("status"), "message": r.get("message", "")} for r in rungs]
     return out
+
+
+def trust_now(state: Path, verdict: str, summary: dict[str, Any], reference_hash: str) -> dict[str, Any]:
+    """``summary`` with the trust of its pass as it is now (``ktui.dispatch.trust``: the audit of its
+    reference may have finished since it was stored)."""
+    return with_trust(summary, current(state, verdict, summary, reference_hash))

@@ -19,6 +19,7 @@ KINDS: dict[str, str] = {
     "source": "source.py", "resources": "resources.json", "report": "report.json", "hotspots": "hotspots.txt",
 }
 MAX_PAGE_CHARS = 100_000
+DEFAULT_PAGE_CHARS = 8_000  # a page an agent reads without asking: 8 KB of SASS, PTX or output
 
 
 def read_dump(run_dir: Path, kind: str, function: str | None, offset: int, max_chars: int) -> dict[str, Any]:

@@ -55,9 +55,10 @@ def test_every_tool_says_whether_it_runs_code_and_the_server_gives_ktuis_version
         async with connect(ws) as session:
             assert (session.server_info.name, session.server_info.version) == ("ktui", __version__)
             tools = {t.name: t for t in (await session.list_tools()).tools}
-            running = {name for name, t in tools.items() if not t.annotations.read_only_hint}
-            assert running == {"run", "profile", "sanitize", "audit"}
-            assert all(tools[n].annotations.open_world_hint for n in running)
+            writing = {name for name, t in tools.items() if not t.annotations.read_only_hint}
+            running = {name for name, t in tools.items() if t.annotations.open_world_hint}
+            assert running == {"run", "profile", "sanitize", "audit", "calibrate"}
+            assert writing == running | {"pin"}  # pin writes .ktui/'s pinned baseline and runs nothing
             assert all(t.annotations.destructive_hint is False for t in tools.values())
             assert all(t.output_schema["required"] and t.output_schema["properties"] for t in tools.values())
             assert tools["audit"].output_schema["properties"]["references"]["items"]["properties"]["verdict"] == {
