@@ -11,8 +11,19 @@ from typing import Any
 
 from ktui.dispatch.trust import current, with_trust
 
-# Summary keys an answer carries elsewhere: ``first_failure`` in full beside the summary; the rung count.
-SAID_ELSEWHERE = ("first_failure", "rungs")
+# Summary keys an answer leaves out: ``first_failure`` (in full beside the summary), and what an agent
+# does not act on (how many rungs had each status, the compile's seconds, the problem's footprint);
+# ``confined`` only where user code was not confined (``confinement`` then says why).
+SAID_ELSEWHERE = ("first_failure", "rungs", "counts", "compile_s", "footprint_gb")
+
+
+def agent_summary(summary: dict[str, Any]) -> dict[str, Any]:
+    """A run's summary as an answer carries it (``SAID_ELSEWHERE`` left out)."""
+    kept = {k: v for k, v in summary.items() if k not in SAID_ELSEWHERE}
+    if kept.get("confined") is True:
+        kept.pop("confined")
+        kept.pop("confinement", None)
+    return kept
 # Rung statuses that are not a failure worth reading first.
 _FINE = ("ok", "skipped")
 EXCERPT_LINES = 12
@@ -44,7 +55,7 @@ def run_digest(report: dict[str, Any], with_rungs: bool = False, state: Path | N
     """A report trimmed for an agent: verdict, summary, first failure (once: not again in the
     summary), where the dumps are; with ``state`` (its ``.ktui/``), the trust of its pass as it is now."""
     rungs = report.get("rungs") or []
-    summary = {k: v for k, v in (report.get("summary") or {}).items() if k not in SAID_ELSEWHERE}
+    summary = agent_summary(report.get("summary") or {})
     if state is not None:
         summary = trust_now(state, str(report.get("verdict")), summary, str(report.get("reference_hash") or ""))
     out = {
@@ -52,13 +63,15 @@ def run_digest(report: dict[str, Any], with_rungs: bool = False, state: Path | N
         "path": report.get("path"),
         "version": report.get("version"),
         "verdict": report.get("verdict"),
-        "message": report.get("message", ""),
         "tier": report.get("tier"),
-        "device": report.get("device"),
         "summary": summary,
         "first_failure": first_failure(rungs),
         "run_dir": report.get("run_dir"),
     }
+    if report.get("tier") != "cpu":  # which GPU (the CPU tier's is always Triton's interpreter)
+        out["device"] = report.get("device")
+    if report.get("message"):  # why a run ended other than by its ladder (crashed, cancelled, error)
+        out["message"] = report["message"]
     if with_rungs:
         out["rungs"] = [{"rung": r.get("rung"), "status": r.get("status"), "message": r.get("message", "")} for r in rungs]
     return out

@@ -33,9 +33,7 @@ def audit_after_run(root: Path, kernels: list[Kernel], options: Options, results
         with gpu_turn(state_dir(root), f"MCP audit of {', '.join(t.reference.name for t, _, _ in todo)}"):
             audits.extend(audit_new_references(kernels, options))
     except OwnerGone as exc:
-        return [{"type": "audit", "reference": str(t.reference), "reference_hash": digest, "kernels": ids,
-                 "verdict": "error", "reasons": [], "weak": [], "message": str(exc), "checks": "fast"}
-                for t, digest, ids in todo]
+        return [answered({"reference": str(t.reference), "verdict": "error", "message": str(exc)}) for t, _, _ in todo]
     of_kernel = {kernel: audit for audit in audits for kernel in audit.kernels}
     for result in results:
         audit = of_kernel.get(result.get("kernel"))
@@ -47,4 +45,15 @@ def audit_after_run(root: Path, kernels: list[Kernel], options: Options, results
         # a pass pending on this audit is settled by it: the one rule, on the audit in hand
         state = AuditState(audit.verdict, tuple(audit.reasons), audit.message)
         result["summary"] = with_trust(summary, judge(str(result.get("verdict")), summary, state))
-    return [audit.to_json() for audit in audits]
+    return [answered(audit.to_json()) for audit in audits]
+
+
+def answered(audit: dict[str, Any]) -> dict[str, Any]:
+    """An audit as the ``run`` tool answers it: the reference, its verdict, why weak (in a few words
+    and in full) or why it could not be judged; not what the run already says (its kernels)."""
+    out = {"reference": audit["reference"], "verdict": audit["verdict"], "weak": audit.get("weak") or []}
+    if audit.get("reasons"):
+        out["reasons"] = audit["reasons"]
+    if audit.get("message"):
+        out["message"] = audit["message"]
+    return out

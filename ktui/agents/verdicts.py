@@ -19,7 +19,7 @@ from typing import Any
 
 import anyio
 
-from ktui.agents.digest import SAID_ELSEWHERE, trust_now
+from ktui.agents.digest import agent_summary, trust_now
 from ktui.dispatch.owner import Following, OwnerGone, OwnerLink
 from ktui.history.current import current_run
 from ktui.history.store import RunRecord, Store
@@ -31,7 +31,7 @@ FINISHED, NOT_RUN, TIMEOUT = "finished", "not_run", "timeout"
 
 
 def _result(run: RunRecord, state: Path) -> dict[str, Any]:
-    summary = {k: v for k, v in run.summary.items() if k not in SAID_ELSEWHERE}
+    summary = agent_summary(run.summary)
     return {"version": run.version, "verdict": run.verdict, "message": run.message,
             "summary": trust_now(state, run.verdict, summary, run.reference_hash),
             "first_failure": run.summary.get("first_failure"), "tier": run.tier, "device": run.device,

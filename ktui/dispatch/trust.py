@@ -6,8 +6,8 @@ the audit of the reference version it was judged by (``.ktui/audits/<reference h
 a kernel of zeros, a copy of an input, a constant pass its test?). So ``trusted`` is
 
 - ``True``: a pass, every check with signal, its reference version audited ``strong``;
-- ``False``, with the reasons: not a pass, correctness not checked, no signal on every shape, a
-  weak test, or an audit that could not be done;
+- ``False``, with the reasons: correctness not checked, no signal on every shape, a weak test, or
+  an audit that could not be done; a run that did not pass is never trusted (its verdict says why);
 - ``"pending"``: a pass whose reference version has no audit yet (its first audit has not
   finished, or nothing audits it: ``--no-audit``), and nothing else against it.
 
@@ -64,7 +64,7 @@ def audit_state(state: Path, reference_hash: str) -> AuditState:
 def judge(verdict: str, summary: dict[str, Any], audit: AuditState) -> Trust:
     """The rule: the run's ``verdict`` and ``summary`` (as stored) and its reference's ``audit``."""
     if verdict != PASSED:
-        return Trust(False, (f"not a pass: {verdict}",))
+        return Trust(False)  # nothing passed: the verdict and its first failure say why
     against: list[str] = []
     if summary.get("unchecked"):
         against.append(f"correctness not checked: {summary['unchecked']}")

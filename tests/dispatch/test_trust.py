@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ktui.dispatch.auditor import AUDIT_VERSION
-from ktui.dispatch.trust import AUDIT_FAILED, PENDING, AuditState, current, judge, with_trust
+from ktui.dispatch.trust import AUDIT_FAILED, PENDING, AuditState, Trust, current, judge, with_trust
 from ktui.protocol.lines import summary_line
 from ktui.protocol.statedir import audit_file
 
@@ -74,7 +74,7 @@ def test_an_audit_that_could_not_judge_the_reference_is_not_trusted_but_a_record
 def test_a_run_that_did_not_pass_is_never_trusted():
     strong = AuditState("strong")
     for verdict in ("failed", "compiled", "suspicious", "cancelled"):
-        assert judge(verdict, PASS, strong).reasons == (f"not a pass: {verdict}",)
+        assert judge(verdict, PASS, strong) == Trust(False)  # its verdict and first failure say why
 
 
 def test_the_headline_says_trust_in_words_once():
