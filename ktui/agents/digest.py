@@ -11,10 +11,11 @@ from typing import Any
 
 from ktui.dispatch.trust import current, with_trust
 
-# Summary keys an answer leaves out: ``first_failure`` (in full beside the summary), and what an agent
-# does not act on (how many rungs had each status, the compile's seconds, the problem's footprint);
-# ``confined`` only where user code was not confined (``confinement`` then says why).
-SAID_ELSEWHERE = ("first_failure", "rungs", "counts", "compile_s", "footprint_gb")
+# Summary keys an answer leaves out: ``first_failure`` (in full beside the summary), ``weak_test`` (the
+# first of ``weak_test_reasons``), and what an agent does not act on (how many rungs had each status,
+# the compile's seconds, the problem's footprint); ``confined`` only where user code was not confined
+# (``confinement`` then says why).
+SAID_ELSEWHERE = ("first_failure", "weak_test", "rungs", "counts", "compile_s", "footprint_gb")
 
 
 def agent_summary(summary: dict[str, Any]) -> dict[str, Any]:
