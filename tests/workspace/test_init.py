@@ -84,3 +84,23 @@ def test_init_without_ktui_on_path_says_how_to_start_the_committed_mcp_json_and_
     assert proc.returncode == 0, proc.stderr
     assert "`ktui` is not on PATH" in proc.stdout and "claude mcp add ktui -- " in proc.stdout, proc.stdout
     assert [p.name for p in (tmp_path / "ws" / "context").iterdir()] == ["README.md"]
+
+
+@pytest.mark.unit
+def test_the_loop_is_written_once_for_every_agent_init_configures(tmp_path):
+    from ktui.workspace.scaffold import init_workspace, loop_text
+
+    init_workspace(tmp_path / "ws", python="/venv/bin/python")
+    ws = tmp_path / "ws"
+    loop = loop_text().rstrip("\n")
+    claude = (ws / ".claude" / "skills" / "ktui-loop" / "SKILL.md").read_text()
+    cursor = (ws / ".cursor" / "rules" / "ktui-loop.mdc").read_text()
+    codex = (ws / "AGENTS.md").read_text()  # what Codex reads; .codex/config.toml starts the server
+    for written in (claude, cursor, codex):
+        assert loop in written
+    assert claude.startswith("---\nname: ktui-loop\ndescription: ") and "TileLang" in claude.split("---")[1]
+    assert cursor.startswith("---\ndescription: ") and "globs: kernels/**/*.py,references/**/*.py" in cursor
+    assert '"/venv/bin/python"' in (ws / ".codex" / "config.toml").read_text()
+    for needed in ("@tilelang.jit", "`trusted`", '`"pending"`', "`kernels`", "`calibrate`", "`pin`",
+                   "`satisfied: true`", "`trusted: true`", "never fix it yourself"):
+        assert needed in loop, needed
