@@ -52,19 +52,18 @@ says it in full): write or edit kernels/<op>_<variant>.py, call `run`, read `fir
 and excerpt), fix, repeat. A pass counts only when `summary.trusted` is true: false names why the test
 proves nothing (`trust_reasons`: a weak test, no signal on every shape: fix the reference's test or
 say so, never claim the kernel works), "pending" means the reference is not audited yet (`run` audits
-it after the verdicts; else call `audit`). When it passes, `diff` (SASS against the previous version), `hotspots` (which
-of your lines the instructions and, once profiled, the stalls come from) and `profile` (Nsight
-Compute, GPU) tell you what to change; stop when the summary says `satisfied` (every
+it after the verdicts; else call `audit`). When it passes, `diff` (SASS against the previous
+version, or a `pin`ned one), `hotspots` (which of your lines the instructions and, once profiled, the stalls come from) and `profile` (Nsight
+Compute, GPU) tell you what to change; stop when the summary says `satisfied` and `trusted` (every
 benchmark shape within `roofline_done` of its attainable time; `short` names the shapes that are
 not, `roofline_shapes` gives each one's fraction and bound) or when told; `roofline_provisional`
-instead means the GPU has no launch floor yet and says what to do. Never edit references/
-to make a kernel pass. `run` audits a reference never audited (`weak_test` in the summary names
-why its test is weak); `audit` a new reference before optimising against it (`weak` names each
+instead means the GPU has no launch floor yet (`calibrate` measures it). Never edit references/
+to make a kernel pass. `audit` a new reference before optimising against it (`weak` names each
 trick that would pass it). When a `ktui watch` runs the kernels on save, `verdict` gives the
 finished verdict of what you just saved without running it again (it says when nothing will run
 it); `output` shows what the kernel printed; `context_search` finds the DSLs'
 own sources before you guess an API. On the CPU tier `passed` means correct in Triton's
-interpreter, untimed, and a CuTeDSL kernel is only `compiled`."""
+interpreter, untimed, and a CuTeDSL or TileLang kernel is only `compiled`."""
 
 # Arguments are bounded where they are read, so a huge one is refused at once with its reason.
 PathArg = Annotated[str, Field(max_length=MAX_PATH_CHARS)]
@@ -91,8 +90,9 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
         return kernel, state_dir(kernel.root)
 
     @server.tool(description="Run the loop on kernel files or folders (relative to the workspace) and wait for the "
-                             "verdicts. Per kernel: verdict, summary, first failure with file:line and source excerpt, "
-                             "run_dir. Reports progress per rung; cancelling kills the worker. Runs where the server "
+                             "verdicts. Per kernel: verdict, summary (`trusted`: whether the pass can be trusted), "
+                             "first failure with file:line and source excerpt, run_dir. Reports progress per rung; "
+                             "cancelling kills the worker. Runs where the server "
                              "was started to run them (its --gpus or --remote), or on the workspace owner's worker.")
     async def run(
         paths: Annotated[list[PathArg], Field(min_length=1, max_length=MAX_PATHS,
