@@ -12,10 +12,12 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 from pydantic import Field
 
+from ktui.agents.answers import relative
 from ktui.agents.audits import AuditService
-from ktui.agents.dumps import KINDS, MAX_PAGE_CHARS
+from ktui.agents.dumps import DEFAULT_PAGE_CHARS, KINDS, MAX_PAGE_CHARS
 from ktui.agents.printed import read_output
 from ktui.agents.stored import stored_folder
 from ktui.agents.workspace import MAX_PATH_CHARS, AgentWorkspace, BadCall
@@ -68,7 +70,7 @@ def add_tools(server: MCPServer, workspace: AgentWorkspace, config: WorkerConfig
         kernel: Annotated[str, Field(max_length=MAX_PATH_CHARS, description="kernel path (kernels/x.py) or id (x)")],
         version: Annotated[int | None, Field(ge=1, description="default: the file's current version")] = None,
         offset: Annotated[int, Field(ge=0)] = 0,
-        max_chars: Annotated[int, Field(ge=1, le=MAX_PAGE_CHARS)] = 20_000,
+        max_chars: Annotated[int, Field(ge=1, le=MAX_PAGE_CHARS)] = DEFAULT_PAGE_CHARS,
     ) -> dict[str, Any]:
         kernel_id, version, folder = stored_folder(workspace, kernel, version)
         return {"kernel": kernel_id, "version": version, **read_output(folder, offset, max_chars)}
@@ -79,12 +81,16 @@ def add_tools(server: MCPServer, workspace: AgentWorkspace, config: WorkerConfig
                                  "`dump` lists a version's functions.")
     def run_file(kernel: str, version: str, file: str) -> str:
         if not version.isdigit():
-            raise BadCall(f"version {version!r}: a version number")
-        _, _, folder = stored_folder(workspace, kernel, int(version))
+            raise ResourceNotFoundError(f"ktui://runs/{kernel}/{version}/{file}: {version!r} is not a version number")
+        try:
+            _, _, folder = stored_folder(workspace, kernel, int(version))
+        except BadCall as exc:  # a resource's error is the SDK's resource error, answered at once
+            raise ResourceNotFoundError(f"ktui://runs/{kernel}/{version}/{file}: {relative(str(exc), workspace.root)}") from None
         path = folder / file
         if "/" in file or not any(path.match(p) for p in RESOURCE_PATTERNS) or not path.is_file():
             served = sorted(p.name for pattern in RESOURCE_PATTERNS for p in folder.glob(pattern))
-            raise BadCall(f"{file!r} is not a file of {kernel} v{version}: it has {', '.join(served) or 'none'}")
+            raise ResourceNotFoundError(f"{file!r} is not a file of {kernel} v{version}: it has "
+                                        f"{', '.join(served) or 'none (no run of that version)'}")
         text = path.read_text(encoding="utf-8", errors="replace")
         if len(text) > MAX_RESOURCE_CHARS:
             return text[:MAX_RESOURCE_CHARS] + f"\n… (cut at {MAX_RESOURCE_CHARS} characters: page with `dump`)"

@@ -13,6 +13,7 @@ import queue
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -22,7 +23,8 @@ from ktui.workspace.kernels import Kernel
 
 Progress = Callable[[float, str], Awaitable[None]]
 POLL_S = 0.1
-PROGRESS = "profile_progress"  # the progress line of ``ktui profile --json`` (sanitize prints none)
+# The progress lines of ``ktui profile --json`` and ``ktui calibrate --json`` (sanitize prints none).
+PROGRESS = ("profile_progress", "calibrate_progress")
 
 
 @dataclass(frozen=True)
@@ -48,8 +50,12 @@ class ChildCalls:
     async def call(self, verb: str, kernel: Kernel, flags: list[str], progress: Progress) -> ChildResult:
         """``ktui VERB`` on ``kernel`` (by the reference it is judged by) run to its end, or killed
         with all under it when this call is cancelled or fails."""
+        return await self.call_argv(verb, ktui_argv(verb, kernel.path, kernel.reference, *flags), kernel.root, progress)
+
+    async def call_argv(self, verb: str, argv: list[str], cwd: Path, progress: Progress) -> ChildResult:
+        """``argv`` (``ktui VERB …``, ``ktui_argv``) in ``cwd``, as ``call``."""
         await progress(0, f"starting ktui {verb}")
-        child = KtuiChild(ktui_argv(verb, kernel.path, kernel.reference, *flags), kernel.root)  # OSError: the caller's
+        child = KtuiChild(argv, cwd)  # OSError: the caller's
         with self._lock:
             self._live.add(child)
         records: queue.Queue[dict[str, Any]] = queue.Queue()
@@ -65,7 +71,7 @@ class ChildCalls:
                         record = records.get_nowait()
                     except queue.Empty:
                         break
-                    if record.get("type") == PROGRESS:
+                    if record.get("type") in PROGRESS:
                         done += 1
                         await progress(done, str(record.get("message", "")))
                     else:

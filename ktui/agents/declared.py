@@ -16,6 +16,8 @@ from mcp.types import ToolAnnotations
 
 # Reads .ktui/ and the workspace's files; never runs user code.
 _READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+# Changes what ktui keeps (.ktui/: a pinned baseline), never the user's files; runs nothing.
+_SETS = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 # Runs user code in a worker or a tool's child; records a version and writes its run folder (never the user's files).
 _RUNS = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True)
 
@@ -28,6 +30,7 @@ _STR, _INT, _BOOL = {"type": "string"}, {"type": "integer"}, {"type": "boolean"}
 _OBJ, _ARR = {"type": "object"}, {"type": "array"}
 _MAYBE_INT, _MAYBE_OBJ = {"type": ["integer", "null"]}, {"type": ["object", "null"]}
 _ANY: dict[str, Any] = {}  # a figure whose type depends on the run (absent, null, a number or a text)
+_TRUSTED = {"enum": [True, False, "pending", None]}  # ktui.dispatch.trust; null: never run
 _DIGEST = _obj(["kernel", "verdict", "first_failure"], kernel=_STR, path=_ANY, version=_MAYBE_INT, verdict=_STR,
                message=_ANY, tier=_ANY, summary=_OBJ, first_failure=_MAYBE_OBJ, run_dir=_ANY)
 _PAGE = dict(path=_STR, total_chars=_INT, offset=_INT, text=_STR, next_offset=_MAYBE_INT)
@@ -38,7 +41,8 @@ _AUDIT = _obj(["reference", "verdict", "weak", "checks"], reference=_STR, name=_
               notes=_ARR, fresh_seeds={"type": "array", "items": _STR}, cached=_BOOL, duration_s=_ANY)
 
 TOOLS: dict[str, tuple[ToolAnnotations, dict[str, Any]]] = {
-    "run": (_RUNS, _obj(["kernels", "all_passed"], kernels={"type": "array", "items": _DIGEST}, all_passed=_BOOL,
+    "run": (_RUNS, _obj(["kernels", "all_passed", "all_trusted"], kernels={"type": "array", "items": _DIGEST},
+                        all_passed=_BOOL, all_trusted=_BOOL,
                         compiled={"type": "array", "items": _STR}, not_run=_STR,
                         audits={"type": "array", "items": _obj(["reference", "verdict", "weak"], reference=_STR,
                                                                verdict={"enum": ["strong", "weak", "error"]},
@@ -69,6 +73,14 @@ TOOLS: dict[str, tuple[ToolAnnotations, dict[str, Any]]] = {
                           all_strong=_BOOL)),
     "output": (_READ, _obj(["kernel", "version", "printed", "text", "next_offset"], kernel=_STR, version=_INT,
                            printed=_BOOL, lines=_INT, note=_STR, **_PAGE)),
+    "kernels": (_READ, _obj(["kernels"], kernels={"type": "array", "items": _obj(
+        ["path", "kernel", "dsl", "version", "verdict", "stale", "best", "satisfied", "trusted"], path=_STR, kernel=_STR,
+        dsl={"type": ["string", "null"]}, version=_MAYBE_INT, verdict={"type": ["string", "null"]}, stale=_BOOL,
+        best={"type": ["object", "null"]}, satisfied={"type": ["boolean", "null"]}, trusted=_TRUSTED, problem=_STR)})),
+    "pin": (_SETS, _obj(["kernel", "pinned"], kernel=_STR, pinned=_MAYBE_INT)),
+    "calibrate": (_RUNS, _obj(["device", "driver", "bandwidth_gbs", "tflops", "launch_floor", "path"], device=_STR,
+                              driver=_STR, mig=_ANY, date=_ANY, bandwidth_gbs=_ANY, tflops=_OBJ, launch_floor=_OBJ,
+                              path=_ANY, note=_ANY)),
 }
 
 

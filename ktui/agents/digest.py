@@ -7,10 +7,26 @@ so the server's answers and the files on disk never disagree.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from ktui.dispatch.trust import current, with_trust
 from ktui.protocol.errormap import ErrorMap
 
+# Summary keys an answer leaves out: ``first_failure`` (in full beside the summary), ``weak_test`` (the
+# first of ``weak_test_reasons``), and what an agent does not act on (how many rungs had each status,
+# the compile's seconds, the problem's footprint); ``confined`` only where user code was not confined
+# (``confinement`` then says why).
+SAID_ELSEWHERE = ("first_failure", "weak_test", "rungs", "counts", "compile_s", "footprint_gb")
+
+
+def agent_summary(summary: dict[str, Any]) -> dict[str, Any]:
+    """A run's summary as an answer carries it (``SAID_ELSEWHERE`` left out)."""
+    kept = {k: v for k, v in summary.items() if k not in SAID_ELSEWHERE}
+    if kept.get("confined") is True:
+        kept.pop("confined")
+        kept.pop("confinement", None)
+    return kept
 # Rung statuses that are not a failure worth reading first.
 _FINE = ("ok", "skipped")
 EXCERPT_LINES = 12
@@ -45,23 +61,27 @@ def first_failure(rungs: list[dict[str, Any]], with_map: bool = False) -> dict[s
     return None
 
 
-def run_digest(report: dict[str, Any], with_rungs: bool = False) -> dict[str, Any]:
-    """A report trimmed for an agent: verdict, summary, first failure, where the dumps are."""
+def run_digest(report: dict[str, Any], with_rungs: bool = False, state: Path | None = None) -> dict[str, Any]:
+    """A report trimmed for an agent: verdict, summary, first failure (once: not again in the
+    summary), where the dumps are; with ``state`` (its ``.ktui/``), the trust of its pass as it is now."""
     rungs = report.get("rungs") or []
+    summary = agent_summary(report.get("summary") or {})
+    if state is not None:
+        summary = trust_now(state, str(report.get("verdict")), summary, str(report.get("reference_hash") or ""))
     out = {
         "kernel": report.get("kernel"),
         "path": report.get("path"),
         "version": report.get("version"),
-        "content_hash": report.get("content_hash"),
         "verdict": report.get("verdict"),
-        "message": report.get("message", ""),
         "tier": report.get("tier"),
-        "device": report.get("device"),
-        "arch": report.get("arch"),
-        "summary": report.get("summary") or {},
+        "summary": summary,
         "first_failure": first_failure(rungs, with_map=with_rungs),
         "run_dir": report.get("run_dir"),
     }
+    if report.get("tier") != "cpu":  # which GPU (the CPU tier's is always Triton's interpreter)
+        out["device"] = report.get("device")
+    if report.get("message"):  # why a run ended other than by its ladder (crashed, cancelled, error)
+        out["message"] = report["message"]
     if with_rungs:
         out["rungs"] = [_rung(r) for r in rungs]
     return out
@@ -74,3 +94,9 @@ def _rung(rung: dict[str, Any]) -> dict[str, Any]:
     if found is not None:
         out["where_wrong"] = found.description
     return out
+
+
+def trust_now(state: Path, verdict: str, summary: dict[str, Any], reference_hash: str) -> dict[str, Any]:
+    """``summary`` with the trust of its pass as it is now (``ktui.dispatch.trust``: the audit of its
+    reference may have finished since it was stored)."""
+    return with_trust(summary, current(state, verdict, summary, reference_hash))

@@ -23,6 +23,7 @@ KINDS: dict[str, str] = {
     "error_map": "report.json",  # drawn from the report: each wrong output's map, as text
 }
 MAX_PAGE_CHARS = 100_000
+DEFAULT_PAGE_CHARS = 8_000  # a page an agent reads without asking: 8 KB of SASS, PTX or output
 
 
 def read_dump(run_dir: Path, kind: str, function: str | None, offset: int, max_chars: int) -> dict[str, Any]:

@@ -22,16 +22,17 @@ from typing import Any
 import anyio
 
 from ktui.agents.digest import run_digest
+from ktui.agents.progress import RunProgress
 from ktui.dispatch.owner import OwnerLink, OwnerServer, placement_words
 from ktui.dispatch.queue import Batch, RunQueue
 from ktui.dispatch.runner import LocalRunner, Runner, WorkerConfig
 from ktui.dispatch.session import Session
 from ktui.history.reports import build_report
-from ktui.protocol.events import ERROR, Event, Output, RunFinished, RungFinished, RunStarted
+from ktui.protocol.events import ERROR, Event, Output, RunFinished, RunStarted
 from ktui.protocol.job import Options
 from ktui.workspace.kernels import Kernel, state_dir
 
-Progress = Callable[[float, str], Awaitable[None]]
+Progress = Callable[[float, float | None, str], Awaitable[None]]
 POLL_S = 0.01  # how often a call looks for its runs' progress and end: a verdict waits at most this long
 JOIN_AFTER_CANCEL_S = 60.0
 CANCELLED_BY_CLIENT = "cancelled by the client: the worker's process group was killed"
@@ -119,9 +120,11 @@ class RunService:
 
     async def run(self, kernels: list[Kernel], options: Options, progress: Progress) -> list[dict[str, Any]]:
         if self._lock.locked():
-            await progress(0, "waiting for the run in flight to finish")
+            await progress(0, None, "waiting for the run in flight to finish")
         async with self._lock:
             results: list[dict[str, Any]] = []
+            self._events = queue.Queue()  # this call's: nothing a cancelled call left is told as its progress
+            told = RunProgress({k.path for k in kernels})
             self._link = self._owner()
             self._batch = Batch()
             if self._link is None:
@@ -129,7 +132,6 @@ class RunService:
             thread = threading.Thread(target=self._work, args=(kernels, options, results), name="ktui-mcp-run",
                                       daemon=True)
             thread.start()
-            done = 0
             try:
                 while thread.is_alive() or not self._events.empty():
                     while True:
@@ -137,10 +139,9 @@ class RunService:
                             event = self._events.get_nowait()
                         except queue.Empty:
                             break
-                        message = _progress_line(event)
-                        if message:
-                            done += 1
-                            await progress(done, message)
+                        note = told.note(event)
+                        if note is not None:
+                            await progress(*note)
                     await anyio.sleep(POLL_S)
             except anyio.get_cancelled_exc_class():
                 with anyio.CancelScope(shield=True):
@@ -166,13 +167,3 @@ class RunService:
         if self._server is not None:
             self._server.close()
 
-
-def _progress_line(event: Event) -> str:
-    if isinstance(event, RunStarted):
-        return f"{event.kernel} v{event.version}: started ({event.tier} · {event.device})"
-    if isinstance(event, RungFinished):
-        line = event.message.splitlines()[0] if event.message else ""
-        return f"[{event.rung}] {event.status}" + (f" — {line[:160]}" if line else "")
-    if isinstance(event, RunFinished):
-        return f"finished: {event.verdict}"
-    return ""

@@ -22,42 +22,49 @@ from ktui import __version__
 from ktui.agentdocs.index import search
 from ktui.agentdocs.sources import no_match_hint, sources_in
 from ktui.agents import stored
+from ktui.agents.answers import KtuiMcp
 from ktui.agents.audit_and_output_tools import add_tools
 from ktui.agents.child_calls import ChildCalls, ChildResult
 from ktui.agents.declared import declare
-from ktui.agents.digest import run_digest
-from ktui.agents.dumps import KINDS, MAX_PAGE_CHARS, read_dump
+from ktui.agents.digest import run_digest, trust_now
+from ktui.agents.dumps import DEFAULT_PAGE_CHARS, KINDS, MAX_PAGE_CHARS, read_dump
 from ktui.agents.hotspots import read_hotspots
+from ktui.agents.prompts import add_prompts
 from ktui.agents.run_audits import audit_after_run
 from ktui.agents.runs import Placement, RunService
 from ktui.agents.verdicts import verdict_now
 from ktui.agents.workspace import MAX_PATH_CHARS, AgentWorkspace, BadCall
+from ktui.agents.workspace_tools import add_workspace_tools
 from ktui.dispatch.runner import WorkerConfig
 from ktui.history import linediff, rooflines
 from ktui.history.current import report_is_current
 from ktui.history.reports import latest_path
 from ktui.history.sassdiff import DiffError, diff_versions, resolve_base
 from ktui.history.store import Store
+from ktui.protocol.events import PASSED
 from ktui.protocol.job import Options
 from ktui.workspace.kernels import Kernel, ProblemError, discover, state_dir
 from ktui.workspace.versions import current_version
 
 INSTRUCTIONS = """ktui verifies GPU kernels (Triton, CuTeDSL, TileLang) against a trusted reference.
-The loop: write or edit kernels/<op>_<variant>.py, call `run`, read `first_failure` (file:line and
-excerpt; `where_wrong` says where a wrong output is wrong, e.g. "never written: cols 112–114 of
-every row (the last 3 columns)"; `latest` and `dump` kind=error_map give its grid), fix, repeat. When it passes, `diff` (SASS against the previous version), `hotspots` (which
-of your lines the instructions and, once profiled, the stalls come from) and `profile` (Nsight
-Compute, GPU) tell you what to change; stop when the summary says `satisfied` (every
+`kernels` lists the workspace's kernels with their latest verdict. The loop (the prompt `satisfy`
+says it in full): write or edit kernels/<op>_<variant>.py, call `run`, read `first_failure` (file:line
+and excerpt; `where_wrong` says where a wrong output is wrong, e.g. "never written: cols 112–114 of
+every row (the last 3 columns)"; `latest` and `dump` kind=error_map give its grid), fix, repeat. A pass counts only when `summary.trusted` is true: false names why the test
+proves nothing (`trust_reasons`: a weak test, no signal on every shape: fix the reference's test or
+say so, never claim the kernel works), "pending" means the reference is not audited yet (`run` audits
+it after the verdicts; else call `audit`). When it passes, `diff` (SASS against the previous
+version, or a `pin`ned one), `hotspots` (which of your lines the instructions and, once profiled, the stalls come from) and `profile` (Nsight
+Compute, GPU) tell you what to change; stop when the summary says `satisfied` and `trusted` (every
 benchmark shape within `roofline_done` of its attainable time; `short` names the shapes that are
 not, `roofline_shapes` gives each one's fraction and bound) or when told; `roofline_provisional`
-instead means the GPU has no launch floor yet and says what to do. Never edit references/
-to make a kernel pass. `run` audits a reference never audited (`weak_test` in the summary names
-why its test is weak); `audit` a new reference before optimising against it (`weak` names each
+instead means the GPU has no launch floor yet (`calibrate` measures it). Never edit references/
+to make a kernel pass. `audit` a new reference before optimising against it (`weak` names each
 trick that would pass it). When a `ktui watch` runs the kernels on save, `verdict` gives the
 finished verdict of what you just saved without running it again (it says when nothing will run
 it); `output` shows what the kernel printed; `context_search` finds the DSLs'
 own sources before you guess an API. On the CPU tier `passed` means correct in Triton's
-interpreter, untimed, and a CuTeDSL kernel is only `compiled`."""
+interpreter, untimed, and a CuTeDSL or TileLang kernel is only `compiled`."""
 
 # Arguments are bounded where they are read, so a huge one is refused at once with its reason.
 PathArg = Annotated[str, Field(max_length=MAX_PATH_CHARS)]
@@ -67,14 +74,14 @@ MAX_PATHS = 1000
 # What of a stored summary the history answers with.
 _HISTORY_SUMMARY = ("correct", "speedup", "speedup_ci", "roofline_shapes", "roofline_worst", "satisfied", "short",
                     "roofline_provisional", "roofline_done", "label", "vs_previous", "vs_best", "first_failure",
-                    "unchecked")
+                    "unchecked", "no_signal", "weak_test")
 
 
 def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict[str, float] | None = None,
                  placement: Placement | None = None) -> tuple[MCPServer, Callable[[], None]]:
     """The server and what stops everything it started (the warm worker, tool calls' children);
     ``placement``: where its runs happen (``--gpus``, ``--remote``), else one local worker."""
-    server = MCPServer("ktui", instructions=INSTRUCTIONS, version=__version__)
+    server = KtuiMcp("ktui", instructions=INSTRUCTIONS, version=__version__, root=workspace.root)
     runs = RunService(config, workspace.root, placement)
     calls = ChildCalls()
     timeouts = dict(timeouts or {})
@@ -84,8 +91,9 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
         return kernel, state_dir(kernel.root)
 
     @server.tool(description="Run the loop on kernel files or folders (relative to the workspace) and wait for the "
-                             "verdicts. Per kernel: verdict, summary, first failure with file:line and source excerpt, "
-                             "run_dir. Reports progress per rung; cancelling kills the worker. Runs where the server "
+                             "verdicts. Per kernel: verdict, summary (`trusted`: whether the pass can be trusted), "
+                             "first failure with file:line and source excerpt, run_dir. Reports progress per rung; "
+                             "cancelling kills the worker. Runs where the server "
                              "was started to run them (its --gpus or --remote), or on the workspace owner's worker.")
     async def run(
         paths: Annotated[list[PathArg], Field(min_length=1, max_length=MAX_PATHS,
@@ -97,10 +105,14 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
         fresh_shapes: Annotated[int, Field(ge=0, le=16, description="shapes derived from TESTS that each version was "
                                            "never shown, checked after the declared ones (0 turns it off)")] = 2,
         audit: Annotated[bool, Field(description="after the verdicts, audit each reference version never audited "
-                                     "(fast checks, cached): a weak one's kernels get `weak_test` in their summary")] = True,
+                                     "(fast checks, cached): settles a pass's `trusted` from \"pending\"; a weak "
+                                     "one's kernels get `weak_test` in their summary")] = True,
+        reference: Annotated[PathArg | None, Field(description="judge every kernel against this reference (a "
+                                                   "KernelBench problem, any reference file in the workspace)")] = None,
     ) -> dict[str, Any]:
+        named = workspace.inside(reference) if reference is not None else None
         try:
-            kernels = discover([workspace.inside(p) for p in paths])
+            kernels = discover([workspace.inside(p) for p in paths], reference=named)
         except ProblemError as exc:
             raise BadCall(str(exc)) from None
         for kernel in kernels:
@@ -109,14 +121,16 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
                           fresh_shapes=fresh_shapes, timeouts=timeouts, strict=strict,
                           allow_network=config.allow_network)
 
-        async def progress(done: float, message: str) -> None:
-            await ctx.report_progress(done, None, message)
+        async def progress(done: float, total: float | None, message: str) -> None:
+            await ctx.report_progress(done, total, message)
 
         results = await runs.run(kernels, options, progress)
         order = {str(k.path): i for i, k in enumerate(kernels)}  # as asked, not as they finished
         results.sort(key=lambda r: order.get(str(r.get("path")), len(order)))
         audits = await anyio.to_thread.run_sync(audit_after_run, workspace.root, kernels, options, results) if audit else []
-        answer = {"kernels": results, "all_passed": bool(results) and all(r["verdict"] == "passed" for r in results)}
+        passed = bool(results) and all(r["verdict"] == PASSED for r in results)
+        answer = {"kernels": results, "all_passed": passed,
+                  "all_trusted": passed and all((r.get("summary") or {}).get("trusted") is True for r in results)}
         if audits:  # a weak test is a notice: it never changes all_passed
             answer["audits"] = audits
         compiled = [r["kernel"] for r in results if r["verdict"] == "compiled"]
@@ -131,9 +145,9 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
         k, state = kernel_state(kernel)
         path = latest_path(state, k.id)
         if not path.is_file():
-            raise BadCall(f"{k.id}: no runs recorded yet; call run with paths=['{workspace.relative(k.path)}']")
+            raise BadCall(_no_verdict(state, k, workspace.relative(k.path)))
         report = json.loads(path.read_text(encoding="utf-8"))
-        out = run_digest(report, with_rungs=True)
+        out = run_digest(report, with_rungs=True, state=state)
         out["stale"] = not report_is_current(report, k)  # the kernel or its reference changed since
         return out
 
@@ -164,7 +178,8 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
         return {"kernel": k.id, "runs": [
             {"version": r.version, "verdict": r.verdict, "message": r.message, "started": r.started,
              "duration_s": r.duration_s, "tier": r.tier, "device": r.device, "strict": r.strict, "run_dir": r.run_dir,
-             "summary": {key: r.summary[key] for key in _HISTORY_SUMMARY if key in r.summary}}
+             "summary": trust_now(state, r.verdict, {key: r.summary[key] for key in _HISTORY_SUMMARY
+                                                     if key in r.summary}, r.reference_hash)}
             for r in runs_]}
 
     @server.tool(description="SASS diff of a kernel version against an earlier one: instruction count, registers, "
@@ -179,7 +194,8 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
         k, state = kernel_state(kernel)
         store = Store.of(state)
         try:
-            new, note = (version, "") if version is not None else current_version(store, k)
+            rerun = f"call run with paths=['{workspace.relative(k.path)}'] to see the new code"
+            new, note = (version, "") if version is not None else current_version(store, k, rerun)
             if new is None:
                 raise BadCall(f"{k.id} has no stored versions yet: call run first")
             old = resolve_base(store, k.id, new, base)
@@ -188,7 +204,7 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
             roofline = rooflines.comparison(rooflines.version_summary(store, k.id, old),
                                             rooflines.version_summary(store, k.id, new))
         except DiffError as exc:
-            raise BadCall(str(exc)) from None
+            raise BadCall(exc.for_agents()) from None
         finally:
             store.close()
         return {**result.to_json(), "base": base, "note": note, "roofline": roofline, "lines": lines}
@@ -260,7 +276,7 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
         version: Annotated[int | None, Field(ge=1, description="default: the file's current version")] = None,
         function: Annotated[str | None, Field(max_length=1000, description="GPU function name (default: the first)")] = None,
         offset: Annotated[int, Field(ge=0)] = 0,
-        max_chars: Annotated[int, Field(ge=1, le=MAX_PAGE_CHARS)] = 20_000,
+        max_chars: Annotated[int, Field(ge=1, le=MAX_PAGE_CHARS)] = DEFAULT_PAGE_CHARS,
     ) -> dict[str, Any]:
 
         kernel_id, version, folder = stored_folder(kernel, version)
@@ -284,6 +300,8 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
         return stored.stored_folder(workspace, kernel, version)
 
     add_tools(server, workspace, config)
+    add_workspace_tools(server, workspace, calls)
+    add_prompts(server)
     declare(server)
     _forbid_unknown_arguments(server)
 
@@ -292,6 +310,20 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
         runs.close()
 
     return server, close
+
+
+def _no_verdict(state: Path, kernel: Kernel, shown: str) -> str:
+    """Why ``latest`` has no verdict, as the history tells it: no run yet, or none that finished."""
+    store = Store.of(state)
+    try:
+        newest = store.latest_run(kernel.id)
+    finally:
+        store.close()
+    call = f"call run with paths=['{shown}']"
+    if newest is None:
+        return f"{kernel.id}: no runs recorded yet; {call}"
+    return (f"{kernel.id}: no finished verdict yet: its newest run, v{newest.version}, ended {newest.verdict} "
+            f"(history lists it); {call}")
 
 
 def _forbid_unknown_arguments(server: MCPServer) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 
 import anyio
 
+from ktui.agents.digest import agent_summary, trust_now
 from ktui.dispatch.owner import Following, OwnerGone, OwnerLink
 from ktui.history.current import current_run
 from ktui.history.store import RunRecord, Store
@@ -29,8 +30,10 @@ FIRST_ANSWER_S = 5.0  # an owner that does not say within this whether it runs t
 FINISHED, NOT_RUN, TIMEOUT = "finished", "not_run", "timeout"
 
 
-def _result(run: RunRecord) -> dict[str, Any]:
-    return {"version": run.version, "verdict": run.verdict, "message": run.message, "summary": run.summary,
+def _result(run: RunRecord, state: Path) -> dict[str, Any]:
+    summary = agent_summary(run.summary)
+    return {"version": run.version, "verdict": run.verdict, "message": run.message,
+            "summary": trust_now(state, run.verdict, summary, run.reference_hash),
             "first_failure": run.summary.get("first_failure"), "tier": run.tier, "device": run.device,
             "strict": run.strict, "started": run.started, "run_dir": run.run_dir}
 
@@ -69,7 +72,7 @@ async def verdict_now(resolve: Callable[[], Kernel], state: Path, shown: str, ti
             content, reference = _hashes(kernel)
             answer = {"kernel": kernel.id, "content_hash": content, "reference_hash": reference, "waited_s": waited}
             if run is not None:
-                return {**answer, "status": FINISHED, "result": _result(run), "message": ""}
+                return {**answer, "status": FINISHED, "result": _result(run, state), "message": ""}
             call_run = f"call run with paths=['{shown}'] to run it"
             if follow is None:
                 why = owner_note or "no ktui watch or ktui serve owns this workspace"

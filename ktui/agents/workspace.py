@@ -64,8 +64,10 @@ class AgentWorkspace:
         path = self.inside(name)
         if not path.exists() and path.suffix != ".py":
             by_id = self.inside(f"kernels/{name.strip()}.py")
-            if by_id.is_file():
-                path = by_id
+            if not by_id.is_file():
+                raise BadCall(f"{name.strip()}: no such kernel (neither {self.relative(path)} nor "
+                              f"{self.relative(by_id)} exists; the kernels tool lists them)")
+            path = by_id
         try:
             kernel = kernel_for(path)
         except ProblemError as exc:

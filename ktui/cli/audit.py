@@ -16,11 +16,11 @@ import sys
 from pathlib import Path
 
 from ktui.cli.commands import COMMANDS
-from ktui.cli.exits import EXIT_CANNOT_RUN, EXIT_OK
+from ktui.cli.exits import EXIT_CANNOT_RUN, EXIT_OK, EXIT_UNTRUSTED
 from ktui.cli.options import add_state_dir, add_step_timeout, add_target_flags
 from ktui.cli.printers import JsonPrinter
 
-EXIT_WEAK = 4  # a reference's test is weak: a trivial kernel would pass it
+EXIT_WEAK = EXIT_UNTRUSTED  # a reference's test is weak: a trivial kernel would pass it
 
 
 def add_parser(subparsers) -> None:

@@ -51,7 +51,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if args.time <= 0:
         print(f"ktui: --time must be positive, got {args.time}", file=sys.stderr)
         return EXIT_CANNOT_RUN
-    progress = (lambda _: None) if args.json else (lambda text: print(f"  {text} …", flush=True))
+    progress = _json_progress if args.json else (lambda text: print(f"  {text} …", flush=True))
     if args.remote is not None:
         reply, where = _measure_remote(args, root, progress), f"on {args.remote}"
     else:
@@ -76,6 +76,11 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if workspace is not None:
         print(f"also replaced in {os.path.relpath(workspace)}, which holds this device's entry and wins over the user's")
     return EXIT_OK
+
+
+def _json_progress(text: str) -> None:
+    """``--json``: each step as a line of its own type, before the result (the MCP ``calibrate`` tool's progress)."""
+    print(json.dumps({"type": "calibrate_progress", "message": text}), flush=True)
 
 
 def _measure_in_child(time_s: float, progress: Callable[[str], None]) -> Reply | None:

@@ -6,6 +6,9 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_CANNOT_RUN = 2
 EXIT_SUSPICIOUS = 3
+# A test that proves nothing: ``ktui audit``'s weak reference, ``ktui run --strict``'s pass that cannot be
+# trusted (``ktui.dispatch.trust``) where every kernel passed.
+EXIT_UNTRUSTED = 4
 
 
 # Verdicts that exit 0: ``compiled`` (a CuTeDSL kernel on the CPU tier: compiled and dumped, not

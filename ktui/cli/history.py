@@ -24,6 +24,7 @@ def add_parser(subparsers) -> None:
 
 def cmd_history(args: argparse.Namespace) -> int:
     # deferred for start-up speed
+    from ktui.dispatch.trust import current, with_trust
     from ktui.history import roofline_chart
     from ktui.history.store import Store
     from ktui.protocol.lines import summary_line
@@ -32,8 +33,11 @@ def cmd_history(args: argparse.Namespace) -> int:
     kernel = stored_kernel(args)
     if kernel is None:
         return EXIT_CANNOT_RUN
-    store = Store.of(state_dir(kernel.root))
+    state = state_dir(kernel.root)
+    store = Store.of(state)
     runs = store.runs(kernel.id, limit=args.limit)
+    for run in runs:  # trust as it is now: a pass stored pending is settled by its reference's audit since
+        run.summary = with_trust(run.summary, current(state, run.verdict, run.summary, run.reference_hash))
     if args.json:
         roofs: dict[str, object] = {}
         for run in runs:

@@ -5,7 +5,8 @@ it, returning the exit status); ``ktui.cli.commands`` names them with their one-
 and ``ktui history`` do not pay for what ``ktui watch`` or ``ktui calibrate`` import.
 
 Exit codes (``ktui.cli.exits``): 0 every rung that ran passed; 1 a rung failed (or a run crashed /
-timed out); 2 ktui could not run (bad path, no reference, bad arguments); 3 a kernel is suspicious.
+timed out); 2 ktui could not run (bad path, no reference, bad arguments); 3 a kernel is suspicious; 4
+(``ktui run --strict``) a pass that cannot be trusted.
 """
 
 from __future__ import annotations

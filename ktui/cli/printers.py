@@ -7,14 +7,16 @@ import os
 import sys
 
 
-def print_first_audits(audits, as_json: bool = False) -> None:
+def print_first_audits(audits, as_json: bool = False) -> list:
     """``ktui run``'s audit (``ktui.dispatch.first_audit``), told as each one ends: with ``--json`` one
     object per reference (``"type": "audit"``); else one line per weak reference, last, ending
-    ``weak test: …``, one per reference that could not be audited, and one ``audit: strong`` line."""
+    ``weak test: …``, one per reference that could not be audited, and one ``audit: strong`` line.
+    Returns the audits, told."""
     import json  # deferred for start-up speed
 
-    strong, weak = [], []
+    strong, weak, told = [], [], []
     for audit in audits:
+        told.append(audit)
         if as_json:
             sys.stdout.write(json.dumps(audit.to_json(), default=str) + "\n")
             sys.stdout.flush()
@@ -30,6 +32,7 @@ def print_first_audits(audits, as_json: bool = False) -> None:
     for audit in weak:
         ref = os.path.relpath(audit.reference)
         print(f"audit {ref} (`ktui audit {ref}` says why): weak test: {'; '.join(audit.weak)}", flush=True)
+    return told
 
 
 class JsonPrinter:

@@ -39,7 +39,8 @@ def add_parser(subparsers) -> None:
     add_loop_flags(run)
     run.add_argument("--cold", action="store_true", help="a fresh worker process for every kernel")
     run.add_argument("--strict", action="store_true",
-                     help="the final word: a fresh process per run, more seeds per shape, every timed output re-checked")
+                     help="the final word: a fresh process per run, more seeds per shape, every timed output re-checked, "
+                          "the audit of each reference never audited waited for; exit 4 when a pass cannot be trusted")
     run.add_argument("-v", "--verbose", action="store_true", help="also print what the kernel printed")
     run.add_argument("--no-audit", action="store_true",
                      help="do not audit the references never audited (after the verdicts, the fast checks of "
@@ -53,6 +54,7 @@ def add_parser(subparsers) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     # deferred for start-up speed
+    from ktui.cli.run_trust import TrustTally
     from ktui.dispatch.owner import OwnerLink, OwnerServer
     from ktui.dispatch.queue import RunQueue
     from ktui.dispatch.runner import WorkerStartError
@@ -77,12 +79,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         from ktui.cli.ray_run import ByRun  # deferred: Ray is an optional extra
 
         printer = ByRun(printer)  # the runs of several actors interleave: each printed when it ends
+    printer = TrustTally(printer)  # each run's verdict kept for the word on trust after the audits
     if not kernels:
-        return _audited(args, kernels, options, exit_code([]))
+        return _audited(args, kernels, options, exit_code([]), printer)
     state = state_dir(kernels[0].root)
     link = OwnerLink.connect(state)
     if link is not None:  # a watch (or `ktui serve`) owns this workspace's GPUs: its queue runs these
-        return _audited(args, kernels, options, _through_owner(link, state, args, options, printer))
+        return _audited(args, kernels, options, _through_owner(link, state, args, options, printer), printer)
     try:
         runner = runner_for(args, fresh_each_run=args.cold)  # here, several GPUs, a remote host or Ray
     except ValueError as exc:
@@ -115,7 +118,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             server.close()  # the workspace is free once its runs have ended
     if stopping.signum is not None:  # stopped by a signal: the verdicts so far, no audit
         return stopping.exit_code
-    return _audited(args, kernels, options, exit_code(verdicts))
+    return _audited(args, kernels, options, exit_code(verdicts), printer)
 
 
 STOPPED = "cancelled: ktui run stopped"
@@ -174,19 +177,22 @@ def reached(runner) -> bool:
     return True
 
 
-def _audited(args: argparse.Namespace, kernels, options, code: int) -> int:
-    """The fast audit of the references never audited, told after every verdict; ``code`` (the
-    verdicts' exit status) is returned whatever the audit says, or if it is interrupted."""
-    if args.no_audit:
-        return code
-    from ktui.cli.printers import print_first_audits  # deferred for start-up speed
+def _audited(args: argparse.Namespace, kernels, options, code: int, tally) -> int:
+    """The fast audit of the references never audited, told after every verdict, then what it makes
+    of each pending pass (``ktui.cli.run_trust``); ``code`` (the verdicts' exit status) is returned
+    whatever the audit says, or if it is interrupted, but for ``--strict``'s untrusted pass."""
+    # deferred for start-up speed
+    from ktui.cli.printers import print_first_audits
+    from ktui.cli.run_trust import settle
     from ktui.dispatch.first_audit import audit_new_references
 
-    try:
-        print_first_audits(audit_new_references(kernels, options), as_json=args.json)
-    except KeyboardInterrupt:
-        print("ktui: audit interrupted: nothing was cached", file=sys.stderr)
-    return code
+    audits = []
+    if not args.no_audit:
+        try:
+            audits = print_first_audits(audit_new_references(kernels, options), as_json=args.json)
+        except KeyboardInterrupt:
+            print("ktui: audit interrupted: nothing was cached", file=sys.stderr)
+    return settle(tally, kernels, audits, args.strict, args.json, code)
 
 
 def _verdicts(queue, kernels, options, reference) -> list[str]:

@@ -51,8 +51,12 @@ class FirstAudit:
 
 def short_reason(reason: str) -> str:
     """``a kernel that returns a copy of input 0 passes on every test shape — …`` → ``a copy of input 0 passes``."""
-    head = reason.split(" — ", 1)[0].removesuffix(" on every test shape")
-    return head.removeprefix("a kernel that returns ")
+    return reason_head(reason).removeprefix("a kernel that returns ")
+
+
+def reason_head(reason: str) -> str:
+    """A weakness without its explanation: ``a kernel that returns zeros passes``."""
+    return reason.split(" — ", 1)[0].removesuffix(" on every test shape").rstrip(",")
 
 
 def unaudited(kernels: Iterable[Kernel]) -> list[tuple[AuditTarget, str, list[str]]]:

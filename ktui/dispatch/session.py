@@ -16,6 +16,7 @@ from ktui.dispatch.auditor import weak_test
 from ktui.dispatch.compare import VersionComparer
 from ktui.dispatch.never_ran import never_ran
 from ktui.dispatch.runner import LocalRunner, Runner
+from ktui.dispatch.trust import current, with_trust
 from ktui.history.reports import ReportWriter
 from ktui.history.store import Store
 from ktui.protocol.events import (
@@ -125,7 +126,7 @@ class Session:
             for event in stream:
                 event = self.compare(event)
                 if isinstance(event, RunFinished):
-                    event = self._reference_moved(job, self._weak_test(job, event))
+                    event = self._trusted(job, self._reference_moved(job, self._weak_test(job, event)))
                 for consumer in self.consumers:
                     consumer(event)
                 yield event
@@ -138,6 +139,12 @@ class Session:
         weak = weak_test(self.state, job.reference_hash)
         if weak is not None:
             event.summary = {**event.summary, "weak_test": weak["reason"], "weak_test_reasons": weak["reasons"]}
+        return event
+
+    def _trusted(self, job: Job, event: RunFinished) -> RunFinished:
+        """``trusted`` in the summary (``ktui.dispatch.trust``: the one rule), from the run's figures and
+        the audit record of its reference version as it is now; a surface showing the run later asks again."""
+        event.summary = with_trust(event.summary, current(self.state, event.verdict, event.summary, job.reference_hash))
         return event
 
     def _reference_moved(self, job: Job, event: RunFinished) -> RunFinished:

@@ -141,10 +141,13 @@ def summary_line(kernel: str, version: int, verdict: str, summary: dict[str, Any
         parts.append(f"not run: {summary.get('unchecked') or 'compiled only'}")
     elif summary.get("unchecked") and verdict == "passed":
         parts.append(f"correctness not checked: {summary['unchecked']}")
-    if summary.get("weak_test") is not None:  # a cached `ktui audit` of the reference says its test is weak
+    judged = "trusted" in summary  # runs stored before the field say weak test and no signal by themselves
+    if summary.get("weak_test") is not None and not judged:  # a cached `ktui audit` of the reference says weak
         parts.append(f"weak test: {summary['weak_test'].split(' — ')[0]}" if summary["weak_test"] else "weak test")
-    if summary.get("no_signal"):  # shapes whose every value is below the noise floor
+    if summary.get("no_signal") and not _untrusted_for(summary, NO_SIGNAL_EVERYWHERE):
         parts.append(f"no signal on {', '.join(summary['no_signal'])}: a zero kernel would pass")
+    if judged and verdict == "passed":
+        parts.append(trust_text(summary))
     if summary.get("reference_changed"):  # judged by the reference as snapshotted when the run started
         parts.append(f"reference changed during the run: judged against the recorded {summary['reference_changed']['recorded']}")
     if summary.get("threads_left"):  # threads user code left running: the worker was replaced
@@ -187,6 +190,24 @@ def summary_line(kernel: str, version: int, verdict: str, summary: dict[str, Any
         parts.append(f"on {place['node']}" + (f" gpu {place['gpu']}" if place.get("gpu") is not None else ""))
     parts.append(f"{duration_s:.1f} s")
     return " · ".join(parts)
+
+
+NO_SIGNAL_EVERYWHERE = "no signal on every shape"  # how ``ktui.dispatch.trust`` begins that reason
+
+
+def trust_text(summary: dict[str, Any]) -> str:
+    """Whether a pass can be trusted, in words (``ktui.dispatch.trust`` decides): ``trusted``,
+    ``NOT TRUSTED: weak test: a kernel of zeros passes`` or ``trust pending: <why>``."""
+    trusted, reasons = summary.get("trusted"), summary.get("trust_reasons") or []
+    if trusted is True:
+        return "trusted"
+    if trusted == "pending":
+        return "trust pending: " + (reasons[0] if reasons else "its reference has no audit yet")
+    return "NOT TRUSTED: " + ("; ".join(reasons) if reasons else "see its trust_reasons")
+
+
+def _untrusted_for(summary: dict[str, Any], reason: str) -> bool:
+    return any(str(r).startswith(reason) for r in summary.get("trust_reasons") or [])
 
 
 def roofline_parts(summary: dict[str, Any]) -> list[str]:

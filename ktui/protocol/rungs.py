@@ -51,3 +51,10 @@ DEFAULT_TIMEOUTS: dict[str, float] = {rung.name: rung.timeout_s for rung in RUNG
 def rung_family(rung: str) -> str:
     """``correctness[rows=4]`` → ``correctness``: timeouts and options are set per family."""
     return rung.split("[", 1)[0]
+
+
+def expected_rungs(tests: int, benchmarks: int) -> int:
+    """How many rungs a ladder reports for a reference of ``tests`` test and ``benchmarks`` benchmark
+    shapes (a rung skipped still reports): one per row, one per shape for the per-shape rows."""
+    shapes = {"correctness": tests, "benchmark": benchmarks}
+    return sum(shapes.get(rung.name, 0) if rung.per_shape else 1 for rung in RUNGS)

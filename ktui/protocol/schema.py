@@ -56,7 +56,9 @@ NOTES: dict[tuple[str, str], str] = {
                                   "{roofline, bound}}`, `roofline_worst: {shape, roofline, bound}`, `satisfied`, "
                                   "`short` (or, without the GPU's launch floor, `roofline_provisional`: why there is "
                                   "no stop decision), `roofline_done`, `calibration_s` (the GPU's one-time calibration, "
-                                  "measured in this run), `label`, `vs_previous`, `vs_best`, `first_failure: {rung, status, message}`, …",
+                                  "measured in this run), `label`, `vs_previous`, `vs_best`, `first_failure: {rung, status, message}`, "
+                                  "`trusted` (true, false or \"pending\": whether a pass can be trusted, "
+                                  "ktui/dispatch/trust.py) and `trust_reasons` (why not), …",
 }
 # Figures of a fixed form inside a free-form object, each described by its own record.
 FIGURE_RECORDS: dict[tuple[str, str], dict[str, type]] = {

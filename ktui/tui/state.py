@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ktui.dispatch.notices import JobProblem, Notice, QueueChanged, RunnerReady
+from ktui.dispatch.trust import AuditState, current, judge, with_trust
 from ktui.history.best import best_version
 from ktui.history.store import Store
 from ktui.protocol import sandbox
@@ -175,7 +176,8 @@ class DashboardState:
                 view.started, view.finished = run.started, run.finished
                 view.duration_s = run.duration_s or 0.0
                 view.message = run.message
-                view.summary = run.summary
+                view.summary = with_trust(run.summary, current(store.path.parent, run.verdict, run.summary,
+                                                               run.reference_hash))  # trust as it is now
                 view.rungs = store.rungs(run.run_id)
                 view.shapes = _shapes(view.rungs)
                 if not self.tier and run.tier not in ("", "-"):
@@ -290,6 +292,11 @@ class DashboardState:
     def _audit_finished(self, item: AuditFinished) -> set[str]:
         self.audits[item.reference_hash] = item
         changed = {view.id for view in self.kernels.values() if self._judge_test(view)}
+        audit = AuditState(item.verdict, tuple(item.reasons), item.message)
+        for view in self.kernels.values():  # a pass shown pending is settled by its reference's audit
+            if view.reference_hash == item.reference_hash and "trusted" in view.summary:
+                view.summary = with_trust(view.summary, judge(view.verdict, view.summary, audit))
+                changed.add(view.id)
         return changed | {""} if changed else set()  # the status line says it for the selected kernel
 
     def _judge_test(self, view: KernelView) -> bool:

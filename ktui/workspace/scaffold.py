@@ -3,7 +3,8 @@
 It lays out kernels/, references/ (with the worked ``add`` example), context/, a .gitignore that
 keeps ``.ktui/`` out of git, AGENTS.md (+ CLAUDE.md pointing to it), the MCP client configuration
 for ``ktui mcp`` (Claude Code's ``.mcp.json``, Codex's ``.codex/config.toml``, Cursor's
-``.cursor/mcp.json``) and a skill that tells an agent the loop. It never overwrites a
+``.cursor/mcp.json``) and the loop an agent follows, written once (``templates/loop.md``) for each:
+Claude Code's skill, Cursor's rule, AGENTS.md (which Codex reads). It never overwrites a
 file unless asked: without ``force`` it lists what is already there and writes nothing.
 
 ``.mcp.json`` is the file a team commits (Claude Code reads it from the repository), so it names
@@ -31,8 +32,11 @@ FILES: dict[str, str] = {
     ".codex/config.toml": "codex_config.toml",
     ".cursor/mcp.json": "cursor_mcp.json",
     ".claude/skills/ktui-loop/SKILL.md": "skill_ktui_loop.md",
+    ".cursor/rules/ktui-loop.mdc": "cursor_rule.mdc",
 }
 INTERPRETER = "@PYTHON@"  # in a template: the interpreter that ran init, as a JSON/TOML string
+LOOP = "@LOOP@"  # in a template: the loop every agent follows (``loop.md``), written once for all of them
+LOOP_TEMPLATE = "loop.md"
 GITIGNORE = ".gitignore"
 IGNORE_LINE = ".ktui/"
 
@@ -49,6 +53,17 @@ def template(name: str) -> str:
     return resources.files("ktui.workspace").joinpath("templates", name).read_text(encoding="utf-8")
 
 
+def rendered(name: str, python: str = sys.executable) -> str:
+    """A template as init writes it: the loop put in, the interpreter named."""
+    return template(name).replace(LOOP, loop_text().rstrip("\n")).replace(INTERPRETER, json.dumps(python))
+
+
+def loop_text() -> str:
+    """The loop an agent follows, with its stop rule: Claude Code's skill, Cursor's rule, AGENTS.md
+    (Codex's) and the MCP server's ``satisfy`` prompt all say it in these words."""
+    return template(LOOP_TEMPLATE)
+
+
 def init_workspace(root: Path, force: bool = False, python: str = sys.executable) -> InitResult:
     root = root.resolve()
     result = InitResult(root)
@@ -61,7 +76,7 @@ def init_workspace(root: Path, force: bool = False, python: str = sys.executable
     for rel, name in FILES.items():
         target = root / rel
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(template(name).replace(INTERPRETER, json.dumps(python)), encoding="utf-8")
+        target.write_text(rendered(name, python), encoding="utf-8")
         result.written.append(rel)
     result.gitignore = _ignore_state(root / GITIGNORE)
     return result

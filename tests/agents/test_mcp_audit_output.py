@@ -54,9 +54,10 @@ def test_every_tool_says_whether_it_runs_code_and_the_server_gives_ktuis_version
         async with connect(ws) as session:
             assert (session.server_info.name, session.server_info.version) == ("ktui", __version__)
             tools = {t.name: t for t in (await session.list_tools()).tools}
-            running = {name for name, t in tools.items() if not t.annotations.read_only_hint}
-            assert running == {"run", "profile", "sanitize", "audit"}
-            assert all(tools[n].annotations.open_world_hint for n in running)
+            writing = {name for name, t in tools.items() if not t.annotations.read_only_hint}
+            running = {name for name, t in tools.items() if t.annotations.open_world_hint}
+            assert running == {"run", "profile", "sanitize", "audit", "calibrate"}
+            assert writing == running | {"pin"}  # pin writes .ktui/'s pinned baseline and runs nothing
             assert all(t.annotations.destructive_hint is False for t in tools.values())
             assert all(t.output_schema["required"] and t.output_schema["properties"] for t in tools.values())
             assert tools["audit"].output_schema["properties"]["references"]["items"]["properties"]["verdict"] == {
@@ -88,7 +89,8 @@ def test_an_audit_names_a_reference_whose_inputs_are_all_zeros_weak(tmp_path):
             again = await call(session, "audit", path="twice_triton", fast=True)  # a kernel's reference, by its id
             assert again["references"][0]["verdict"] == "weak" and again["references"][0]["cached"] is True
             ran = (await call(session, "run", paths=["kernels/twice_triton.py"], no_bench=True, seed=1))["kernels"][0]
-            assert ran["verdict"] == "passed" and ran["summary"]["weak_test"] == twice["reasons"][0], ran["summary"]
+            assert ran["verdict"] == "passed" and ran["summary"]["weak_test_reasons"] == twice["reasons"], ran["summary"]
+            assert ran["summary"]["trusted"] is False  # the audit's weak test: its pass proves nothing
 
     (ws / "kernels" / "twice_triton.py").write_text(WEAK_KERNEL)
     anyio.run(main)

@@ -21,18 +21,20 @@ def test_run_audits_a_new_reference_whose_inputs_are_all_zeros_and_names_it_weak
         async with connect(ws) as session:
             kernel = ["kernels/twice_triton.py"]
             unaudited = await call(session, "run", paths=kernel, no_bench=True, seed=1, audit=False)
-            assert "weak_test" not in unaudited["kernels"][0]["summary"] and "audits" not in unaudited
+            assert "weak_test_reasons" not in unaudited["kernels"][0]["summary"] and "audits" not in unaudited
             ran = await call(session, "run", paths=kernel, no_bench=True, seed=1)
             (twice,) = ran["kernels"]
             assert twice["verdict"] == "passed" and ran["all_passed"] is True, twice  # a notice, not a failure
             (audit,) = ran["audits"]
-            assert audit["verdict"] == "weak" and audit["kernels"] == ["twice_triton"], audit
+            assert audit["verdict"] == "weak" and audit["reference"] == "references/twice.py", audit
             weak = twice["summary"]
-            assert weak["weak_test"] == audit["reasons"][0] and "seed" in weak["weak_test"], weak
+            assert weak["weak_test_reasons"] == audit["reasons"] and "seed" in weak["weak_test_reasons"][0], weak
+            assert weak["trusted"] is False and any(r.startswith("weak test: ") for r in weak["trust_reasons"]), weak
             assert any("zeros" in reason for reason in weak["weak_test_reasons"]), weak["weak_test_reasons"]
             again = await call(session, "run", paths=kernel, no_bench=True, seed=1)
             assert "audits" not in again, "a reference version audited once is not audited again"
-            assert again["kernels"][0]["summary"]["weak_test"] == twice["summary"]["weak_test"]  # from the cache
+            assert again["kernels"][0]["summary"]["weak_test_reasons"] == weak["weak_test_reasons"]  # from the cache
+            assert again["kernels"][0]["summary"]["trusted"] is False
 
     anyio.run(main)
     assert list((ws / ".ktui" / "audits").iterdir()), "cached in .ktui/audits like the CLI's"

@@ -33,7 +33,9 @@ def test_ktui_calibrate_measures_again_and_keeps_it_for_every_workspace(tmp_path
     second = ktui("calibrate", "--json", cwd=root, env=env)
     assert second.returncode == 0, second.stderr
     assert len(measured(log)) == 2  # measured again though one was kept
-    result = json.loads(second.stdout)
+    *steps, last = [json.loads(line) for line in second.stdout.splitlines()]
+    assert steps and all(step["type"] == "calibrate_progress" and step["message"] for step in steps)  # the MCP tool's progress
+    result = last
     assert result["path"] == str(kept) and result["workspace_path"] is None and result["launch_floor"]["floor_us"] == 3.5
     assert not (root / ".ktui" / "calibration.json").exists()  # no workspace file is made
 

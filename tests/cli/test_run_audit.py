@@ -43,9 +43,11 @@ def test_the_first_run_against_a_weak_test_ends_with_what_passes_it_after_the_ve
     pair, proc = first
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]  # a weak test is a notice
     lines = proc.stdout.strip().splitlines()
-    assert lines[-1].endswith("weak test: a copy of input 0 passes"), lines[-3:]
-    assert lines[-1].startswith("audit 19_ReLU.py "), lines[-1]
-    assert lines[-2].startswith("relu_copy_modelnew v1 passed · 5/5 correct"), lines[-2]  # the verdict came first
+    assert lines[-2].endswith("weak test: a copy of input 0 passes"), lines[-3:]
+    assert lines[-2].startswith("audit 19_ReLU.py "), lines[-2]
+    assert lines[-3].startswith("relu_copy_modelnew v1 passed · 5/5 correct"), lines[-3]  # the verdict came first
+    assert "trust pending" in lines[-3]  # then what the audit makes of it
+    assert lines[-1] == "relu_copy_modelnew v1: NOT TRUSTED: weak test: a kernel that returns a copy of input 0 passes"
     (record,) = audit_records(pair)
     assert (record["verdict"], record["fast"]) == ("weak", True)
 
@@ -57,7 +59,7 @@ def test_a_second_run_of_the_same_reference_version_audits_nothing_and_reads_the
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     lines = proc.stdout.strip().splitlines()
     assert not [line for line in lines if line.startswith("audit")], lines[-3:]
-    assert "weak test: a kernel that returns a copy of input 0 passes on every test shape" in lines[-1], lines[-1]
+    assert "NOT TRUSTED: weak test: a kernel that returns a copy of input 0 passes ·" in lines[-1], lines[-1]
 
 
 @pytest.mark.worker
@@ -71,7 +73,8 @@ def test_no_audit_audits_nothing_and_json_tells_the_audit_as_an_object_of_its_ow
     told = ktui(*RUN, "--json", cwd=pair)
     records = parse_events(told.stdout)  # every line is JSON
     assert told.returncode == 0 and finished(records)["verdict"] == "passed", told.stderr[-2000:]
-    audit = records[-1]
+    audit, trust = records[-2:]
+    assert (trust["type"], trust["trusted"], trust["kernel"]) == ("trust", False, "relu_copy_modelnew"), trust
     assert (audit["type"], audit["verdict"], audit["checks"]) == ("audit", "weak", "fast"), audit
     assert audit["weak"] == ["a copy of input 0 passes"] and audit["kernels"] == ["relu_copy_modelnew"]
     assert audit["reference_hash"] == records[0]["reference_hash"]  # the version the run recorded
@@ -106,5 +109,5 @@ def test_on_the_gpu_the_first_run_also_ends_with_the_weak_test_and_exits_0(tmp_p
     proc = ktui("run", "--no-bench", "--seed", "1", "relu_copy_modelnew.py", "--reference", "19_ReLU.py", cwd=pair)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     lines = proc.stdout.strip().splitlines()
-    assert " · gpu · " in lines[0] and lines[-2].startswith("relu_copy_modelnew v1 passed"), lines
-    assert lines[-1].endswith("weak test: a copy of input 0 passes"), lines[-3:]
+    assert " · gpu · " in lines[0] and lines[-3].startswith("relu_copy_modelnew v1 passed"), lines
+    assert lines[-2].endswith("weak test: a copy of input 0 passes"), lines[-3:]

@@ -41,7 +41,9 @@ def test_a_weak_reference_shows_weak_test_in_the_status_line_and_the_rungs_pane_
         async with app.run_test(size=(120, 30)) as pilot:
             await until(pilot, lambda: app.state.kernels["relu_copy_triton"].verdict == "passed", what="the run")
             assert "weak test" not in plain(app.query_one("#status", Static), width=200)  # not audited yet
+            assert app.state.kernels["relu_copy_triton"].summary["trusted"] == "pending"
             await until(pilot, lambda: app.state.audits, timeout=180, what="the background audit")
+            assert app.state.kernels["relu_copy_triton"].summary["trusted"] is False  # the audit settled it
             await until(pilot, lambda: "weak test: a kernel that returns a copy of input 0 passes on every test shape"
                         in plain(app.query_one("#status", Static), width=200), what="the status line")
             await until(pilot, lambda: rung_rows(app).get("audit") == "! weak test", what="the rungs pane")

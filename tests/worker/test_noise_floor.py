@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import by_kernel, finished, ktui, make_workspace, parse_events, rungs
 
+from ktui.cli.exits import EXIT_UNTRUSTED
 from ktui.protocol.lines import rung_line, summary_line
 
 pytestmark = pytest.mark.worker
@@ -35,5 +36,6 @@ def test_a_gelu_whose_outputs_are_all_below_the_noise_floor_passes_with_a_no_sig
         assert end["verdict"] == "passed", end
         assert end["summary"]["no_signal"] == list(checks)
         line = summary_line("gelu_erf", 1, end["verdict"], end["summary"], "cpu", "", 1.0)
-        assert "no signal on correctness[size=1], correctness[size=7]" in line, line
-        assert proc.returncode == 0
+        assert "NOT TRUSTED: no signal on every shape" in line, line
+        assert end["summary"]["trusted"] is False
+        assert proc.returncode == EXIT_UNTRUSTED  # --strict: a pass that proved nothing is not the final word

@@ -7,12 +7,10 @@ does more. It is never ``best``: nothing about it was timed (``ktui.history.best
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ktui.history.best import best_version
+from ktui.history.best import best_run, newest_per_version
 from ktui.history.sassdiff.model import NoBase
-from ktui.protocol.events import finished_run
 
 if TYPE_CHECKING:
     from ktui.history.store import Store
@@ -26,7 +24,7 @@ def resolve_base(store: Store, kernel: str, new_version: int, base: str) -> int:
     versions = [v for v, _ in store.iter_versions(kernel)]
     if not versions:
         raise NoBase(f"{kernel} has no stored versions yet", cli="run `ktui run` on it first",
-                     dashboard="it runs when saved, or press r")
+                     dashboard="it runs when saved, or press r", agents="call run on it first")
     base = (base or "previous").strip()
     if base.isdigit():
         number = int(base)
@@ -39,15 +37,11 @@ def resolve_base(store: Store, kernel: str, new_version: int, base: str) -> int:
         pinned = store.pinned(kernel)
         if pinned is None:
             raise NoBase(f"no baseline is pinned for {kernel}", cli="pin one with `ktui pin PATH VERSION` (or `b` in the dashboard)",
-                         dashboard="b pins the selected version")
+                         dashboard="b pins the selected version", agents="pin one with the pin tool")
         return pinned
 
     runs = store.runs(kernel)  # newest first
-    last_verdict: dict[int, str] = {}
-    for run in runs:
-        # A cancelled or interrupted re-run says nothing of the version.
-        if finished_run(run.verdict):
-            last_verdict.setdefault(run.version, run.verdict)
+    last_verdict = {v: run.verdict for v, run in newest_per_version(runs).items()}
     if base == "previous":
         earlier = [v for v in versions if v < new_version]
         passing = [v for v in earlier if last_verdict.get(v) in DIFFABLE]
@@ -57,22 +51,11 @@ def resolve_base(store: Store, kernel: str, new_version: int, base: str) -> int:
             raise NoBase(f"v{new_version} is the first version of {kernel}: there is nothing earlier to compare with")
         raise NoBase(f"none of the {len(earlier)} earlier version(s) of {kernel} passed (or only compiled) in its "
                      "last run",
-                     cli="choose one with --base VERSION", dashboard="d cycles to best or pinned; b pins a version")
-    newest = {}  # the newest finished run of each version: what "best" counts
-    for run in runs:
-        if finished_run(run.verdict):
-            newest.setdefault(run.version, run)
-    points = [_Point(v, r.verdict, r.summary.get("speedup") if isinstance(r.summary, dict) else None)
-              for v, r in newest.items()]
-    best = best_version(points, exclude=new_version)
+                     cli="choose one with --base VERSION", dashboard="d cycles to best or pinned; b pins a version",
+                     agents="choose one with base=VERSION (history lists them)")
+    best = best_run(runs, exclude=new_version)
     if best is None:
         raise NoBase(f"no other version of {kernel} passed with a measured speedup (benchmarks run only on a GPU)",
-                     cli="use --base previous or a version number", dashboard="d cycles to previous or pinned")
+                     cli="use --base previous or a version number", dashboard="d cycles to previous or pinned",
+                     agents="use base='previous' or a version number")
     return best.version
-
-
-@dataclass(frozen=True)
-class _Point:
-    version: int
-    verdict: str
-    speedup: float | None

@@ -27,7 +27,8 @@ def load_version(state_dir: Path, kernel: str, version: int) -> dict[str, _Listi
     if not sass_files:
         raise MissingSass(
             f"{kernel} v{version} has no SASS in {run_dir}: its last run stopped before the dumps rung, "
-            f"or it was never run", cli="see `ktui history`", dashboard="its rungs are in pane 2"
+            f"or it was never run", cli="see `ktui history`", dashboard="its rungs are in pane 2",
+            agents="the history tool shows why"
         )
     try:
         resources = json.loads((run_dir / "resources.json").read_text())

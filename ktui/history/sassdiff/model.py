@@ -9,17 +9,21 @@ RESOURCE_KEYS = ("registers", "spill_instructions", "shared", "local", "stack")
 
 class DiffError(Exception):
     """A diff cannot be made; the message says why, and each surface its own next step: the
-    CLI's flags (``str(exc)``, also what agents get) or the dashboard's keys (``in_dashboard``)."""
+    CLI's flags (``str(exc)``), the dashboard's keys (``in_dashboard``) or the MCP tools' arguments
+    (``for_agents``)."""
 
-    def __init__(self, reason: str, cli: str = "", dashboard: str = ""):
+    def __init__(self, reason: str, cli: str = "", dashboard: str = "", agents: str = ""):
         super().__init__(reason)
-        self.reason, self.cli, self.dashboard = reason, cli, dashboard
+        self.reason, self.cli, self.dashboard, self.agents = reason, cli, dashboard, agents
 
     def __str__(self) -> str:
         return f"{self.reason}: {self.cli}" if self.cli else self.reason
 
     def in_dashboard(self) -> str:
         return f"{self.reason}: {self.dashboard}" if self.dashboard else self.reason
+
+    def for_agents(self) -> str:
+        return f"{self.reason}: {self.agents}" if self.agents else self.reason
 
 
 class NoBase(DiffError):

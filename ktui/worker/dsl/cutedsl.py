@@ -29,6 +29,7 @@ from types import ModuleType
 from typing import Any, Iterable, Iterator
 
 from ktui.protocol.sourcelines import location
+from ktui.worker.dsl import compiler_errors
 from ktui.worker.dsl.base import Capture, Dsl, LaunchSkipped, Placed
 from ktui.worker.outcome import CompiledFunction
 from ktui.worker.provenance import inside_launch
@@ -386,8 +387,9 @@ def locate_compile_error(exc: BaseException, module_file: str) -> dict | None:
 
     ``line`` and ``col`` are 1-based; ``message`` is one line, without colours.
 
-    Tried in order: the DSL diagnostic's own ``filename``/``line``; the deepest
-    traceback frame in the user's file (the DSL re-executes the rewritten
+    Tried in order: the DSL diagnostic's own ``filename``/``line``; the line its
+    rendered error points at (``--> file:line:col``: IR verification's op at fault); the
+    deepest traceback frame in the user's file (the DSL re-executes the rewritten
     function under its original file name and line numbers); an MLIR
     ``"file.py":line:col`` location in the message.  ``None`` if nothing in
     the exception points into ``module_file``.
@@ -405,6 +407,10 @@ def locate_compile_error(exc: BaseException, module_file: str) -> dict | None:
             if getattr(e, "col", None) is not None:
                 loc["col"] = int(e.col) + 1  # DSL stores the 0-based ast col_offset
             return loc
+    for e in chain:  # IR verification renders the op at fault (``--> file:95:8``); the frames end at cute.compile
+        found = compiler_errors.pointer(str(e), {target})
+        if found:
+            return {"file": target, "line": found[1], **({"col": found[2]} if found[2] else {}), "message": message}
     for e in chain:
         for frame in reversed(traceback.extract_tb(e.__traceback__)):
             if same(frame.filename):

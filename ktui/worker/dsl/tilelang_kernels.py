@@ -25,7 +25,8 @@ from concurrent.futures import ThreadPoolExecutor
 from types import ModuleType
 from typing import Any, Iterable, Iterator
 
-from ktui.worker.dsl import tilelang_nvcc
+from ktui.protocol.sourcelines import location
+from ktui.worker.dsl import compiler_errors, tilelang_nvcc
 from ktui.worker.dsl.base import Capture, Dsl, LaunchSkipped, Placed
 from ktui.worker.outcome import CompiledFunction
 from ktui.worker.provenance import inside_launch
@@ -306,13 +307,16 @@ class TileLangDsl(Dsl):
         return is_compile_error(exc)
 
     def place(self, exc: BaseException, user_files: set[str], modules: Iterable[ModuleType]) -> Placed | None:
-        """TileLang re-executes the kernel's body under its file's name and line numbers, so the
-        deepest frame in the user's file (``errors.error_info``'s fallback) is the line at fault;
-        the message is the first line TileLang gave, without the rewritten source it prints."""
+        """The compiler's own words (``compiler_errors``): nvcc's error lines, or lowering's first
+        statement, at the line its rendered ``-->`` names; without one, the deepest frame in the
+        user's file (``errors.error_info``'s fallback: TileLang re-executes the kernel's body under
+        its file's name and line numbers)."""
         if not is_compile_error(exc):
             return None
         text = str(exc) or type(exc).__name__
-        return Placed(text.strip().splitlines()[0] if text.strip() else type(exc).__name__)
+        found = compiler_errors.pointer(text, user_files)
+        return Placed(compiler_errors.nvcc_message(text) or compiler_errors.first_words(text) or type(exc).__name__,
+                      location(*found) if found else None)
 
 
 TILELANG = TileLangDsl()

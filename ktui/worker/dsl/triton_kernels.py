@@ -26,6 +26,7 @@ from triton.runtime.jit import JITFunction, KernelInterface
 from ktui.measure.masks import FIGURES, unmasked_lines
 from ktui.protocol.events import SourceLocation
 from ktui.protocol.sourcelines import location
+from ktui.worker.dsl import compiler_errors
 from ktui.worker.dsl.base import Capture, Dsl, Placed, chain
 from ktui.worker.outcome import CompiledFunction
 from ktui.worker.provenance import inside_launch
@@ -394,8 +395,9 @@ class TritonDsl(Dsl):
 
     def place(self, exc: BaseException, user_files: set[str], modules: Iterable[ModuleType]) -> Placed | None:
         errors = _compilation_errors(exc)
-        if not errors:
-            return None
+        if not errors:  # the backend's own compilers: ptxas's errors, not Triton's wrapper line
+            said = compiler_errors.ptxas_message(str(exc)) if type(exc).__module__.startswith("triton") else None
+            return Placed(said) if said else None
         inner = errors[0].error_message or ""
         if not inner and errors[0].__cause__ is not None:
             inner = f"{type(errors[0].__cause__).__name__}: {errors[0].__cause__}"
