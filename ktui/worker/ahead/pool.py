@@ -4,7 +4,7 @@ Only a session's worker keeps them (``ktui watch``, ``serve``, the MCP server pa
 ``--compile-ahead``; a one-shot ``ktui run`` would pay their start for nothing): on a GPU, one per
 four cores and at most four (``default_size``), or N with ``KTUI_COMPILE_AHEAD=N`` (0: none). On
 the H200 four took the shipped softmax's save → verdict from 1.02 s to 0.76 s p50, and eight were
-no faster than four (docs/measured.md). None on the CPU tier, where Triton's interpreter runs the kernels and nothing is
+no faster than four (docs/measured/log/2026-12-03.md, the ninth sitting). None on the CPU tier, where Triton's interpreter runs the kernels and nothing is
 compiled per shape.
 """
 
