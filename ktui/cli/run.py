@@ -75,12 +75,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         from ktui.cli.ray_run import ByRun  # deferred: Ray is an optional extra
 
         printer = ByRun(printer)  # the runs of several actors interleave: each printed when it ends
-    if not kernels:
-        return _audited(args, kernels, options, exit_code([]))
     state = state_dir(kernels[0].root)
     link = OwnerLink.connect(state)
     if link is not None:  # a watch (or `ktui serve`) owns this workspace's GPUs: its queue runs these
-        return _audited(args, kernels, options, _through_owner(link, state, args, options, printer))
+        return _audited(args, kernels, options, _through_owner(link, state, args, options, printer, len(kernels)))
     try:
         runner = runner_for(args, fresh_each_run=args.cold)  # here, several GPUs, a remote host or Ray
     except ValueError as exc:
@@ -113,7 +111,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             server.close()  # the workspace is free once its runs have ended
     if stopping.signum is not None:  # stopped by a signal: the verdicts so far, no audit
         return stopping.exit_code
-    return _audited(args, kernels, options, exit_code(verdicts))
+    return _audited(args, kernels, options, exit_code(verdicts, asked=len(kernels)))
 
 
 STOPPED = "cancelled: ktui run stopped"
@@ -123,7 +121,7 @@ def _unheard(item) -> None:
     """The queue's own notices: ``ktui run`` prints the events through the sessions' printer."""
 
 
-def _through_owner(link, state: Path, args: argparse.Namespace, options, printer) -> int:
+def _through_owner(link, state: Path, args: argparse.Namespace, options, printer, asked: int) -> int:
     """The verdicts' exit code of the runs the workspace's owner made for us, their events printed as
     they come; a reference that changed during a run has the kernel run once more, as without an owner."""
     from ktui.dispatch.owner import OwnerGone, OwnerLink
@@ -152,7 +150,7 @@ def _through_owner(link, state: Path, args: argparse.Namespace, options, printer
     except (OwnerGone, RuntimeError, OSError) as exc:
         print(f"ktui: {exc}", file=sys.stderr)
         return EXIT_CANNOT_RUN
-    return exit_code(verdicts)
+    return exit_code(verdicts, asked)
 
 
 def reached(runner) -> bool:
@@ -190,9 +188,19 @@ def _audited(args: argparse.Namespace, kernels, options, code: int) -> int:
 def _verdicts(queue, kernels, options, reference) -> list[str]:
     """Each kernel's verdict. A reference that changed on disk during a run (its recorded version
     judged it) cancels that verdict: the kernel runs once more against the new reference, saying so."""
+    from ktui.dispatch.queue import NoVerdict  # deferred for start-up speed
+
+    verdicts: list[str] = []
+    try:
+        _judge(queue, kernels, options, reference, verdicts)
+    except NoVerdict as exc:  # the exit code says so: fewer verdicts than kernels
+        print(f"ktui: {exc}", file=sys.stderr)
+    return verdicts
+
+
+def _judge(queue, kernels, options, reference, verdicts: list[str]) -> None:
     from ktui.workspace.kernels import ProblemError, kernel_for
 
-    verdicts = []
     for kernel, finished in queue.batch(kernels, options):
         changed = finished.summary.get("reference_changed")
         if not changed:
@@ -214,4 +222,3 @@ def _verdicts(queue, kernels, options, reference) -> list[str]:
                       f"against the version it recorded ({again.summary['reference_changed']['recorded']})",
                       file=sys.stderr)
             verdicts.append(again.verdict)
-    return verdicts

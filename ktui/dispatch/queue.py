@@ -12,7 +12,10 @@ starts, so whatever was saved last is what runs. Tasks (a profile) run on the fi
 the one their own process sees first.
 
 An entry carries the kernel and, when it has them, its own options (a batch's); a watch run
-reads the queue's options when it starts. ``resolve`` reads a kernel afresh when its run starts
+reads the queue's options when it starts. An entry a caller waits on (a batch's) is never
+replaced, dropped for a newer save or cancelled by one: its caller gets that run's verdict. Two
+callers share one run only when they asked for the same content (its hash when they asked), with
+the same options; otherwise each run waits its turn. ``resolve`` reads a kernel afresh when its run starts
 (its reference may have changed since the save); without it the entry's kernel runs as submitted.
 
 Background work (``submit_background``: the reference audits of ``ktui.watch.background_audits``) has the
@@ -36,7 +39,7 @@ from ktui.dispatch.runner import REPLACED, Runner, WorkerStartError
 from ktui.dispatch.session import Consumer, Session
 from ktui.protocol.events import Event, RunFinished, RunStarted
 from ktui.protocol.job import Options
-from ktui.workspace.kernels import Kernel
+from ktui.workspace.kernels import Kernel, content_hash
 
 Listener = Callable[[Event | Notice], None]
 # Runs a job other than the ladder (a profile) in the queue's thread; it reports through the
@@ -67,6 +70,10 @@ def _mtime_tick() -> float:
 MTIME_TICK_S = _mtime_tick()
 
 
+class NoVerdict(RuntimeError):
+    """A kernel a caller asked for ended without a verdict (the queue stopped, its file was removed)."""
+
+
 class Batch:
     """What one ``batch`` call waits on: each of its entries ends here, with a verdict or without;
     a caller that holds it can cancel that batch's runs alone (``RunQueue.cancel``)."""
@@ -81,8 +88,9 @@ class Batch:
     def failed(self, exc: BaseException) -> None:
         self.items.put(("failed", exc))
 
-    def ended(self) -> None:
-        self.items.put(("ended", None))
+    def ended(self, path: Path, why: str) -> None:
+        """The entry of the kernel at ``path`` is over; ``why`` it may have ended without a verdict."""
+        self.items.put(("ended", (path, why)))
 
 
 @dataclass
@@ -93,10 +101,17 @@ class _Entry:
     work: Background | None = field(default=None, compare=False)
     options: Options | None = field(default=None, compare=False)  # None: the queue's options when it starts
     again: bool = False  # a second run: its reference changed during the first
-    batch: Batch | None = field(default=None, compare=False)
+    batches: list[Batch] = field(default_factory=list, compare=False)  # the callers waiting on its verdict
+    content: str | None = None  # a caller's entry: the kernel file's content hash when it asked
 
     def key(self) -> tuple[str, Path]:
         return self.kind, self.path
+
+    def shares(self, other: _Entry) -> bool:
+        """Whether ``other``, a caller's request, may take this entry's run as its own: the same
+        kernel, the same content when asked (a hash that could be read), the same options."""
+        return (self.key() == other.key() and self.content is not None and self.content == other.content
+                and self.options == other.options and self.again == other.again)
 
 
 @dataclass
@@ -202,45 +217,63 @@ class RunQueue:
         ``Batch`` the caller keeps to cancel these runs from another thread."""
         batch = handle or Batch(heard)
         for kernel in kernels:
-            self._enqueue(_Entry(RUN, kernel.path, kernel, options=options, again=again, batch=batch),
-                          kernel.id, restart=False)
+            self._enqueue(_Entry(RUN, kernel.path, kernel, options=options, again=again, batches=[batch],
+                                 content=_content(kernel.path)), kernel.id, restart=False)
         left = len(kernels)
+        answered: set[Path] = set()
+        missing: list[str] = []
         try:
             while left:
                 what, item = batch.items.get()
                 if what == "ended":
                     left -= 1
+                    path, why = item  # type: ignore[misc]
+                    if path not in answered:
+                        missing.append(f"{path.name}: {why}")
                 elif what == "finished":
+                    answered.add(item[0].path)  # type: ignore[index]
                     yield item  # type: ignore[misc]
                 else:
                     raise item  # type: ignore[misc]
         finally:
             if left:
                 self.cancel(STOPPED, batch)
+        if missing:
+            raise NoVerdict("no verdict for " + "; ".join(missing))
 
     def cancel(self, reason: str, batch: Batch | None = None) -> None:
         """Drop the queued runs and cancel those in flight with ``reason`` (only ``batch``'s, when
         given); a run not yet in a worker never reaches one."""
         kills: list[tuple[Runner, str]] = []
+        left: list[_Entry] = []  # entries other callers still wait on: ``batch`` leaves them, they run on
         with self._cond:
-            dropped = [e for e in self._queue if e.kind == RUN and (batch is None or e.batch is batch)]
+            ours = [e for e in self._queue if e.kind == RUN and (batch is None or batch in e.batches)]
+            left = [e for e in ours if batch is not None and len(e.batches) > 1]
+            dropped = [e for e in ours if e not in left]
             self._queue = [e for e in self._queue if e not in dropped]
             for slot, cur in self._running():
-                if cur.entry.kind == RUN and (batch is None or cur.entry.batch is batch):
-                    cur.reason = reason
-                    cur.cancel.set()
-                    if cur.live:
-                        kills.append((self.runners[slot], cur.run_id))
+                if cur.entry.kind != RUN or (batch is not None and batch not in cur.entry.batches):
+                    continue
+                if batch is not None and len(cur.entry.batches) > 1:
+                    left.append(cur.entry)
+                    continue
+                cur.reason = reason
+                cur.cancel.set()
+                if cur.live:
+                    kills.append((self.runners[slot], cur.run_id))
+            for entry in left:
+                entry.batches.remove(batch)  # type: ignore[arg-type]
             self._cond.notify_all()
+        for entry in left:
+            batch.ended(entry.path, reason)  # type: ignore[union-attr]
         for entry in dropped:
-            _ended(entry)
+            _ended(entry, reason)
         for runner, run_id in kills:
             _cancel(runner, run_id, reason)
         self._notify_queue()
 
     def _enqueue(self, entry: _Entry, kernel_id: str, restart: bool, reference: bool = False) -> None:
         kill: tuple[Runner, str] | None = None
-        replaced: _Entry | None = None
         with self._cond:
             if self._stopping:
                 dropped = True
@@ -252,40 +285,58 @@ class RunQueue:
                     if cur.entry.kind == BACKGROUND:
                         cur.cancel.set()  # pre-empted: a run never waits for background work
                 same = next(((slot, cur) for slot, cur in running if cur.entry.key() == entry.key()), None)
-                free = self._free_slot(entry)
-                queued = next((i for i, e in enumerate(self._queue) if e.key() == entry.key()), None)
-                if same is not None and restart:
-                    slot, current = same
-                    current.stale = True
-                    current.cancel.set()
-                    if reference and entry.kind == RUN:
-                        self._again.add(entry.path)  # its reference changed during the run: the next one is a second run
-                    if current.live and entry.kind == RUN:
-                        kill = self.runners[slot], current.run_id
-                    if queued is not None:
-                        replaced = self._queue.pop(queued)
-                    self._queue.insert(0, entry)
-                elif same is not None and entry.batch is None:
-                    pass  # already running: the run in flight stands
-                elif same is None and free is not None and not self._queue:
-                    # Idle: the job starts now. Hand it to the run thread directly, so the first
-                    # notice already says "running" (no "queued" in between while that thread wakes).
-                    self._slots[free] = _Current(entry, kernel_id)
-                elif queued is None:
-                    self._queue.append(entry)
-                elif entry.batch is not None:
-                    replaced, self._queue[queued] = self._queue[queued], entry  # the caller waiting wins
+                if entry.batches:
+                    self._place_request(entry, kernel_id)
+                else:
+                    kill = self._place(entry, kernel_id, same, restart, reference)
                 self._cond.notify_all()
         if dropped:
-            _ended(entry)
+            _ended(entry, "ktui is stopping")
             return
-        if replaced is not None and replaced.batch is not None and replaced.batch is not entry.batch:
-            _ended(replaced)
         if kill is not None:
             # LocalRunner.cancel may wait for its lock while a worker starts: never block the caller.
             runner, run_id = kill
             threading.Thread(target=_cancel, args=(runner, run_id), name="ktui-cancel", daemon=True).start()
         self._notify_queue()
+
+    def _place_request(self, entry: _Entry, kernel_id: str) -> None:
+        """A caller's entry (the lock held): it joins a queued run of the same content and options,
+        else starts now on a free runner, else waits its turn; it never displaces another."""
+        shared = next((e for e in self._queue if e.shares(entry)), None)
+        free = self._free_slot(entry)
+        if shared is not None:
+            shared.batches.extend(entry.batches)
+        elif free is not None and not self._queue:
+            self._slots[free] = _Current(entry, kernel_id)  # idle: it starts now, the first notice says "running"
+        else:
+            self._queue.append(entry)
+
+    def _place(self, entry: _Entry, kernel_id: str, same: tuple[int, _Current] | None, restart: bool,
+               reference: bool) -> tuple[Runner, str] | None:
+        """A save, a key press or a task (the lock held): one entry per kernel, the newest content
+        first. Returns the run to kill: a stale one no caller waits on."""
+        queued = next((i for i, e in enumerate(self._queue) if e.key() == entry.key()), None)
+        if same is not None and restart:
+            slot, current = same
+            if reference and entry.kind == RUN:
+                self._again.add(entry.path)  # its reference changed during the run: the next one is a second run
+            # The newest content runs next: a queued entry reads it when it starts, so it moves up.
+            self._queue.insert(0, self._queue.pop(queued) if queued is not None else entry)
+            if current.entry.batches:
+                return None  # a caller waits on the run in flight: it stands, with its verdict
+            current.stale = True
+            current.cancel.set()
+            return (self.runners[slot], current.run_id) if current.live and entry.kind == RUN else None
+        if same is not None:
+            return None  # already running: the run in flight stands
+        free = self._free_slot(entry)
+        if free is not None and not self._queue:
+            # Idle: the job starts now. Hand it to the run thread directly, so the first notice
+            # already says "running" (no "queued" in between while that thread wakes).
+            self._slots[free] = _Current(entry, kernel_id)
+        elif queued is None:
+            self._queue.append(entry)
+        return None  # else the queued one stands: it reads the newest content when it starts
 
     def _free_slot(self, entry: _Entry) -> int | None:
         """The runner that may take ``entry`` now: a free one (a task: the first only), none while
@@ -302,7 +353,7 @@ class RunQueue:
             self._queue = [e for e in self._queue if e.path != path]
             self._background = [e for e in self._background if e.path != path]
         for entry in dropped:
-            _ended(entry)
+            _ended(entry, "its file was removed before its run")
         self._notify_queue()
 
     def snapshot(self) -> QueueChanged:
@@ -368,7 +419,7 @@ class RunQueue:
                 current.cancel.set()
             self._cond.notify_all()
         for entry in dropped:
-            _ended(entry)
+            _ended(entry, reason)
         for slot, current in running:
             if current.entry.kind != BACKGROUND:
                 self.runners[slot].cancel(reason)
@@ -412,18 +463,18 @@ class RunQueue:
                 assert current is not None
             if not handed:
                 self._notify_queue()
-            batch = current.entry.batch
+            batches = current.entry.batches  # callers may join while it runs: read when it fails
             try:
                 self._run(current, slot)
             except WorkerStartError as exc:
-                if batch is not None:
+                for batch in list(batches):
                     batch.failed(exc)
-                else:
+                if not batches:
                     self._emit(JobProblem(current.kernel_id, str(exc)))
             except Exception as exc:
-                if batch is not None:
+                for batch in list(batches):
                     batch.failed(exc)
-                else:
+                if not batches:
                     detail = traceback.format_exc(limit=6)
                     self._emit(JobProblem(current.kernel_id, f"ktui could not run this job: {exc!r}\n{detail}"))
             finally:
@@ -438,7 +489,7 @@ class RunQueue:
                             and not self._stopping):
                         self._background.insert(0, current.entry)  # pre-empted: again once the runs are done
                     self._cond.notify_all()  # another runner may take what waited for this one
-                _ended(current.entry)
+                _ended(current.entry, current.reason if current.cancel.is_set() else "its run ended without one")
                 self._notify_queue()
 
     def _blocked(self, entry: _Entry) -> bool:
@@ -493,7 +544,7 @@ class RunQueue:
         kernel = self.resolve(entry.path) if self.resolve is not None else entry.kernel
         if kernel is None:
             message = f"{entry.path}: the file is gone or unreadable"
-            if entry.batch is not None:
+            if entry.batches:
                 raise FileNotFoundError(message)
             self._emit(JobProblem(current.kernel_id, message))
             return
@@ -521,7 +572,7 @@ class RunQueue:
             if isinstance(event, RunFinished) and current.unconfined_since is not None:
                 with self._cond:  # before anyone hears of it: a save made on reading it is nobody's echo,
                     current.unconfined_until = time.time() - MTIME_TICK_S  # though its stamp lags a tick
-            if isinstance(event, RunFinished) and event.summary.get("reference_changed") and entry.batch is None:
+            if isinstance(event, RunFinished) and event.summary.get("reference_changed") and not entry.batches:
                 with self._cond:
                     self._again.add(entry.path)
             if not isinstance(event, RunStarted) and not current.live:
@@ -533,15 +584,26 @@ class RunQueue:
                 if pending and not isinstance(event, RunFinished):
                     _cancel(runner, job.run_id, current.reason)
             self._emit(event)
-            if entry.batch is not None and entry.batch.heard is not None:
-                entry.batch.heard(event)
-            if isinstance(event, RunFinished) and entry.batch is not None:
-                entry.batch.finished(kernel, event)
+            with self._cond:
+                batches = list(entry.batches)
+            for batch in batches:
+                if batch.heard is not None:
+                    batch.heard(event)
+                if isinstance(event, RunFinished):
+                    batch.finished(kernel, event)
 
 
-def _ended(entry: _Entry) -> None:
-    if entry.batch is not None:
-        entry.batch.ended()
+def _ended(entry: _Entry, why: str) -> None:
+    for batch in entry.batches:
+        batch.ended(entry.path, why)
+
+
+def _content(path: Path) -> str | None:
+    """The hash of the kernel file's content as a caller asks for it; None where it cannot be read."""
+    try:
+        return content_hash(path.read_bytes())
+    except OSError:
+        return None
 
 
 def _cancel(runner: Runner, run_id: str, reason: str = REPLACED) -> None:

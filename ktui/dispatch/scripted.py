@@ -32,6 +32,7 @@ class Step:
     seconds: float = 0.0
     status: str = PASSED
     message: str = ""
+    until: threading.Event | None = None  # set: the step ends when this is set (or its run is cancelled), not by time
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,15 @@ class ScriptedRunner:
     def close(self) -> None:
         self.closed = True
 
+    def _wait(self, step: Step) -> bool:
+        """Play ``step``'s wait: True when the run was cancelled during it."""
+        if step.until is None:
+            return self._cancelled.wait(None if step.seconds == HANG else step.seconds)
+        while not step.until.wait(0.005):
+            if self._cancelled.is_set():
+                return True
+        return self._cancelled.is_set()
+
     def run(self, job: Job) -> Iterator[Event]:
         with self._lock:
             self._run_id = job.run_id
@@ -99,7 +109,7 @@ class ScriptedRunner:
         try:
             for step in script.steps:
                 yield RungStarted(job.run_id, rung=step.rung)
-                if self._cancelled.wait(None if step.seconds == HANG else step.seconds):
+                if self._wait(step):
                     verdict, message = CANCELLED, self._reason
                     break
                 yield RungFinished(job.run_id, rung=step.rung, status=step.status, message=step.message)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import make_workspace
 
-from ktui.dispatch.queue import RunQueue
+from ktui.dispatch.queue import NoVerdict, RunQueue
 from ktui.dispatch.scripted import HANG, Script, ScriptedRunner, Step
 from ktui.dispatch.session import Session
 from ktui.protocol.events import CANCELLED, CRASHED, PASSED, RunFinished, RunStarted
@@ -166,7 +166,9 @@ def test_cancelling_a_batch_in_flight_ends_its_run_cancelled_with_the_reason(tmp
     try:
         batch = queue.batch(sorted(_kernels(root).values(), key=lambda k: k.id), OPTIONS)
         threading.Timer(0.2, queue.cancel, args=("stopped by SIGTERM",)).start()
-        verdicts = [(k.id, f.verdict, f.message) for k, f in batch]
+        verdicts = []
+        with pytest.raises(NoVerdict, match=r"no verdict for softmax_triton\.py: stopped by SIGTERM"):
+            verdicts.extend((k.id, f.verdict, f.message) for k, f in batch)
     finally:
         queue.close()
     assert verdicts == [("add_triton", CANCELLED, "stopped by SIGTERM")]
@@ -247,6 +249,124 @@ def test_cancelling_one_callers_batch_leaves_another_callers_run_alone(tmp_path)
     [(_, cancelled)] = ours
     assert cancelled.verdict == CANCELLED
     assert [(k.id, f.verdict) for k, f in theirs] == [("softmax_triton", PASSED)]
+
+
+def _callers(queue: RunQueue, kernel, count: int, before=lambda i: None) -> tuple[list[threading.Thread], list]:
+    """``count`` callers of ``kernel``, started one after another (``before(i)`` first): their threads
+    and what each got, ``(i, verdict, content hash judged)`` or ``(i, NoVerdict)``."""
+    got: list = []
+
+    def call(i: int) -> None:
+        try:
+            got.extend((i, f.verdict, _hash_of(queue, f.run_id)) for _, f in queue.batch([kernel], OPTIONS))
+        except NoVerdict as exc:
+            got.append((i, exc))
+
+    def asked() -> int:
+        with queue._cond:
+            entries = [*queue._queue, *(cur.entry for _, cur in queue._running())]
+            return sum(len(e.batches) for e in entries)
+
+    threads = []
+    for i in range(count):
+        before(i)
+        threads.append(threading.Thread(target=call, args=(i,)))
+        threads[-1].start()
+        _wait(lambda i=i: asked() + len(got) > i)  # placed in the queue before the file changes again
+    return threads, got
+
+
+def _hash_of(queue: RunQueue, run_id: str) -> str:
+    return next(e.content_hash for e in queue.listener.items if isinstance(e, RunStarted) and e.run_id == run_id)
+
+
+def test_callers_asking_for_one_kernel_while_it_runs_each_get_a_verdict_none_replaced(tmp_path):
+    root = _workspace(tmp_path, ["add_triton"])
+    kernel = _kernels(root)["add_triton"]
+    source = kernel.path.read_text()
+    gate = threading.Event()
+    runner = ScriptedRunner(lambda job: Script((Step("correctness", until=gate),)))
+    heard = Heard()
+    queue = _queue(root, runner, heard)
+    try:
+        threads, got = _callers(queue, kernel, 4, before=lambda i: kernel.path.write_text(source + f"# {i}\n"))
+        _wait(lambda: len(queue._queue) == 3)  # one runs (held at its gate), three wait: none replaced another
+        gate.set()
+        for thread in threads:
+            thread.join(10)
+    finally:
+        queue.close()
+    assert sorted(i for i, *_ in got) == [0, 1, 2, 3], got
+    assert all(verdict == PASSED for _, verdict, _ in got), got
+    assert len(runner.played) == 4, "four contents asked for: four runs"
+
+
+def test_callers_asking_for_the_same_content_share_one_run_and_each_gets_its_verdict(tmp_path):
+    root = _workspace(tmp_path, ["add_triton"])
+    kernel = _kernels(root)["add_triton"]
+    gate = threading.Event()
+    runner = ScriptedRunner(lambda job: Script((Step("correctness", until=gate),)))
+    queue = _queue(root, runner, Heard())
+    try:
+        threads, got = _callers(queue, kernel, 3)
+        _wait(lambda: len(queue._queue) == 1 and len(queue._queue[0].batches) == 2)  # the second and third share
+        gate.set()
+        for thread in threads:
+            thread.join(10)
+    finally:
+        queue.close()
+    assert sorted(i for i, *_ in got) == [0, 1, 2] and {v for _, v, _ in got} == {PASSED}, got
+    assert len(runner.played) == 2, "the first run, then one run shared by the two callers of the same content"
+    assert got[1][2] == got[2][2], "both were told the one version judged"
+
+
+def test_a_save_during_a_callers_run_leaves_that_run_to_its_verdict_and_runs_the_newest_content_next(tmp_path):
+    root = _workspace(tmp_path, ["add_triton"])
+    kernel = _kernels(root)["add_triton"]
+    gate = threading.Event()
+    runner = ScriptedRunner(lambda job: Script((Step("correctness", until=gate),)))
+    heard = Heard()
+    queue = _queue(root, runner, heard)
+    try:
+        threads, got = _callers(queue, kernel, 1)
+        _wait(lambda: runner.played)
+        kernel.path.write_text(kernel.path.read_text() + "# saved\n")
+        queue.submit(kernel, restart=True)  # the watch's save
+        gate.set()
+        for thread in threads:
+            thread.join(10)
+        heard.wait_finished(2)
+    finally:
+        queue.close()
+    assert [v for _, v, _ in got] == [PASSED], "the caller's run was not cancelled by the save"
+    assert [f.verdict for f in heard.finished()] == [PASSED, PASSED]
+
+
+def test_a_caller_whose_kernel_is_removed_before_its_run_is_told_it_has_no_verdict(tmp_path):
+    root = _workspace(tmp_path)
+    kernels = _kernels(root)
+    runner = ScriptedRunner(lambda job: Script((Step("correctness", HANG if job.kernel_id == "softmax_triton" else 0),)))
+    queue = _queue(root, runner, Heard())
+    got: list = []
+
+    def call(name: str) -> None:
+        try:
+            got.extend(f.verdict for _, f in queue.batch([kernels[name]], OPTIONS))
+        except NoVerdict as exc:
+            got.append(str(exc))
+
+    callers = [threading.Thread(target=call, args=(name,)) for name in ("softmax_triton", "add_triton")]
+    try:
+        callers[0].start()
+        _wait(lambda: runner.played)
+        callers[1].start()
+        _wait(lambda: queue._queue)
+        queue.forget(kernels["add_triton"].path)
+        callers[1].join(10)
+    finally:
+        queue.close()
+        callers[0].join(10)
+    assert got[0] == "no verdict for add_triton.py: its file was removed before its run", got
 
 
 @pytest.mark.parametrize("confined", [False, True])
