@@ -32,9 +32,9 @@ sys.path.insert(0, str(REPO / "tests" / "fixtures" / "dashboard"))
 from record import VERSIONS  # noqa: E402  (the softmax variants the snapshot fixture records)
 
 from ktui.protocol.job import Options  # noqa: E402
+from ktui.protocol.notices import ProfileFinished  # noqa: E402
 from ktui.tui.app import KtuiApp, LoopItem  # noqa: E402
-from ktui.tui.profile_task import ProfileFinished  # noqa: E402
-from ktui.watch.loop import WatchSettings  # noqa: E402
+from ktui.watch.loop import WatchSettings  # noqa: E402  # noqa: E402
 from ktui.workspace.folder import Workspace  # noqa: E402
 from ktui.workspace.kernels import content_hash  # noqa: E402
 

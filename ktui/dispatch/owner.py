@@ -29,10 +29,10 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Iterator
 
-from ktui.dispatch.notices import QueueChanged
 from ktui.dispatch.queue import RunQueue
 from ktui.protocol.events import Event, event_from_json
 from ktui.protocol.job import Options
+from ktui.protocol.notices import QueueChanged
 from ktui.protocol.sourcelines import PARSING
 from ktui.workspace.kernels import ProblemError, discover, find_root, state_dir
 

@@ -34,11 +34,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from ktui.dispatch.notices import JobProblem, Notice, QueueChanged, RunnerReady
 from ktui.dispatch.runner import REPLACED, Runner, WorkerStartError
 from ktui.dispatch.session import Consumer, Session
 from ktui.protocol.events import Event, RunFinished, RunStarted
 from ktui.protocol.job import Options
+from ktui.protocol.notices import JobProblem, Notice, QueueChanged, RunnerReady
 from ktui.workspace.kernels import Kernel, content_hash
 
 Listener = Callable[[Event | Notice], None]

@@ -22,11 +22,11 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import TabbedContent
 
-from ktui.dispatch.notices import Notice
 from ktui.dispatch.runner import Runner
 from ktui.history.store import Store
 from ktui.protocol.events import Event, Output, RunFinished
 from ktui.protocol.job import Options
+from ktui.protocol.notices import Notice, Saved
 from ktui.protocol.processes import stopped_by
 from ktui.tui.actions import DashboardActions
 from ktui.tui.dashboard import PANES, WIDE, Dashboard
@@ -38,7 +38,7 @@ from ktui.tui.state import DashboardState
 from ktui.tui.stop_watchdog import exit_when_stuck
 from ktui.tui.versions import version_history
 from ktui.tui.view import PaneView
-from ktui.watch.loop import Saved, WatchLoop, WatchSettings
+from ktui.watch.loop import WatchLoop, WatchSettings
 from ktui.workspace.folder import Workspace
 from ktui.workspace.kernels import state_dir
 

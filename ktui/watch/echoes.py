@@ -13,23 +13,11 @@ other save of the kernel (the user's) ends the streak and runs it as always.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
 
-from ktui.dispatch.notices import Notice
+from ktui.protocol.notices import RerunsStopped
 
 LIMIT = 3  # re-runs caused by a kernel's own saves, in a row, before it is stopped
-
-
-@dataclass(frozen=True)
-class RerunsStopped(Notice):
-    """A kernel kept rewriting a file during its own runs: it is not re-run until saved again."""
-
-    type: ClassVar[str] = "watch_reruns_stopped"
-    kernel: str
-    path: str  # the file it rewrote last
-    message: str
 
 
 class Echoes:

@@ -15,8 +15,8 @@ import threading
 import time
 from typing import IO
 
-from ktui.dispatch.notices import Notice
 from ktui.protocol.events import Event, Output
+from ktui.protocol.notices import Notice
 from ktui.protocol.processes import stopped_by
 from ktui.watch.loop import WatchLoop
 

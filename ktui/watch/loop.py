@@ -2,20 +2,19 @@
 
 ``ktui watch`` has two faces, the dashboard and ``--headless`` (JSON lines); both are this loop
 with a different listener. The listener receives the loop's events (``ktui.protocol.events``) and the
-loop's notices (``watch_*``: saves, queue, watcher state, device, problems), from background
+loop's notices (``ktui.protocol.notices``: saves, queue, watcher state, device, problems), from background
 threads — a UI must hand them to its own thread. Each reference version is audited once, in the
-background (``ktui.watch.background_audits``): its verdict is a ``watch_audit`` notice.
+background (``ktui.watch.background_audits``): its verdict is an ``audit_finished`` notice.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, ClassVar
+from typing import Callable
 
 from watchdog.observers import Observer
 
-from ktui.dispatch.notices import Notice
 from ktui.dispatch.owner import OwnerServer
 from ktui.dispatch.pool import DevicePool
 from ktui.dispatch.queue import Listener, RunQueue, Task
@@ -24,45 +23,15 @@ from ktui.dispatch.session import Session
 from ktui.history.current import is_current
 from ktui.history.store import Store
 from ktui.protocol.job import Options
+from ktui.protocol.notices import Saved, WatchStateChanged, WorkspaceNote
 from ktui.protocol.statedir import runs_folder
 from ktui.watch.background_audits import BackgroundAudits
 from ktui.watch.echoes import Echoes
-from ktui.watch.watcher import DEFAULT_DEBOUNCE_S, Save, Watcher, WatcherState
+from ktui.watch.watcher import DEFAULT_DEBOUNCE_S, Save, Watcher
 from ktui.workspace.folder import KernelIndex, Workspace
 from ktui.workspace.kernels import Kernel
 
 SAVE_GRACE_S = 2.0  # beyond the debounce: how long a save may take to be queued (the owner's followers wait that long)
-
-
-@dataclass(frozen=True)
-class Saved(Notice):
-    """A file was saved with new content (or removed) and these kernels are affected."""
-
-    type: ClassVar[str] = "watch_save"
-    path: str
-    kernels: tuple[str, ...]
-    content_hash: str | None  # None: the file was removed
-    dependency: bool = False  # a reference or another file the kernels depend on, not a kernel itself
-
-
-@dataclass(frozen=True)
-class WatchStateChanged(Notice):
-    type: ClassVar[str] = "watch_state"
-    mode: str  # "inotify" | "polling" | "stopped"
-    reason: str = ""
-    folders: tuple[str, ...] = ()
-
-    @classmethod
-    def of(cls, state: WatcherState) -> WatchStateChanged:
-        return cls(state.mode, state.reason, state.folders)
-
-
-@dataclass(frozen=True)
-class WorkspaceNote(Notice):
-    """Why there is nothing (or not everything) to run: no kernels/, no kernel files, no references/."""
-
-    type: ClassVar[str] = "watch_workspace"
-    message: str
 
 
 @dataclass
@@ -108,7 +77,7 @@ class WatchLoop:
         self.watcher = Watcher(
             workspace.watch_folders(), self._on_saves, debounce_s=self.settings.debounce_s,
             force_polling=self.settings.force_polling, observer_factory=observer_factory,
-            on_state=lambda state: listener(WatchStateChanged.of(state)),
+            on_state=lambda state: listener(WatchStateChanged(state.mode, state.reason, state.folders)),
         )
 
     @property

@@ -96,7 +96,7 @@ def main() -> int:
             raise SystemExit(f"the watcher exited with {proc.wait()}:\n{errors.read()[-2000:]}")
 
     try:
-        _, ready = wait_for("watch_device")
+        _, ready = wait_for("runner_ready")
         wait_for("run_finished")  # the first run of what is on disk
         time.sleep(args.settle)  # the session's compile-ahead helpers start after its first run
         first, verdict, stages, handed = [], [], [], []
@@ -164,7 +164,7 @@ def breakdown(saved: float, seen: list[tuple[float, dict]]) -> dict[str, float]:
     finished = next(e for _, e in seen if e["type"] == "run_finished")
     rungs = [e for _, e in seen if e["type"] == "rung_finished"]
     first_rung = next((e for _, e in seen if e["type"] == "rung_started"), finished)
-    noticed = arrived.get("watch_save", started["time"])
+    noticed = arrived.get("saved", started["time"])
     stages["save noticed (watcher, debounce)"] = noticed - saved
     stages["queue, hashing, version"] = started["time"] - noticed
     stages["hand-off to the worker"] = first_rung["time"] - started["time"]

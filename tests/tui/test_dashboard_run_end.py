@@ -16,10 +16,10 @@ from conftest import make_workspace
 from test_dashboard import idle, plain, row, until
 
 from ktui.dispatch.gpus import Device
-from ktui.dispatch.notices import QueueChanged
 from ktui.dispatch.pool import DevicePool
 from ktui.dispatch.runner import WorkerConfig
 from ktui.protocol.job import Options
+from ktui.protocol.notices import QueueChanged
 from ktui.tui.app import KtuiApp
 from ktui.tui.state import DashboardState, KernelView
 from ktui.watch.loop import WatchSettings

@@ -11,11 +11,11 @@ from conftest import FIXTURES, REPO, make_workspace
 from test_watch_loop import Collector, save_atomically
 
 from ktui.dispatch.gpus import Device
-from ktui.dispatch.notices import QueueChanged
 from ktui.dispatch.pool import DevicePool
 from ktui.dispatch.runner import WorkerConfig
 from ktui.protocol.events import RunFinished, RungFinished, RungStarted, RunStarted
 from ktui.protocol.job import Options
+from ktui.protocol.notices import QueueChanged
 from ktui.watch.loop import WatchLoop, WatchSettings
 from ktui.workspace.folder import Workspace
 from ktui.workspace.kernels import content_hash

@@ -7,11 +7,11 @@ import pytest
 from conftest import make_workspace
 from test_watch_loop import Collector
 
-from ktui.dispatch.notices import QueueChanged
 from ktui.dispatch.owner import OwnerLink, Ownership
 from ktui.dispatch.scripted import Script, ScriptedRunner, Step
 from ktui.protocol.events import PASSED, RunFinished, RunStarted
 from ktui.protocol.job import Options
+from ktui.protocol.notices import QueueChanged
 from ktui.watch.loop import WatchLoop, WatchSettings
 from ktui.workspace.folder import Workspace
 from ktui.workspace.kernels import state_dir
