@@ -75,6 +75,10 @@ class ScriptedRunner:
     def describe(self) -> dict[str, Any]:
         return {"tier": self.tier, "device": "script", "arch": "-", "confined": self.confined, "confinement": ""}
 
+    @property
+    def warm(self) -> bool:
+        return not self.closed
+
     def cancel(self, reason: str = REPLACED, run_id: str | None = None) -> None:
         with self._lock:
             if run_id is not None and run_id != self._run_id:
@@ -84,6 +88,7 @@ class ScriptedRunner:
 
     def close(self) -> None:
         self.closed = True
+        self._worker = next(_PIDS)  # a later run is a fresh worker's, as LocalRunner's would be
 
     def _wait(self, step: Step) -> bool:
         """Play ``step``'s wait: True when the run was cancelled during it."""
@@ -96,6 +101,7 @@ class ScriptedRunner:
 
     def run(self, job: Job) -> Iterator[Event]:
         with self._lock:
+            self.closed = False  # a run after ``close`` has a worker again
             self._run_id = job.run_id
             self._cancelled.clear()
         script = self.script(job)

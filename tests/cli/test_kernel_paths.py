@@ -23,7 +23,7 @@ from conftest import FIXTURES, ktui, make_workspace, parse_events
 
 from ktui.profiling.external import preflight, prepare
 from ktui.protocol.notices import ProfileFinished
-from ktui.tui.profile_task import profile_task
+from ktui.watch.profile_task import profile_task
 from ktui.workspace.folder import Workspace
 from ktui.workspace.kernels import kernel_for
 

@@ -16,6 +16,7 @@ from conftest import REPO, make_workspace
 from test_queue import OPTIONS, Heard
 
 from ktui.dispatch.owner import OwnerGone, OwnerLink, OwnerServer, Ownership
+from ktui.dispatch.placement import Placement
 from ktui.dispatch.queue import RunQueue
 from ktui.dispatch.scripted import Script, ScriptedRunner, Step
 from ktui.dispatch.session import Session
@@ -85,7 +86,7 @@ def test_two_concurrent_callers_never_run_on_one_gpu_at_once(ws, owner):
 def test_a_caller_asking_for_another_placement_is_told_so_in_one_line(ws, owner):
     link = OwnerLink.connect(state_dir(ws))
     with pytest.raises(RuntimeError, match="runs on this machine, not GPUs 1,2") as caught:
-        list(link.run([ws / "kernels" / "add_triton.py"], OPTIONS, placement="GPUs 1,2"))
+        list(link.run([ws / "kernels" / "add_triton.py"], OPTIONS, placement=Placement(gpus="1,2")))
     assert "\n" not in str(caught.value)
 
 
@@ -133,9 +134,7 @@ def test_a_caller_that_hangs_up_before_its_answer_leaves_the_owner_serving(ws, s
                 conn.connect(str(server.path))
                 conn.sendall(sent)
         time.sleep(0.3)  # the owner's threads answer into closed sockets
-        link = OwnerLink.connect(state_dir(ws))
-        assert link is not None, "the owner still accepts callers"
-        link.close()
+        assert OwnerLink.connect(state_dir(ws)) is not None, "the owner still accepts callers"
     finally:
         server.close()
         queue.close()
@@ -167,7 +166,7 @@ def test_an_owner_killed_mid_run_gives_its_caller_a_clear_error_and_a_later_comm
     try:
         assert proc.stdout.readline().strip() == "owning"
         link = OwnerLink.connect(state_dir(ws))
-        events = link.run([ws / "kernels" / "add_triton.py"], OPTIONS)
+        events = iter(link.run([ws / "kernels" / "add_triton.py"], OPTIONS))
         assert isinstance(next(events), RunStarted)  # the run is in flight in the owner
         proc.send_signal(signal.SIGKILL)
         with pytest.raises(OwnerGone, match=f"pid {proc.pid}.* stopped before its runs finished"):

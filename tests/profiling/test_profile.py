@@ -324,7 +324,7 @@ def test_cancelling_the_dashboards_profile_kills_what_ktui_profile_started_in_ot
     import uuid
 
     from ktui.protocol.notices import ProfileFinished
-    from ktui.tui.profile_task import profile_task
+    from ktui.watch.profile_task import profile_task
     from ktui.workspace.kernels import kernel_for
 
     ws = make_workspace(tmp_path / "ws")

@@ -34,7 +34,7 @@ HELD = (FIXTURES / "kernels" / "held.py").read_text()
 def _loop(ws, got, pool=None, **options):
     pool = pool or DevicePool(TWO, WorkerConfig(force_cpu=True))
     return WatchLoop(Workspace.at(ws), Options(seed=0, benchmark=False, **options), got,
-                     WatchSettings(debounce_s=0.05, audit=False), runner=pool)
+                     WatchSettings(debounce_s=0.05, audit=False), runners=pool.runners)
 
 
 def _one_run_per_gpu_at_a_time(items) -> set[str]:
