@@ -140,6 +140,7 @@ class Service:
         send(self.queue.snapshot())
         if first:
             loop.start()
+            self.server.save_grace_s = loop.save_grace_s  # a followed kernel's save is queued within it
         reason = "cancelled: the watch's view went away"
         try:
             for line in lines:
@@ -170,6 +171,7 @@ class Service:
                 self._loop = None
                 self._last.pop(WatchStateChanged, None)
         if loop is not None:
+            self.server.save_grace_s = None  # saves run nothing any more
             loop.close(reason)  # the last view: the files are no longer watched, the watch's run is cancelled
             self._idle_since = time.monotonic()
 
