@@ -35,9 +35,7 @@ class QueueChanged(Notice):
     cancelling: bool = False  # a run in flight is stale and being cancelled
     background: str | None = None  # what background work is in flight ("auditing relu"), not a kernel's run
     also_running: tuple[str, ...] = ()  # with several GPUs: the kernels running on the others
-    # The order the snapshots were taken in: several threads emit them, so a listener may receive
-    # an older one after a newer one (and must then keep the newer).
-    seq: int = 0
+    seq: int = 0  # the order the snapshots were taken in: a listener may receive an older one after a newer one (keep the newer)
 
 
 @dataclass(frozen=True)

@@ -188,12 +188,12 @@ class OwnerStatus(Message):
     """What the owner is and does (``ktui serve --status``)."""
 
     type: ClassVar[str] = "owner_status"
-    pid: int
+    pid: int  # the owner's process
     daemon: bool  # started in the background by a caller (ends itself when idle), not a command in a terminal
     serves_views: bool  # it hosts ``ktui watch`` views (a daemon or ``ktui serve``), not a command's own owner
     root: str  # the workspace
     placement: dict[str, Any]  # where its runs happen (``Placement``)
-    identity: dict[str, str]  # the installation that started it (``ktui.dispatch.daemon.identity``)
+    identity: dict[str, str]  # the installation that started it (``ktui.dispatch.identity``: version, Python, installation, GPU visibility)
     started: float  # Unix seconds
     runs: int  # runs in flight or queued
     views: int  # ``ktui watch`` views attached

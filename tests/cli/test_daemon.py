@@ -16,9 +16,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import child_env, make_workspace, parse_events
+from conftest import REPO, child_env, make_workspace, parse_events
 
 from ktui.history.store import Store
+from ktui.protocol.schema import validate
 from ktui.workspace.kernels import state_dir
 
 pytestmark = pytest.mark.worker
@@ -203,10 +204,11 @@ def test_a_second_watch_is_a_second_view_of_one_watch_and_a_save_runs_once(ws):
         wait_until(lambda: status(ws)["views"] == 2, 300, "the second view")
         kernel = ws / "kernels" / "add_triton.py"
         kernel.write_text(kernel.read_text() + "\n# saved once\n")
-        finished = []
+        finished, lines = [], []
         for view in views:
             for line in view.stdout:
                 event = json.loads(line)
+                lines.append(event)
                 if event["type"] == "run_finished":
                     finished.append(event["run_id"])
                     break
@@ -216,6 +218,9 @@ def test_a_second_watch_is_a_second_view_of_one_watch_and_a_save_runs_once(ws):
         for view in views:
             view.communicate(timeout=60)
     assert len(finished) == 2 and finished[0] == finished[1], "both views saw the one run"
+    schema = json.loads((REPO / "docs" / "events.schema.json").read_text())
+    assert [p for line in lines for p in validate(line, schema)] == [], "every line a view printed fits the schema"
+    assert {"runner_ready", "watcher_state", "queue", "saved"} <= {line["type"] for line in lines}
     store = Store.of(state_dir(ws))
     try:
         assert len(store.runs("add_triton")) == 1, "the save ran once, not once per watch"
