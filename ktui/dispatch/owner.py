@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol
 
 from ktui.dispatch.identity import identity
+from ktui.dispatch.peers import refused as refused_peer
 from ktui.dispatch.placement import Placement
 from ktui.dispatch.queue import Batch, NoVerdict, RunQueue
 from ktui.protocol.events import Event, event_from_json
@@ -226,7 +227,7 @@ class OwnerServer:
         self.save_grace_s = save_grace_s  # a watch: a save is queued within this many seconds; None: saves run nothing
         self.path = ownership.folder / "socket"
         self.host: Host | None = None  # a daemon's views, status and stop; None: a command's own owner
-        self.admit: Callable[[socket.socket], str] = lambda conn: ""  # why a peer is refused ("" admits it)
+        self.admit: Callable[[socket.socket], str] = refused_peer  # why a peer is refused ("" admits it)
         self.started = time.time()
         self.token = secrets.token_hex(16)
         self._sock: socket.socket | None = None
@@ -365,9 +366,12 @@ class OwnerServer:
         process that descends from the owner's workers (``admit``)."""
         if not isinstance(request, Request):
             return f"{request.type} is a reply, not a request"
+        peer = self.admit(conn)
+        if peer:
+            return peer
         if not secrets.compare_digest(request.token, self.token):
             return "refused: the request does not carry this workspace's token (.ktui/owner/token)"
-        return self.admit(conn)
+        return ""
 
     def _run(self, request: RunRequest, line: _Line) -> None:
         asked = Placement.from_json(request.placement)

@@ -244,3 +244,17 @@ def test_a_follower_hears_a_kernel_go_busy_when_queued_and_idle_when_its_run_end
     while queue._followers and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not queue._followers, "a caller that hung up is no longer told anything"
+
+
+@pytest.mark.unit
+def test_a_request_without_the_workspaces_token_is_refused_in_one_line(ws, owner):
+    import json
+    import socket
+
+    with socket.socket(socket.AF_UNIX) as conn:
+        conn.connect(str(state_dir(ws) / "owner" / "socket"))
+        conn.sendall(b'{"type": "run_request", "token": "guessed", "paths": []}\n')
+        answer = json.loads(conn.makefile().readline())
+    assert answer == {"type": "owner_error",
+                      "message": "refused: the request does not carry this workspace's token (.ktui/owner/token)"}
+    assert stat.S_IMODE(os.stat(state_dir(ws) / "owner" / "token").st_mode) == 0o600
