@@ -46,9 +46,9 @@ from h200_history import replay_h200_history  # noqa: E402  (the H200's recorded
 from record import VERSIONS  # noqa: E402  (the softmax variants the snapshot fixture records)
 
 from ktui.protocol.job import Options  # noqa: E402
+from ktui.protocol.notices import ProfileFinished  # noqa: E402
 from ktui.tui.app import KtuiApp, LoopItem  # noqa: E402
-from ktui.tui.profile_task import ProfileFinished  # noqa: E402
-from ktui.watch.loop import WatchSettings  # noqa: E402
+from ktui.watch.loop import WatchSettings  # noqa: E402  # noqa: E402
 from ktui.workspace.folder import Workspace  # noqa: E402
 from ktui.workspace.kernels import content_hash  # noqa: E402
 

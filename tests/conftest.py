@@ -89,15 +89,11 @@ class WarmRunner:
         for runner in self.runners.values():
             runner.shut()
 
-    def runner_for(self, original):
-        """``local_runner`` as ``ktui run`` calls it: a warm worker for a plain run (this host's
-        default or ``--cpu``, one process for every kernel), else what the CLI would build."""
-
-        def local_runner(args, fresh_each_run=False, root=None):
-            plain = not (fresh_each_run or getattr(args, "gpus", None) or getattr(args, "arch", None))
-            return self.runners[bool(getattr(args, "cpu", False))] if plain else original(args, fresh_each_run, root)
-
-        return local_runner
+    def source(self, placement, root):
+        """The runners of a plain run (this host's default worker or ``--cpu``, one process for
+        every kernel): the session's warm worker; None for any other placement (the CLI builds it)."""
+        plain = not (placement.cold or placement.gpus or placement.arch or placement.remote or placement.ray)
+        return [self.runners[placement.cpu]] if plain else None
 
 
 @pytest.fixture(scope="session")
@@ -107,9 +103,7 @@ def warm_ktui(tmp_path_factory):
     subprocess, without a Python start-up and a worker start (torch) per call."""
     import contextlib
     import io
-    from unittest import mock
 
-    import ktui.cli.options as options
     from ktui.cli.main import main
 
     warm = WarmRunner(tmp_path_factory.getbasetemp())
@@ -120,10 +114,9 @@ def warm_ktui(tmp_path_factory):
         try:
             os.environ.update(env or {})
             os.chdir(cwd)
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
-                    mock.patch.object(options, "local_runner", warm.runner_for(options.local_runner)):
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
                 try:
-                    code = main(list(args))
+                    code = main(list(args), runners=warm.source)
                 except SystemExit as exc:  # argparse's errors
                     code = exc.code if isinstance(exc.code, int) else 1
         finally:
@@ -168,6 +161,20 @@ def private_user_dir(tmp_path_factory):
     os.environ["KTUI_USER_DIR"] = str(folder)
     yield folder
     os.environ.pop("KTUI_USER_DIR", None)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_daemon():
+    """Every command a test runs is one-shot (``KTUI_NO_DAEMON=1``), as before the workspace daemon:
+    a test's processes end with it, so the checks for processes left behind stay exact. The
+    daemon's own tests (tests/cli/test_daemon.py) ask for it in the commands they start."""
+    saved = os.environ.get("KTUI_NO_DAEMON")
+    os.environ["KTUI_NO_DAEMON"] = "1"
+    yield
+    if saved is None:
+        os.environ.pop("KTUI_NO_DAEMON", None)
+    else:
+        os.environ["KTUI_NO_DAEMON"] = saved
 
 
 @pytest.fixture

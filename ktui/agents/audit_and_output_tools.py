@@ -22,7 +22,7 @@ from ktui.agents.printed import read_output
 from ktui.agents.stored import stored_folder
 from ktui.agents.workspace import MAX_PATH_CHARS, AgentWorkspace, BadCall
 from ktui.dispatch.auditor import STRONG, AuditOptions, find_targets, kernel_target
-from ktui.dispatch.runner import WorkerConfig
+from ktui.dispatch.placement import Placement
 from ktui.protocol.statedir import OUTPUT_FILE
 from ktui.workspace.kernels import ProblemError
 
@@ -31,7 +31,7 @@ MAX_RESOURCE_CHARS = 2_000_000  # a resource is read whole: the dump tool pages 
 RESOURCE_PATTERNS = (*KINDS.values(), OUTPUT_FILE)
 
 
-def add_tools(server: MCPServer, workspace: AgentWorkspace, config: WorkerConfig) -> None:
+def add_tools(server: MCPServer, workspace: AgentWorkspace, placement: Placement) -> None:
     audits = AuditService()
 
     @server.tool(description="Audit a reference's test, as `ktui audit`: trivial kernels (zeros, a copy of an input, "
@@ -54,7 +54,7 @@ def add_tools(server: MCPServer, workspace: AgentWorkspace, config: WorkerConfig
             targets = find_targets([found]) if found.exists() else [kernel_target(workspace.kernel(path))]
         except ProblemError as exc:
             raise BadCall(str(exc)) from None
-        options = AuditOptions(arch=config.arch, force_cpu=config.force_cpu, seed=seed, shapes=shapes, fresh=fresh,
+        options = AuditOptions(arch=placement.arch, force_cpu=placement.cpu, seed=seed, shapes=shapes, fresh=fresh,
                                fast=fast)
 
         async def progress(done: float, message: str) -> None:

@@ -1,13 +1,14 @@
 """The ``run`` tool's engine: a client of the run queue, progress out, cancellation in.
 
 Runs go through the one run queue (``ktui.dispatch.queue``) exactly as ``ktui run``'s and the watch's
-do: same sessions, store, reports and warm worker, which stays warm from one call to the next.
-While another process owns the workspace's GPUs (a watch, ``ktui serve``) the runs go to its
-queue over its socket (``ktui.dispatch.owner``); otherwise the server owns them from its first run on.
-The queue runs in its own thread, so the server keeps answering while the ladder climbs; one call
-at a time, as with one GPU. When the client cancels, the run in flight is cancelled (its worker's
-process group is killed) and the call waits for the queue to see it end, so nothing the kernel
-started outlives the call.
+do, reached through ``ktui.dispatch.runs.open_runs``: the workspace's daemon (started if need
+be), whose warm worker stays warm from one call to the next and is shared with ``ktui run`` and
+``ktui watch``; the owner already there; or, with ``--no-daemon``, a queue of this server's own,
+which owns the workspace from its first run on. A call reads back its own runs alone. The queue
+runs in its own thread, so the server keeps answering while the ladder climbs; one call at a
+time, as with one GPU. When the client cancels, the call's runs are cancelled (the worker's
+process group is killed) and the call waits for them to end, so nothing the kernel started
+outlives the call.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,14 +23,12 @@ import anyio
 
 from ktui.agents.digest import run_digest
 from ktui.agents.progress import RunProgress
-from ktui.dispatch.owner import OwnerLink, OwnerServer, placement_words
-from ktui.dispatch.queue import Batch, RunQueue
-from ktui.dispatch.runner import LocalRunner, Runner, WorkerConfig
-from ktui.dispatch.session import Session
+from ktui.dispatch.placement import Placement, RunnerSource
+from ktui.dispatch.runs import QueueRuns, Runs, Stream, is_verdict, open_runs
 from ktui.history.reports import build_report
 from ktui.protocol.events import ERROR, Event, Output, RunFinished, RunStarted
 from ktui.protocol.job import Options
-from ktui.workspace.kernels import Kernel, state_dir
+from ktui.workspace.kernels import Kernel
 
 Progress = Callable[[float, float | None, str], Awaitable[None]]
 POLL_S = 0.01  # how often a call looks for its runs' progress and end: a verdict waits at most this long
@@ -38,52 +36,33 @@ JOIN_AFTER_CANCEL_S = 60.0
 CANCELLED_BY_CLIENT = "cancelled by the client: the worker's process group was killed"
 
 
-@dataclass(frozen=True)
-class Placement:
-    """Where the server's runs happen: its runners (one per GPU) and that place in words."""
-
-    runners: list[Runner]
-    words: str
-
-
 class RunService:
     """One server's client of the run queue; ``run`` is safe to call from several tool calls at once."""
 
-    def __init__(self, config: WorkerConfig, root: Path, placement: Placement | None = None):
-        self.config = config
-        placement = placement or Placement([LocalRunner(config)], placement_words(cpu=config.force_cpu))
-        self.runners = placement.runners
-        self.runner = self.runners[0]
+    def __init__(self, root: Path, placement: Placement | None = None, daemon: bool = True,
+                 source: RunnerSource | None = None, runs: QueueRuns | None = None, allow_network: bool = False):
+        self.root = root
+        self.allow_network = allow_network  # ``--allow-network``: every run's kernels may use the network
+        self.placement = placement or Placement()
+        self.daemon = daemon
+        self.source = source
+        self.notes: list[str] = []  # what reaching the daemon had to say (a daemon replaced, why one-shot)
         self._events: queue.Queue[Event] = queue.Queue()  # the call in flight's, for its progress
         self._recorded: dict[str, list[dict[str, Any]]] = {}  # run id → its events, for its digest
         self._starts: dict[str, RunStarted] = {}
-        self.root = root
-        self.placement = placement.words
-        self._queue: RunQueue | None = None  # made at the first call: the workspace's state is opened then
-        self._server: OwnerServer | None = None  # while this server owns the workspace's GPUs
-        self._link: OwnerLink | None = None  # the owner's, while a call runs there
-        self._batch: Batch | None = None  # the call's runs in this server's own queue
+        self._own: QueueRuns | None = runs  # a queue of this server's own, kept from call to call
+        self._stream: Stream | None = None  # the call in flight's runs
         self._lock = anyio.Lock()
 
-    @property
-    def queue(self) -> RunQueue:
-        if self._queue is None:
-            options = Options(arch=self.config.arch, force_cpu=self.config.force_cpu,
-                              allow_network=self.config.allow_network)  # each batch brings its own
-            self._queue = RunQueue(Session(self.root, runner=self.runner), options, listener=self._heard, warm_up=False,
-                                   runners=self.runners, owns_runners=False)  # closed by ``close``
-            self._queue.start()
-        return self._queue
-
-    def _owner(self) -> OwnerLink | None:
-        """The workspace's owner when it is another process; else this server becomes the owner."""
-        if self._server is not None:
-            return None
-        state = state_dir(self.root)
-        link = OwnerLink.connect(state)
-        if link is None:
-            self._server = OwnerServer.claim(state, self.queue, self.placement)
-        return link
+    def _runs(self) -> Runs:
+        """The daemon's (reached afresh each call: it may have ended, idle), or this server's own queue."""
+        if self._own is not None:
+            return self._own
+        runs = open_runs(self.root, self.placement, daemon=self.daemon, say=self.notes.append, session=True,
+                         source=self.source)
+        if isinstance(runs, QueueRuns):
+            self._own = runs
+        return runs
 
     def _heard(self, item) -> None:
         if isinstance(item, Event) and not isinstance(item, Output):
@@ -99,19 +78,17 @@ class RunService:
             raise RuntimeError(f"{finished.run_id}: the run ended without its start")
         return run_digest(build_report(start, finished, recorded))
 
-    def _work(self, kernels: list[Kernel], options: Options, results: list[dict[str, Any]]) -> None:
+    def _work(self, stream: Stream, kernels: list[Kernel], results: list[dict[str, Any]]) -> None:
         done: set[Path] = set()
         try:
-            if self._link is not None:
-                for event in self._link.run([k.path for k in kernels], options, self.placement):
-                    self._heard(event)
-                    if isinstance(event, RunFinished):
-                        results.append(self._digest(event))
-                        done.add(Path(results[-1]["path"]))
-                return
-            for kernel, finished in self.queue.batch(kernels, options, handle=self._batch):
-                done.add(kernel.path)
-                results.append(self._digest(finished))
+            for event in stream:
+                self._heard(event)
+                if is_verdict(event):
+                    results.append(self._digest(event))
+                    done.add(Path(results[-1]["path"]))
+                elif isinstance(event, RunFinished):  # not its verdict: a second run follows
+                    self._recorded.pop(event.run_id, None)
+                    self._starts.pop(event.run_id, None)
         except Exception as exc:
             for kernel in kernels:
                 if kernel.path not in done:
@@ -125,11 +102,10 @@ class RunService:
             results: list[dict[str, Any]] = []
             self._events = queue.Queue()  # this call's: nothing a cancelled call left is told as its progress
             told = RunProgress({k.path for k in kernels})
-            self._link = self._owner()
-            self._batch = Batch()
-            if self._link is None:
-                self.queue  # noqa: B018 -- opened here, in the caller's thread: a state it cannot write is its error
-            thread = threading.Thread(target=self._work, args=(kernels, options, results), name="ktui-mcp-run",
+            # Reaching the daemon may start it (a Python start): off the event loop.
+            runs = await anyio.to_thread.run_sync(self._runs)
+            stream = runs.run(kernels, options)
+            thread = threading.Thread(target=self._work, args=(stream, kernels, results), name="ktui-mcp-run",
                                       daemon=True)
             thread.start()
             try:
@@ -145,25 +121,14 @@ class RunService:
                     await anyio.sleep(POLL_S)
             except anyio.get_cancelled_exc_class():
                 with anyio.CancelScope(shield=True):
-                    # cancel() may wait for a worker still starting up: off the event loop.
-                    if self._link is not None:  # the owner runs what it accepted to its end
-                        self._link.close()
-                    else:
-                        # Only this call's runs: other callers' runs in this server's queue go on.
-                        await anyio.to_thread.run_sync(self.queue.cancel, CANCELLED_BY_CLIENT, self._batch)
+                    # Only this call's runs: other callers' runs go on. cancel() may wait for a
+                    # worker still starting up: off the event loop.
+                    await anyio.to_thread.run_sync(stream.cancel, CANCELLED_BY_CLIENT)
                     await anyio.to_thread.run_sync(thread.join, JOIN_AFTER_CANCEL_S)
                 raise
-            finally:
-                self._link = None
             return results
 
     def close(self) -> None:
-        if self._server is not None:
-            self._server.stop_accepting()
-        if self._queue is not None:
-            self._queue.close("cancelled: the MCP server stopped")
-        for runner in self.runners:
-            runner.close()
-        if self._server is not None:
-            self._server.close()
+        if self._own is not None:
+            self._own.close("cancelled: the MCP server stopped", others=False)
 

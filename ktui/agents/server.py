@@ -31,11 +31,10 @@ from ktui.agents.dumps import DEFAULT_PAGE_CHARS, KINDS, MAX_PAGE_CHARS, read_du
 from ktui.agents.hotspots import read_hotspots
 from ktui.agents.prompts import add_prompts
 from ktui.agents.run_audits import audit_after_run
-from ktui.agents.runs import Placement, RunService
+from ktui.agents.runs import RunService
 from ktui.agents.verdicts import verdict_now
 from ktui.agents.workspace import MAX_PATH_CHARS, AgentWorkspace, BadCall
 from ktui.agents.workspace_tools import add_workspace_tools
-from ktui.dispatch.runner import WorkerConfig
 from ktui.history import linediff, rooflines
 from ktui.history.current import report_is_current
 from ktui.history.reports import latest_path
@@ -77,12 +76,12 @@ _HISTORY_SUMMARY = ("correct", "speedup", "speedup_ci", "roofline_shapes", "roof
                     "unchecked", "no_signal", "weak_test")
 
 
-def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict[str, float] | None = None,
-                 placement: Placement | None = None) -> tuple[MCPServer, Callable[[], None]]:
-    """The server and what stops everything it started (the warm worker, tool calls' children);
-    ``placement``: where its runs happen (``--gpus``, ``--remote``), else one local worker."""
+def build_server(workspace: AgentWorkspace, runs: RunService, timeouts: dict[str, float] | None = None,
+                 ) -> tuple[MCPServer, Callable[[], None]]:
+    """The server and what stops everything it started (its own worker, tool calls' children);
+    ``runs``: where its runs happen (the workspace's daemon, or its own ``--gpus``, ``--remote``)."""
     server = KtuiMcp("ktui", instructions=INSTRUCTIONS, version=__version__, root=workspace.root)
-    runs = RunService(config, workspace.root, placement)
+    placement = runs.placement
     calls = ChildCalls()
     timeouts = dict(timeouts or {})
 
@@ -117,9 +116,9 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
             raise BadCall(str(exc)) from None
         for kernel in kernels:
             workspace.inside(str(kernel.path))
-        options = Options(arch=config.arch, force_cpu=config.force_cpu, benchmark=not no_bench, seed=seed,
+        options = Options(arch=placement.arch, force_cpu=placement.cpu, benchmark=not no_bench, seed=seed,
                           fresh_shapes=fresh_shapes, timeouts=timeouts, strict=strict,
-                          allow_network=config.allow_network)
+                          allow_network=runs.allow_network)
 
         async def progress(done: float, total: float | None, message: str) -> None:
             await ctx.report_progress(done, total, message)
@@ -299,7 +298,7 @@ def build_server(workspace: AgentWorkspace, config: WorkerConfig, timeouts: dict
     def stored_folder(kernel: str, version: int | None) -> tuple[str, int, Path]:
         return stored.stored_folder(workspace, kernel, version)
 
-    add_tools(server, workspace, config)
+    add_tools(server, workspace, placement)
     add_workspace_tools(server, workspace, calls)
     add_prompts(server)
     declare(server)
@@ -335,12 +334,11 @@ def _forbid_unknown_arguments(server: MCPServer) -> None:
         tool.parameters["additionalProperties"] = False
 
 
-def serve(path: Path, config: WorkerConfig, timeouts: dict[str, float] | None = None,
-          placement: Placement | None = None) -> int:
-    """``ktui mcp``: serve until the client closes stdin (or SIGTERM); the worker and the tools'
-    children never outlive it."""
+def serve(path: Path, runs: RunService, timeouts: dict[str, float] | None = None) -> int:
+    """``ktui mcp``: serve until the client closes stdin (or SIGTERM); its own worker and the tools'
+    children never outlive it (the workspace's daemon does, for the next caller)."""
     workspace = AgentWorkspace.at(path)
-    server, close = build_server(workspace, config, timeouts, placement)
+    server, close = build_server(workspace, runs, timeouts)
 
     def stop(signum, frame) -> None:
         raise SystemExit(128 + signum)

@@ -109,12 +109,13 @@ def _measure_in_child(time_s: float, progress: Callable[[str], None]) -> Reply |
 def _measure_remote(args: argparse.Namespace, root: Path, progress: Callable[[str], None]) -> Reply | None:
     """The remote's reply, or None after saying why there is none."""
     # deferred for start-up speed
-    from ktui.cli.options import runner_for
+    from ktui.cli.options import placement_of
+    from ktui.dispatch.placement import place
     from ktui.dispatch.remote.calibrate import RemoteCalibrationError, measure_remote
     from ktui.dispatch.remote.link import LinkDown
 
     try:
-        runner = runner_for(args, root=root)
+        runner = place(placement_of(args), root=root).runner
     except ValueError as exc:
         print(f"ktui: {exc}", file=sys.stderr)
         return None

@@ -94,7 +94,8 @@ def compile_remotely_if_needed(args: argparse.Namespace, kernel) -> int | None:
     """Compile the file's current content on ``--remote`` unless its SASS is already here; None
     to go on with the diff, else the exit code after saying why not."""
     # deferred for start-up speed
-    from ktui.cli.options import runner_for
+    from ktui.cli.options import placement_of
+    from ktui.dispatch.placement import place
     from ktui.dispatch.session import Session
     from ktui.history.store import Store
     from ktui.protocol.events import ERROR, INTERRUPTED, RunFinished, RunStarted
@@ -111,7 +112,7 @@ def compile_remotely_if_needed(args: argparse.Namespace, kernel) -> int | None:
     if version is not None and _has_sass(run_dir(state, kernel.id, version)):
         return None  # stored here: no remote needed
     try:
-        runner = runner_for(args, root=kernel.root)
+        runner = place(placement_of(args), root=kernel.root).runner
     except ValueError as exc:
         print(f"ktui: {exc}", file=sys.stderr)
         return EXIT_CANNOT_RUN

@@ -16,9 +16,10 @@ EXIT_UNTRUSTED = 4
 CLEAN = ("passed", "compiled")
 
 
-def exit_code(verdicts: list[str]) -> int:
-    """The status of a run of several kernels: the worst verdict wins."""
-    if "error" in verdicts:
+def exit_code(verdicts: list[str], asked: int = 0) -> int:
+    """The status of a run of several kernels: the worst verdict wins; fewer verdicts than the
+    ``asked`` kernels (one ended with none) is "could not run", never a success."""
+    if "error" in verdicts or len(verdicts) < asked:
         return EXIT_CANNOT_RUN
     if "suspicious" in verdicts:
         return EXIT_SUSPICIOUS

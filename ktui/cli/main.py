@@ -38,7 +38,9 @@ def build_parser(loaded: Iterable[str] = COMMANDS) -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, runners=None) -> int:
+    """Run one command; ``runners`` (a ``ktui.dispatch.placement.RunnerSource``) gives its runs
+    workers of the caller's own: the seam tests run the CLI in-process through."""
     argv = sys.argv[1:] if argv is None else argv
     # ktui's own options are only -h/--help: the first other word is the command, if any.
     command = next((word for word in argv if not word.startswith("-")), None)
@@ -48,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser([command] if command in COMMANDS else []).parse_args(argv)
         shown_for(args)
         use_state_dir(args)
+        args.runners = runners
         return args.handler(args)
     except StateError as exc:  # the history cannot be used: said in one line, naming the file
         print(f"ktui: {exc}", file=sys.stderr)

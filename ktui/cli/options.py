@@ -48,7 +48,7 @@ def use_state_dir(args: argparse.Namespace) -> None:
 
 
 def add_target_flags(parser: argparse.ArgumentParser) -> None:
-    """``--arch`` and ``--cpu``: where the worker runs (read by ``worker_config``)."""
+    """``--arch`` and ``--cpu``: where the worker runs (read by ``placement_of``)."""
     parser.add_argument("--arch", default=None, help="target architecture without a local GPU (default sm_90a)")
     parser.add_argument("--cpu", action="store_true", help="use the CPU tier even where a GPU exists")
 
@@ -178,26 +178,13 @@ def loop_options(args: argparse.Namespace):
                    allow_network=args.allow_network)
 
 
-def worker_config(args: argparse.Namespace):
-    """The worker's ``WorkerConfig`` from ``add_target_flags``' flags (none: the defaults); ValueError,
-    in one line, for a session's bad ``KTUI_COMPILE_AHEAD``."""
-    from ktui.dispatch.runner import WorkerConfig  # deferred for start-up speed
-    from ktui.protocol.processes import COMPILE_AHEAD_ENV, compile_ahead_helpers
-
-    if getattr(args, "session", False):
-        compile_ahead_helpers(os.environ.get(COMPILE_AHEAD_ENV))
-    return WorkerConfig(arch=getattr(args, "arch", None), force_cpu=getattr(args, "cpu", False),
-                        compile_ahead=getattr(args, "session", False),
-                        allow_network=getattr(args, "allow_network", False))
-
-
 REMOTE_PYTHON_HELP = "the remote's Python, with torch and Triton (default python3)"
 REMOTE_HELP = ("run the worker on HOST through the system's ssh (keys only); the workspace is synced "
                "to DIR (default ~/.ktui-remote) before each run")
 
 
 def add_remote_flags(parser: argparse.ArgumentParser, help_text: str = REMOTE_HELP) -> None:
-    """``--remote`` and how ssh reaches it (read by ``runner_for`` and ``tool_host_for``)."""
+    """``--remote`` and how ssh reaches it (read by ``placement_of`` and ``tool_host_for``)."""
     remote = parser.add_argument_group("remote GPU (over ssh)")
     remote.add_argument("--remote", default=None, metavar="[USER@]HOST[:PORT][:/DIR]", help=help_text)
     remote.add_argument("--ssh-config", default=None, metavar="FILE",
@@ -206,74 +193,37 @@ def add_remote_flags(parser: argparse.ArgumentParser, help_text: str = REMOTE_HE
 
 
 def add_gpus_flag(parser: argparse.ArgumentParser) -> None:
-    """``--gpus 0,1``: the GPUs of this host to run on, one warm worker each (read by ``runner_for``)."""
+    """``--gpus 0,1``: the GPUs of this host to run on, one warm worker each (read by ``placement_of``)."""
     parser.add_argument("--gpus", default=None, metavar="LIST",
                         help="GPUs of this host to run on, one worker per GPU and different kernels in parallel, "
                              "e.g. --gpus 0,1 (default: every visible GPU)")
 
 
-def placement(args: argparse.Namespace) -> str:
-    """Where ``runner_for`` puts the runs, in words (``ktui.dispatch.owner.placement_words``)."""
-    from ktui.dispatch.owner import placement_words  # deferred for start-up speed
+def placement_of(args: argparse.Namespace):
+    """Where this command's runs happen (``ktui.dispatch.placement.Placement``), from whichever of
+    ``--gpus``, ``--remote``, ``--ray``, ``--cpu``, ``--arch`` and ``--cold`` it has; ValueError, in
+    one line, for two placements at once."""
+    from ktui.dispatch.placement import Placement  # deferred for start-up speed
 
-    return placement_words(getattr(args, "remote", None), getattr(args, "gpus", None), getattr(args, "cpu", False),
-                           getattr(args, "cold", False), getattr(args, "ray", None))
-
-
-def check_placement(args: argparse.Namespace) -> None:
-    """ValueError, in one line, for flags that name two placements at once (``--ray``, ``--remote``
-    and ``--gpus`` each say where the runs go)."""
-    ray, remote, gpus = (getattr(args, name, None) for name in ("ray", "remote", "gpus"))
-    if ray is not None and gpus is not None:
-        raise ValueError("--gpus picks GPUs of this host: with --ray, Ray places the runs (one worker per GPU it has)")
-    if ray is not None and remote is not None:
-        raise ValueError("--remote runs on one host over ssh: with --ray, Ray places the runs")
-    if gpus is not None and remote is not None:
-        raise ValueError("--gpus picks GPUs of this host: it cannot be combined with --remote")
+    return Placement(gpus=getattr(args, "gpus", None), remote=getattr(args, "remote", None),
+                     ssh_config=getattr(args, "ssh_config", None),
+                     remote_python=getattr(args, "remote_python", None) or "python3",
+                     ray=getattr(args, "ray", None), cpu=getattr(args, "cpu", False), arch=getattr(args, "arch", None),
+                     cold=getattr(args, "cold", False))
 
 
-def runner_for(args: argparse.Namespace, fresh_each_run: bool = False, root: Path | None = None):
-    """Where the runs happen, for every command that runs kernels (run, serve, watch, mcp): a
-    ``RayPool`` with ``--ray``, a ``RemoteRunner`` with ``--remote``, a ``DevicePool`` where several
-    GPUs are picked or visible, else a ``LocalRunner``. ValueError, in one line, for two placements
-    at once, a bad address or ``--gpus`` list, Ray not installed, or no Ray cluster answering.
-    Its runners are ``runners_of`` it; ``close_placement`` ends what it holds besides them."""
-    check_placement(args)
-    if getattr(args, "ray", None) is not None:
-        return ray_pool(args, fresh_each_run)
-    if getattr(args, "remote", None) is None:
-        return local_runner(args, fresh_each_run, root)
-    from ktui.dispatch.remote.address import parse_remote  # deferred for start-up speed
-    from ktui.dispatch.remote.runner import RemoteRunner
-
-    return RemoteRunner(parse_remote(args.remote), worker_config(args), fresh_each_run=fresh_each_run,
-                        ssh_config=args.ssh_config, python=args.remote_python, root=root)
+def add_daemon_flag(parser: argparse.ArgumentParser) -> None:
+    """``--no-daemon``: run on this command's own worker, not the workspace's daemon (read by ``daemon_wanted``)."""
+    parser.add_argument("--no-daemon", action="store_true",
+                        help="run on a worker of this command's own, which ends with it, instead of the workspace's "
+                             "daemon (also KTUI_NO_DAEMON=1; `ktui serve --status` shows the daemon)")
 
 
-def ray_pool(args: argparse.Namespace, fresh_each_run: bool = False):
-    """The ``RayPool`` that ``--ray`` asks for: one actor per GPU of the cluster (per CPU on the
-    CPU tier), each a runner of the run queue; ValueError saying why there is none."""
-    from ktui.dispatch.ray_pool import RayMissing, RayPool  # deferred: Ray is an optional extra
+def daemon_wanted(args: argparse.Namespace) -> bool:
+    """Whether this command goes through the workspace's daemon (``ktui.dispatch.daemon.wanted``)."""
+    from ktui.dispatch.daemon import wanted  # deferred for start-up speed
 
-    config = worker_config(args)  # its own ValueError says what is wrong, not "could not join"
-    try:
-        return RayPool(args.ray, config, fresh_each_run=fresh_each_run)
-    except RayMissing as exc:
-        raise ValueError(str(exc)) from None
-    except (ConnectionError, RuntimeError, ValueError) as exc:  # no cluster at that address
-        raise ValueError(f"could not join the Ray cluster at {args.ray}: {exc}") from None
-
-
-def runners_of(runner) -> list:
-    """The run queue's runners of a placement (``runner_for``): one per GPU (per Ray actor), or the one."""
-    return list(runner.runners) if hasattr(runner, "runners") else [runner]
-
-
-def close_placement(args: argparse.Namespace, runner) -> None:
-    """End what a placement holds besides its runners, once the run queue has closed those: a Ray
-    pool's actors, and Ray itself when the pool started it (the others hold nothing more)."""
-    if getattr(args, "ray", None) is not None and runner is not None:
-        runner.close()
+    return wanted(getattr(args, "no_daemon", False))
 
 
 def one_folder(args: argparse.Namespace, name: str = "dir") -> None:
@@ -290,37 +240,12 @@ def one_folder(args: argparse.Namespace, name: str = "dir") -> None:
     setattr(args, name, paths[0])
 
 
-def local_runner(args: argparse.Namespace, fresh_each_run: bool = False, root: Path | None = None):
-    """One warm worker per GPU where several are picked (``--gpus``) or visible; otherwise one
-    worker as always, its runs recorded on the one GPU where it is known. ``--cpu`` without
-    ``--gpus`` looks for no GPU; ``--cpu --gpus 0,1`` runs a CPU-tier worker per entry. With the
-    workspace's ``root``, its workers may write its run folders, and read it, from their start."""
-    import dataclasses
-
-    from ktui.dispatch.gpus import visible_devices  # deferred for start-up speed
-    from ktui.dispatch.runner import LocalRunner
-
-    config = worker_config(args)
-    if root is not None:
-        from ktui.protocol.statedir import runs_folder
-
-        config = dataclasses.replace(config, writable=(str(runs_folder(root)),), readable=(str(root),))
-    gpus = getattr(args, "gpus", None)
-    devices = [] if (config.force_cpu and gpus is None) else visible_devices(gpus)
-    if len(devices) > 1:
-        from ktui.dispatch.pool import DevicePool  # deferred for start-up speed
-
-        return DevicePool(devices, config, fresh_each_run=fresh_each_run)
-    if devices:
-        config = dataclasses.replace(config, gpu=devices[0].index, gpu_uuid=devices[0].uuid, pin_gpu=gpus is not None)
-    return LocalRunner(config, fresh_each_run=fresh_each_run)
-
-
 def tool_host_for(args: argparse.Namespace):
     """Where ``ktui profile`` / ``ktui sanitize`` run their tool: a ``RemoteHost`` with ``--remote``
     (the runner's link and sync), else None (here); ValueError for a bad address."""
     if getattr(args, "remote", None) is None:
         return None
-    from ktui.profiling.hosts import RemoteHost  # deferred for start-up speed
+    from ktui.dispatch.placement import place  # deferred for start-up speed
+    from ktui.profiling.hosts import RemoteHost
 
-    return RemoteHost(runner_for(args))
+    return RemoteHost(place(placement_of(args)).runner)

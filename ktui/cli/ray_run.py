@@ -1,5 +1,5 @@
 """The plain printer of runs that interleave (``ktui run --ray``): each run's lines held until it
-ends. Where the runs go (Ray among the others) is ``ktui.cli.options.runner_for``'s one choice."""
+ends. Where the runs go (Ray among the others) is ``ktui.dispatch.placement.place``'s one choice."""
 
 from __future__ import annotations
 

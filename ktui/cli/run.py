@@ -5,25 +5,22 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 from ktui.cli.commands import COMMANDS
 from ktui.cli.exits import EXIT_CANNOT_RUN, exit_code
 from ktui.cli.options import (
     add_bench_flags,
+    add_daemon_flag,
     add_gpus_flag,
     add_loop_flags,
     add_ray_flag,
     add_reference,
     add_remote_flags,
     add_state_dir,
-    check_placement,
-    close_placement,
+    daemon_wanted,
     loop_options,
-    placement,
-    runner_for,
-    runners_of,
+    placement_of,
 )
 from ktui.cli.printers import JsonPrinter, LinePrinter
 from ktui.cli.stopping import Stopping
@@ -49,24 +46,22 @@ def add_parser(subparsers) -> None:
     add_ray_flag(run)
     add_gpus_flag(run)
     add_remote_flags(run)
+    add_daemon_flag(run)
     run.set_defaults(handler=cmd_run)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     # deferred for start-up speed
     from ktui.cli.run_trust import TrustTally
-    from ktui.dispatch.owner import OwnerLink, OwnerServer
-    from ktui.dispatch.queue import RunQueue
-    from ktui.dispatch.runner import WorkerStartError
-    from ktui.dispatch.session import Session
-    from ktui.workspace.kernels import ProblemError, discover, left_out, state_dir
+    from ktui.dispatch.runs import open_runs
+    from ktui.workspace.kernels import ProblemError, discover, left_out
 
     args.paths = [*getattr(args, "ray_paths", []), *args.paths]  # `--ray kernels/`: the folder is a path
     if not args.paths:
         print("ktui run: error: the following arguments are required: paths", file=sys.stderr)
         return EXIT_CANNOT_RUN
     try:
-        check_placement(args)  # before an owner is asked: a caller's two placements are refused here
+        placement = placement_of(args)  # before an owner is asked: a caller's two placements are refused here
         kernels = discover(args.paths, reference=args.reference)
         options = loop_options(args)
     except (ProblemError, argparse.ArgumentTypeError, ValueError) as exc:
@@ -82,99 +77,75 @@ def cmd_run(args: argparse.Namespace) -> int:
     printer = TrustTally(printer)  # each run's verdict kept for the word on trust after the audits
     if not kernels:
         return _audited(args, kernels, options, exit_code([]), printer)
-    state = state_dir(kernels[0].root)
-    link = OwnerLink.connect(state)
-    if link is not None:  # a watch (or `ktui serve`) owns this workspace's GPUs: its queue runs these
-        return _audited(args, kernels, options, _through_owner(link, state, args, options, printer), printer)
     try:
-        runner = runner_for(args, fresh_each_run=args.cold)  # here, several GPUs, a remote host or Ray
-    except ValueError as exc:
+        # Through the workspace's daemon (started if need be), the owner already there, or a queue
+        # of this command's own: here, several GPUs, a remote host or Ray.
+        runs = open_runs(kernels[0].root, placement, daemon=daemon_wanted(args), say=_say,
+                         source=getattr(args, "runners", None))
+    except (OSError, ValueError) as exc:
         print(f"ktui: {exc}", file=sys.stderr)
         return EXIT_CANNOT_RUN
-    if not reached(runner):
-        return EXIT_CANNOT_RUN
-    # One queue, one thread per GPU (per Ray actor): on several the kernels run in parallel, printed as they finish.
-    runners = runners_of(runner)
-    queue = RunQueue(Session(kernels[0].root, runner=runners[0], consumers=[printer]), options, listener=_unheard,
-                     warm_up=False, runners=runners, consumers=[printer])
-    queue.start()
-    server = OwnerServer.claim(state, queue, placement(args))  # no owner: this command owns the GPUs while it runs
-    try:
-        with Stopping(queue) as stopping:
-            verdicts = _verdicts(queue, kernels, options, args.reference)
-            if server is not None:
-                server.stop_accepting()  # no more callers; those accepted get their runs to the end
-                while not queue.idle and stopping.signum is None:
-                    time.sleep(0.05)
-    except WorkerStartError as exc:
-        print(f"ktui: {exc}", file=sys.stderr)
-        return EXIT_CANNOT_RUN
-    finally:
-        if server is not None:
-            server.stop_accepting()
-        queue.close(STOPPED)
-        close_placement(args, runner)  # a Ray pool's actors, and Ray when it started it
-        if server is not None:
-            server.close()  # the workspace is free once its runs have ended
+    stream = runs.run(kernels, options, args.reference)
+    with Stopping(stream) as stopping:
+        try:
+            verdicts = _verdicts(stream, printer)
+        finally:
+            runs.close(STOPPED, others=stopping.signum is None)  # a one-shot owner lets others' runs end first
     if stopping.signum is not None:  # stopped by a signal: the verdicts so far, no audit
         return stopping.exit_code
-    return _audited(args, kernels, options, exit_code(verdicts), printer)
+    return _audited(args, kernels, options, exit_code(verdicts, asked=len(kernels)), printer)
 
 
 STOPPED = "cancelled: ktui run stopped"
 
 
-def _unheard(item) -> None:
-    """The queue's own notices: ``ktui run`` prints the events through the sessions' printer."""
+def _say(line: str) -> None:
+    print(f"ktui: {line}", file=sys.stderr, flush=True)
 
 
-def _through_owner(link, state: Path, args: argparse.Namespace, options, printer) -> int:
-    """The verdicts' exit code of the runs the workspace's owner made for us, their events printed as
-    they come; a reference that changed during a run has the kernel run once more, as without an owner."""
-    from ktui.dispatch.owner import OwnerGone, OwnerLink
-    from ktui.protocol.events import RunFinished, RunStarted  # deferred for start-up speed
+def _verdicts(stream, printer) -> list[str]:
+    """Each kernel's verdict from its runs' events, printed as they come. A reference that changed
+    on disk during a run runs that kernel once more (``ktui.dispatch.queue``): said here, and the
+    second run's verdict is the kernel's. A kernel left without a verdict, or runs that could not
+    happen, are said in one line (the exit code then says "could not run")."""
+    # deferred for start-up speed
+    from ktui.dispatch.owner import OwnerGone
+    from ktui.dispatch.queue import NoVerdict
+    from ktui.dispatch.runner import WorkerStartError
+    from ktui.dispatch.runs import is_verdict
+    from ktui.protocol.events import RunFinished, RunStarted
 
-    verdicts, again, starts = [], [], {}
+    verdicts: list[str] = []
+    starts: dict[str, RunStarted] = {}
+    changed_once: set[str] = set()
     try:
-        for event in link.run(args.paths, options, placement(args), args.reference):
+        for event in stream:
             printer(event)
             if isinstance(event, RunStarted):
                 starts[event.run_id] = event
-            elif isinstance(event, RunFinished) and (changed := event.summary.get("reference_changed")):
-                start = starts[event.run_id]  # judged by a reference that changed since: run it again
-                print(f"ktui: {start.kernel}: {Path(start.reference).name} changed during the run (recorded "
-                      f"{changed['recorded']}, now {changed['now']}); its {event.verdict} stands against the recorded "
-                      "version: running it again against the new reference", file=sys.stderr)
-                again.append(Path(start.path))
             elif isinstance(event, RunFinished):
-                verdicts.append(event.verdict)
-        if again:  # a new call: each request is one connection
-            relink = OwnerLink.connect(state)
-            for event in relink.run(again, options, placement(args), args.reference, again=True) if relink else ():
-                printer(event)
-                if isinstance(event, RunFinished):
+                _say_reference_changed(starts.pop(event.run_id, None), event, changed_once)
+                if is_verdict(event):
                     verdicts.append(event.verdict)
-    except (OwnerGone, RuntimeError, OSError) as exc:
+    except (NoVerdict, OwnerGone, WorkerStartError, RuntimeError) as exc:  # a closed stdout goes up to main
         print(f"ktui: {exc}", file=sys.stderr)
-        return EXIT_CANNOT_RUN
-    return exit_code(verdicts)
+    return verdicts
 
 
-def reached(runner) -> bool:
-    """A ``--remote`` host is reached once before any kernel: unreachable, it is said once and no
-    run is recorded (each kernel would otherwise record an ``interrupted`` run)."""
-    link = getattr(runner, "link", None)
-    if link is None:
-        return True
-    from ktui.dispatch.remote.link import LinkDown  # deferred for start-up speed
-
-    try:
-        link.connect()
-    except LinkDown as exc:
-        print(f"ktui: {exc}", file=sys.stderr)
-        runner.close()
-        return False
-    return True
+def _say_reference_changed(start, finished, changed_once: set[str]) -> None:
+    """The line a run judged by a reference that changed during it earns."""
+    changed = finished.summary.get("reference_changed")
+    if not changed or start is None:
+        return
+    shown = Path(start.reference).name if start.reference else "its reference"
+    if start.path not in changed_once:
+        changed_once.add(start.path)
+        print(f"ktui: {start.kernel}: {shown} changed during the run (recorded {changed['recorded']}, now "
+              f"{changed['now']}); its {finished.verdict} stands against the recorded version: running it again "
+              "against the new reference", file=sys.stderr)
+    else:
+        print(f"ktui: {start.kernel}: {shown} changed again during the second run: its {finished.verdict} stands "
+              f"against the version it recorded ({changed['recorded']})", file=sys.stderr)
 
 
 def _audited(args: argparse.Namespace, kernels, options, code: int, tally) -> int:
@@ -193,33 +164,3 @@ def _audited(args: argparse.Namespace, kernels, options, code: int, tally) -> in
         except KeyboardInterrupt:
             print("ktui: audit interrupted: nothing was cached", file=sys.stderr)
     return settle(tally, kernels, audits, args.strict, args.json, code)
-
-
-def _verdicts(queue, kernels, options, reference) -> list[str]:
-    """Each kernel's verdict. A reference that changed on disk during a run (its recorded version
-    judged it) cancels that verdict: the kernel runs once more against the new reference, saying so."""
-    from ktui.workspace.kernels import ProblemError, kernel_for
-
-    verdicts = []
-    for kernel, finished in queue.batch(kernels, options):
-        changed = finished.summary.get("reference_changed")
-        if not changed:
-            verdicts.append(finished.verdict)
-            continue
-        shown = kernel.reference.name if kernel.reference else "its reference"
-        print(f"ktui: {kernel.id}: {shown} changed during the run (recorded {changed['recorded']}, now {changed['now']}); "
-              f"its {finished.verdict} stands against the recorded version: running it again against the new reference",
-              file=sys.stderr)
-        try:
-            kernel = kernel_for(kernel.path, reference, kernel.root)
-        except ProblemError as exc:
-            print(f"ktui: {exc}", file=sys.stderr)
-            verdicts.append("error")
-            continue
-        for _, again in queue.batch([kernel], options, again=True):
-            if again.summary.get("reference_changed"):
-                print(f"ktui: {kernel.id}: {shown} changed again during the second run: its {again.verdict} stands "
-                      f"against the version it recorded ({again.summary['reference_changed']['recorded']})",
-                      file=sys.stderr)
-            verdicts.append(again.verdict)
-    return verdicts

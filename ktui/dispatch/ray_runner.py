@@ -28,6 +28,10 @@ class RayRunner:
         self.actor = actor
         self._run_id = ""  # the job in flight on the actor ("" when none)
 
+    @property
+    def warm(self) -> bool:
+        return self.actor is not None
+
     def describe(self) -> dict[str, Any]:
         where = self.pool.ray.get(self.actor.ran_on.remote()) if self.actor is not None else {}
         return {"tier": "ray", "device": f"Ray node {where.get('node', '?')}, GPU {where.get('gpu')}",

@@ -236,6 +236,11 @@ class Runner(Protocol):
 
     def describe(self) -> dict[str, Any]: ...
 
+    @property
+    def warm(self) -> bool:
+        """A worker is running, ready for the next job (what an idle daemon lets go)."""
+        ...
+
     def run(self, job: Job) -> Iterator[Event]: ...
 
     def cancel(self, reason: str = ..., run_id: str | None = ...) -> None: ...
@@ -260,6 +265,11 @@ class LocalRunner:
 
     def describe(self) -> dict[str, Any]:
         return dict(self._ensure_worker().info)
+
+    @property
+    def warm(self) -> bool:
+        with self._lock:
+            return self._worker is not None and self._worker.alive()
 
     def _ensure_worker(self) -> WorkerProcess:
         with self._lock:

@@ -32,6 +32,7 @@ class Step:
     seconds: float = 0.0
     status: str = PASSED
     message: str = ""
+    until: threading.Event | None = None  # set: the step ends when this is set (or its run is cancelled), not by time
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,10 @@ class ScriptedRunner:
     def describe(self) -> dict[str, Any]:
         return {"tier": self.tier, "device": "script", "arch": "-", "confined": self.confined, "confinement": ""}
 
+    @property
+    def warm(self) -> bool:
+        return not self.closed
+
     def cancel(self, reason: str = REPLACED, run_id: str | None = None) -> None:
         with self._lock:
             if run_id is not None and run_id != self._run_id:
@@ -83,9 +88,20 @@ class ScriptedRunner:
 
     def close(self) -> None:
         self.closed = True
+        self._worker = next(_PIDS)  # a later run is a fresh worker's, as LocalRunner's would be
+
+    def _wait(self, step: Step) -> bool:
+        """Play ``step``'s wait: True when the run was cancelled during it."""
+        if step.until is None:
+            return self._cancelled.wait(None if step.seconds == HANG else step.seconds)
+        while not step.until.wait(0.005):
+            if self._cancelled.is_set():
+                return True
+        return self._cancelled.is_set()
 
     def run(self, job: Job) -> Iterator[Event]:
         with self._lock:
+            self.closed = False  # a run after ``close`` has a worker again
             self._run_id = job.run_id
             self._cancelled.clear()
         script = self.script(job)
@@ -99,7 +115,7 @@ class ScriptedRunner:
         try:
             for step in script.steps:
                 yield RungStarted(job.run_id, rung=step.rung)
-                if self._cancelled.wait(None if step.seconds == HANG else step.seconds):
+                if self._wait(step):
                     verdict, message = CANCELLED, self._reason
                     break
                 yield RungFinished(job.run_id, rung=step.rung, status=step.status, message=step.message)

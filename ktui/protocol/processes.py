@@ -45,6 +45,7 @@ WRITABLE_ENV = "KTUI_WRITABLE"  # folders (os.pathsep) a worker's runs write: th
 READABLE_ENV = "KTUI_READABLE"
 TMP_ENV = "KTUI_TMP"  # the worker's private temp folder, made and removed by the parent
 COMPILE_AHEAD_ENV = "KTUI_COMPILE_AHEAD"  # N: a session's worker keeps N compile-ahead helpers, 0 none (ktui.worker.ahead)
+HELPERS_IDLE_ENV = "KTUI_HELPERS_IDLE_S"  # seconds a worker waits for its next job before its compile-ahead helpers end
 MAX_COMPILE_AHEAD = 8
 WATCH_PARENT_S = 0.5
 

@@ -22,11 +22,12 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import TabbedContent
 
-from ktui.dispatch.notices import Notice
+from ktui.dispatch.owner import OwnerGone, OwnerLink, Refused
 from ktui.dispatch.runner import Runner
 from ktui.history.store import Store
 from ktui.protocol.events import Event, Output, RunFinished
 from ktui.protocol.job import Options
+from ktui.protocol.notices import Notice, Saved
 from ktui.protocol.processes import stopped_by
 from ktui.tui.actions import DashboardActions
 from ktui.tui.dashboard import PANES, WIDE, Dashboard
@@ -38,7 +39,9 @@ from ktui.tui.state import DashboardState
 from ktui.tui.stop_watchdog import exit_when_stuck
 from ktui.tui.versions import version_history
 from ktui.tui.view import PaneView
-from ktui.watch.loop import Saved, WatchLoop, WatchSettings
+from ktui.watch.loop import WatchLoop, WatchSettings
+from ktui.watch.profile_task import profile_task
+from ktui.watch.view import WatchView
 from ktui.workspace.folder import Workspace
 from ktui.workspace.kernels import state_dir
 
@@ -104,16 +107,19 @@ class KtuiApp(DashboardActions, App[int]):
         settings: WatchSettings | None = None,
         live: bool = True,
         clock: Callable[[], float] = time.time,
-        runner: Runner | None = None,  # None: a local worker; a RemoteRunner for ``--remote``
+        runners: list[Runner] | None = None,  # None: a local worker; one per GPU, or a RemoteRunner for ``--remote``
+        link: OwnerLink | None = None,  # the workspace's daemon: this dashboard is a view of its watch
     ):
         super().__init__()
-        self.runner = runner
+        self.runners = runners
+        self.runner = runners[0] if runners else None
+        self.link = link
         self.workspace = workspace
         self.options = options or Options()
         self.settings = settings or WatchSettings()
         self.live = live
         self.clock = clock
-        self.loop: WatchLoop | None = None
+        self.loop: WatchLoop | WatchView | None = None
         self.store = Store.of(state_dir(workspace.root))
         self.state = DashboardState(root=workspace.root)
         self.selected: str | None = None
@@ -144,9 +150,16 @@ class KtuiApp(DashboardActions, App[int]):
         self.query_one(KernelList).focus()
         self.set_interval(AGE_REFRESH_S, self._refresh_ages)
         if self.live:
-            self.loop = WatchLoop(self.workspace, self.options, self._from_loop, self.settings, tasks=self._tasks(),
-                                  runner=self.runner)
-            self.loop.start()
+            if self.link is not None:
+                self.loop = WatchView(self.link, self.workspace, self.options, self._from_loop, self.settings)
+            else:
+                self.loop = WatchLoop(self.workspace, self.options, self._from_loop, self.settings,
+                                      tasks={"profile": profile_task}, runners=self.runners)
+            try:
+                self.loop.start()
+            except (OwnerGone, Refused) as exc:  # the daemon went away since ``ktui watch`` found it
+                self.loop = None
+                self.notify(f"not watching: {exc}", severity="error", timeout=30)
             self._stop_on_signals()
 
     def _stop_on_signals(self) -> None:
@@ -161,11 +174,6 @@ class KtuiApp(DashboardActions, App[int]):
             exit_when_stuck(self._cleaned, 128 + signum)
         self._stop_reason = self._stop_reason or f"{stopped_by(signum)}: the dashboard is stopping"
         self.exit(return_code=128 + signum)
-
-    def _tasks(self) -> dict:
-        from ktui.tui.profile_task import profile_task
-
-        return {"profile": profile_task}
 
     async def on_resize(self, event) -> None:
         wide = event.size.width >= WIDE
@@ -365,7 +373,9 @@ def _remote_text(runner) -> str:
     return f"remote {host} · {runner.link_state()}" if host else ""
 
 
-def run_dashboard(workspace: Workspace, options: Options, settings: WatchSettings, runner: Runner | None = None) -> int:
-    app = KtuiApp(workspace, options, settings, runner=runner)
+def run_dashboard(workspace: Workspace, options: Options, settings: WatchSettings, runners: list[Runner] | None = None,
+                  link: OwnerLink | None = None) -> int:
+    """The dashboard on a watch of its own (``runners``) or as a view of the workspace's daemon (``link``)."""
+    app = KtuiApp(workspace, options, settings, runners=runners, link=link)
     app.run()
     return app.return_code or 0

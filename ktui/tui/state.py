@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ktui.dispatch.notices import JobProblem, Notice, QueueChanged, RunnerReady
 from ktui.dispatch.trust import AuditState, current, judge, with_trust
 from ktui.history.best import best_version
 from ktui.history.store import Store
@@ -25,11 +24,20 @@ from ktui.protocol.events import (
     RunStarted,
 )
 from ktui.protocol.job import rung_family
-from ktui.tui.profile_task import ProfileFinished, ProfileProgress
+from ktui.protocol.notices import (
+    AuditFinished,
+    JobProblem,
+    Notice,
+    ProfileFinished,
+    ProfileProgress,
+    QueueChanged,
+    RerunsStopped,
+    RunnerReady,
+    Saved,
+    WatchStateChanged,
+    WorkspaceNote,
+)
 from ktui.tui.versions import latest_finished, version_history, worst_fraction
-from ktui.watch.background_audits import AuditFinished
-from ktui.watch.echoes import RerunsStopped
-from ktui.watch.loop import Saved, WatchStateChanged, WorkspaceNote
 from ktui.workspace.kernels import Kernel, content_hash, reference_hash
 
 NEVER_RUN = "new"

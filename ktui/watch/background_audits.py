@@ -6,7 +6,7 @@ reference version: at its start and on every save it looks up the audit of each 
 reference (``.ktui/audits/<reference hash>.json``). A cached verdict is told at once; a reference
 version never audited is queued as scheduler background work and audited in its own process
 (``ktui.dispatch.auditor.Auditor``), the verdict cached like ``ktui audit``'s. Each verdict is a
-``watch_audit`` notice: the dashboard marks the kernels ``weak test``, headless prints it.
+``audit_finished`` notice: the dashboard marks the kernels ``weak test``, headless prints it.
 
 Pre-empted, not queued behind: the audit runs only when no run waits, and a save (any submit)
 kills its process at once and it starts again from the beginning after the runs. It can take
@@ -26,31 +26,16 @@ audits that version again.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, ClassVar
+from typing import Callable
 
 from ktui.dispatch.auditor import STRONG, WEAK, AuditOptions, Auditor, AuditTarget, cached, kernel_target
-from ktui.dispatch.notices import Notice
 from ktui.dispatch.queue import Listener, RunQueue
 from ktui.dispatch.runner import WorkerStartError
 from ktui.protocol.events import RunFinished
 from ktui.protocol.job import Options
+from ktui.protocol.notices import AuditFinished
 from ktui.workspace.kernels import Kernel, ProblemError, state_dir
-
-
-@dataclass(frozen=True)
-class AuditFinished(Notice):
-    """The audit of one reference version: ``strong``, ``weak`` (with why) or ``error``."""
-
-    type: ClassVar[str] = "watch_audit"
-    reference: str  # the reference file
-    reference_hash: str  # the version audited: what a run of its kernels records
-    kernels: tuple[str, ...]  # the kernels judged against it
-    verdict: str  # strong | weak | error
-    reasons: tuple[str, ...] = ()  # why it is weak
-    message: str = ""  # why it could not be audited
-    cached: bool = False  # told from .ktui/audits/, not audited now
 
 
 class BackgroundAudits:

@@ -1,7 +1,7 @@
 """``ktui watch DIR --headless``: the watch loop with no screen, every event as one JSON line.
 
 For agents and scripts: the same stream the dashboard draws (the loop's events as in
-``ktui run --json``, plus ``watch_*`` notices for saves, the queue, the watcher and the device),
+``ktui run --json``, plus the notices of ``ktui.protocol.notices``: saves, the queue, the watcher, the device),
 flushed line by line. Stops on SIGINT/SIGTERM or when its reader closes the pipe, cancelling
 the run in flight.
 """
@@ -15,10 +15,11 @@ import threading
 import time
 from typing import IO
 
-from ktui.dispatch.notices import Notice
 from ktui.protocol.events import Event, Output
+from ktui.protocol.notices import Notice
 from ktui.protocol.processes import stopped_by
 from ktui.watch.loop import WatchLoop
+from ktui.watch.view import WatchView
 
 
 class JsonLines:
@@ -42,7 +43,9 @@ class JsonLines:
                 self.closed = True
 
 
-def run(loop: WatchLoop, printer: JsonLines) -> int:
+def run(loop: WatchLoop | WatchView, printer: JsonLines) -> int:
+    """Print the loop's (or the daemon's, for a view) stream until a signal, the reader's end, or
+    the daemon's."""
     stopping: list[int] = []
 
     def handle(signum, frame) -> None:
@@ -53,7 +56,7 @@ def run(loop: WatchLoop, printer: JsonLines) -> int:
     previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         loop.start()
-        while not stopping and not printer.closed:
+        while not stopping and not printer.closed and not loop.gone.is_set():
             time.sleep(0.2)  # a signal cuts the sleep short
     finally:
         loop.close(stop_reason(stopping, printer))

@@ -19,6 +19,7 @@ Protocol lines (worker → parent), besides the loop's events:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import os
@@ -102,21 +103,69 @@ def main(argv: list[str] | None = None) -> int:
 
     ahead = AheadPool.for_worker(args.compile_ahead and tier.is_gpu, tier.arch)
     inputs = InputsAhead()
+    idle = IdleHelpers(ahead, helpers_idle_s())
     try:
         for line in sys.stdin:
             line = line.strip()
             if not line:
                 continue
-            job = Job.from_json(json.loads(line))
-            healthy = run_job(job, tier, lambda event: send(event.to_json()), guard, confinement, ahead, inputs)
-            send({"type": "job_done", "run_id": job.run_id, "healthy": healthy})
-            if not healthy:
-                return 0
-            ahead.start()  # a worker that served one job serves a session: its next runs compile ahead
-            inputs.make()  # the run is over: its kernel's next traced call, if it was run twice in a row
+            with idle.busy():
+                job = Job.from_json(json.loads(line))
+                healthy = run_job(job, tier, lambda event: send(event.to_json()), guard, confinement, ahead, inputs)
+                send({"type": "job_done", "run_id": job.run_id, "healthy": healthy})
+                if not healthy:
+                    return 0
+                ahead.start()  # a worker that served one job serves a session: its next runs compile ahead
+                inputs.make()  # the run is over: its kernel's next traced call, if it was run twice in a row
     finally:
+        idle.stop()
         ahead.close()
     return 0
+
+
+def helpers_idle_s() -> float:
+    """``KTUI_HELPERS_IDLE_S``: how long the helpers outlive the last job (default 120 s)."""
+    try:
+        seconds = float(os.environ.get(processes.HELPERS_IDLE_ENV) or HELPERS_IDLE_S)
+    except ValueError:
+        seconds = HELPERS_IDLE_S
+    return seconds if seconds > 0 else HELPERS_IDLE_S
+
+
+HELPERS_IDLE_S = 120.0
+
+
+class IdleHelpers:
+    """The compile-ahead helpers end when no job has come for ``seconds``: a worker kept warm between
+    an agent's calls holds no helpers (nor their memory) through a long pause; the next job's
+    ``ahead.start()`` brings them back."""
+
+    def __init__(self, ahead, seconds: float):
+        self.ahead = ahead
+        self.seconds = seconds
+        self._lock = threading.Lock()  # held through a job: the helpers never end under one
+        self._jobs = 0
+        self._timer: threading.Timer | None = None
+
+    @contextlib.contextmanager
+    def busy(self):
+        with self._lock:
+            self._jobs += 1
+            if self._timer is not None:
+                self._timer.cancel()
+            yield
+            self._timer = threading.Timer(self.seconds, self._end, args=(self._jobs,))
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _end(self, jobs: int) -> None:
+        with self._lock:
+            if jobs == self._jobs:  # no job came since
+                self.ahead.close()
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
 
 
 class StartPhases:
@@ -153,7 +202,7 @@ def run_job(job, tier, emit, guard=None, confinement=None, ahead=None, inputs=No
     checked = {"compile_only": compile_only_text(tier.arch, only)} if final == COMPILED else {}
     _end_job_output()
     # Nothing user code started outlives its run, and the run is over once it says so: a file
-    # written after ``run_finished`` is someone's save (``RunQueue.could_have_written``).
+    # written after ``run_finished`` is someone's save (``ktui.watch.echoes.UnconfinedRuns.could_have_written``).
     processes.end_descendants(keep=ahead.pids() if ahead is not None else set())
     left = threads_left(threads_before)
     emit(

@@ -30,7 +30,10 @@ FIXTURES = Path(__file__).parent.parent / "fixtures" / "hotspots"
 async def connect(workspace: Path, tag: str = "", command: list[str] | None = None, env: dict | None = None):
     """A session with ``python -m ktui mcp WORKSPACE``; ``tag`` marks its processes (and the worker's)."""
     argv = command or [sys.executable, "-m", "ktui", "mcp", str(workspace), "--cpu"]
-    env = {"PYTHONPATH": str(REPO), "KTUI_MCP_TEST_TAG": tag or uuid.uuid4().hex, **(env or {})}
+    # The SDK starts the server with a few variables of ours only: the session's private user folder
+    # and the one-shot runs (no daemon) are passed on by name.
+    session = {name: os.environ[name] for name in ("KTUI_USER_DIR", "KTUI_NO_DAEMON") if name in os.environ}
+    env = {"PYTHONPATH": str(REPO), "KTUI_MCP_TEST_TAG": tag or uuid.uuid4().hex, **session, **(env or {})}
     params = StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=str(workspace))
     with open(os.devnull, "w") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:

@@ -156,7 +156,7 @@ def main() -> int:
             raise SystemExit(f"the watcher exited with {proc.wait()}:\n{errors.read()[-2000:]}")
 
     try:
-        _, ready = wait_for("watch_device")
+        _, ready = wait_for("runner_ready")
         seen_first: list[tuple[float, dict]] = []
         while not seen_first or seen_first[-1][1].get("type") != "run_finished":  # what is on disk, first
             seen_first.append(events.get(timeout=600))
@@ -245,7 +245,7 @@ def breakdown(saved: float, seen: list[tuple[float, dict]]) -> dict[str, float]:
     finished = next(e for _, e in seen if e["type"] == "run_finished")
     rungs = [e for _, e in seen if e["type"] == "rung_finished"]
     first_rung = next((e for _, e in seen if e["type"] == "rung_started"), finished)
-    noticed = arrived.get("watch_save", started["time"])
+    noticed = arrived.get("saved", started["time"])
     stages["save noticed (watcher, debounce)"] = noticed - saved
     stages["queue, hashing, version"] = started["time"] - noticed
     stages["hand-off to the worker"] = first_rung["time"] - started["time"]

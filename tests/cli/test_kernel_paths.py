@@ -21,7 +21,8 @@ import pytest
 from conftest import FIXTURES, ktui, make_workspace, parse_events
 
 from ktui.profiling.external import preflight, prepare
-from ktui.tui.profile_task import ProfileFinished, profile_task
+from ktui.protocol.notices import ProfileFinished
+from ktui.watch.profile_task import profile_task
 from ktui.workspace.folder import Workspace
 from ktui.workspace.kernels import kernel_for
 

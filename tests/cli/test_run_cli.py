@@ -190,6 +190,12 @@ def test_compiled_exits_0_but_does_not_hide_a_failure_beside_it():
     assert exit_code(["compiled", "failed"]) == 1 and exit_code(["compiled", "suspicious"]) == 3
 
 
+@pytest.mark.unit
+def test_a_kernel_asked_for_and_left_without_a_verdict_never_exits_0():
+    assert exit_code([], asked=1) == exit_code(["passed"], asked=2) == 2
+    assert exit_code(["passed", "passed"], asked=2) == 0
+
+
 def ktui_into_a_closed_pipe(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
     """The CLI writing into a pipe whose reader is already gone, as under ``| head -1``."""
     read, write = os.pipe()

@@ -39,7 +39,7 @@ def test_ktui_run_while_serve_owns_the_workspace_runs_on_its_one_warm_worker(tmp
     assert not (ws / ".ktui" / "owner" / "socket").exists()
 
 
-def test_two_ktui_runs_at_once_take_turns_on_the_first_ones_worker(tmp_path):
+def test_two_ktui_runs_at_once_take_turns_on_the_first_ones_worker_each_printing_its_own(tmp_path):
     import time
 
     from ktui.history.store import Store
@@ -56,9 +56,11 @@ def test_two_ktui_runs_at_once_take_turns_on_the_first_ones_worker(tmp_path):
         time.sleep(0.05)
     assert socket.exists(), "the first ktui run owns the workspace while it runs"
     second = ktui("run", "--no-bench", "--no-audit", "--cpu", "--json", "kernels/add_triton.py", cwd=ws)
-    _, err = first.communicate(timeout=300)
+    out, err = first.communicate(timeout=300)
     assert first.returncode == 0 and second.returncode == 0, err + second.stderr
     assert [e["kernel"] for e in parse_events(second.stdout) if e["type"] == "run_started"] == ["add_triton"]
+    # The first owned the workspace: it ran the second's kernel to its end, and printed its own alone.
+    assert [e["kernel"] for e in parse_events(out) if e["type"] == "run_started"] == ["softmax_triton"], out
     store = Store.of(state_dir(ws))
     try:
         runs = sorted(store.runs(), key=lambda r: r.started)

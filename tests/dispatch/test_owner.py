@@ -17,6 +17,7 @@ from test_queue import OPTIONS, Heard
 from waits import SAFETY_S, gone, until
 
 from ktui.dispatch.owner import OwnerGone, OwnerLink, OwnerServer, Ownership
+from ktui.dispatch.placement import Placement
 from ktui.dispatch.queue import RunQueue
 from ktui.dispatch.scripted import Script, ScriptedRunner, Step
 from ktui.dispatch.session import Session
@@ -86,7 +87,7 @@ def test_two_concurrent_callers_never_run_on_one_gpu_at_once(ws, owner):
 def test_a_caller_asking_for_another_placement_is_told_so_in_one_line(ws, owner):
     link = OwnerLink.connect(state_dir(ws))
     with pytest.raises(RuntimeError, match="runs on this machine, not GPUs 1,2") as caught:
-        list(link.run([ws / "kernels" / "add_triton.py"], OPTIONS, placement="GPUs 1,2"))
+        list(link.run([ws / "kernels" / "add_triton.py"], OPTIONS, placement=Placement(gpus="1,2")))
     assert "\n" not in str(caught.value)
 
 
@@ -134,9 +135,7 @@ def test_a_caller_that_hangs_up_before_its_answer_leaves_the_owner_serving(ws, s
                 conn.connect(str(server.path))
                 conn.sendall(sent)
         time.sleep(0.3)  # the owner's threads answer into closed sockets
-        link = OwnerLink.connect(state_dir(ws))
-        assert link is not None, "the owner still accepts callers"
-        link.close()
+        assert OwnerLink.connect(state_dir(ws)) is not None, "the owner still accepts callers"
     finally:
         server.close()
         queue.close()
@@ -168,7 +167,7 @@ def test_an_owner_killed_mid_run_gives_its_caller_a_clear_error_and_a_later_comm
     try:
         assert proc.stdout.readline().strip() == "owning"
         link = OwnerLink.connect(state_dir(ws))
-        events = link.run([ws / "kernels" / "add_triton.py"], OPTIONS)
+        events = iter(link.run([ws / "kernels" / "add_triton.py"], OPTIONS))
         assert isinstance(next(events), RunStarted)  # the run is in flight in the owner
         proc.send_signal(signal.SIGKILL)
         with pytest.raises(OwnerGone, match=f"pid {proc.pid}.* stopped before its runs finished"):
@@ -241,3 +240,17 @@ def test_a_follower_hears_a_kernel_go_busy_when_queued_and_idle_when_its_run_end
     assert follow.next(0.3) is None, "nothing more while nothing changes"
     follow.close()
     assert not gone(lambda: queue._followers), "a caller that hung up is no longer told anything"
+
+
+@pytest.mark.unit
+def test_a_request_without_the_workspaces_token_is_refused_in_one_line(ws, owner):
+    import json
+    import socket
+
+    with socket.socket(socket.AF_UNIX) as conn:
+        conn.connect(str(state_dir(ws) / "owner" / "socket"))
+        conn.sendall(b'{"type": "run_request", "token": "guessed", "paths": []}\n')
+        answer = json.loads(conn.makefile().readline())
+    assert answer == {"type": "owner_error",
+                      "message": "refused: the request does not carry this workspace's token (.ktui/owner/token)"}
+    assert stat.S_IMODE(os.stat(state_dir(ws) / "owner" / "token").st_mode) == 0o600

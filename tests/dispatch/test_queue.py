@@ -10,10 +10,10 @@ import pytest
 from conftest import make_workspace
 from waits import SAFETY_S
 
-from ktui.dispatch.queue import RunQueue
+from ktui.dispatch.queue import NoVerdict, RunQueue
 from ktui.dispatch.scripted import HANG, Script, ScriptedRunner, Step
 from ktui.dispatch.session import Session
-from ktui.protocol.events import CANCELLED, CRASHED, PASSED, RunFinished, RungStarted
+from ktui.protocol.events import CANCELLED, CRASHED, PASSED, RunFinished, RunStarted
 from ktui.protocol.job import Options
 from ktui.workspace.kernels import discover
 
@@ -167,7 +167,9 @@ def test_cancelling_a_batch_in_flight_ends_its_run_cancelled_with_the_reason(tmp
     try:
         batch = queue.batch(sorted(_kernels(root).values(), key=lambda k: k.id), OPTIONS)
         threading.Timer(0.2, queue.cancel, args=("stopped by SIGTERM",)).start()
-        verdicts = [(k.id, f.verdict, f.message) for k, f in batch]
+        verdicts = []
+        with pytest.raises(NoVerdict, match=r"no verdict for softmax_triton\.py: stopped by SIGTERM"):
+            verdicts.extend((k.id, f.verdict, f.message) for k, f in batch)
     finally:
         queue.close()
     assert verdicts == [("add_triton", CANCELLED, "stopped by SIGTERM")]
@@ -250,53 +252,119 @@ def test_cancelling_one_callers_batch_leaves_another_callers_run_alone(tmp_path)
     assert [(k.id, f.verdict) for k, f in theirs] == [("softmax_triton", PASSED)]
 
 
-@pytest.mark.parametrize("confined", [False, True])
-def test_only_an_unconfined_run_in_flight_could_have_written_a_file_and_a_save_after_it_ended_never(tmp_path, confined):
+def _callers(queue: RunQueue, kernel, count: int, before=lambda i: None) -> tuple[list[threading.Thread], list]:
+    """``count`` callers of ``kernel``, started one after another (``before(i)`` first): their threads
+    and what each got, ``(i, verdict, content hash judged)`` or ``(i, NoVerdict)``."""
+    got: list = []
+
+    def call(i: int) -> None:
+        try:
+            got.extend((i, f.verdict, _hash_of(queue, f.run_id)) for _, f in queue.batch([kernel], OPTIONS))
+        except NoVerdict as exc:
+            got.append((i, exc))
+
+    def asked() -> int:
+        with queue._cond:
+            entries = [*queue._queue, *(cur.entry for _, cur in queue._running())]
+            return sum(len(e.batches) for e in entries)
+
+    threads = []
+    for i in range(count):
+        before(i)
+        threads.append(threading.Thread(target=call, args=(i,)))
+        threads[-1].start()
+        _wait(lambda i=i: asked() + len(got) > i)  # placed in the queue before the file changes again
+    return threads, got
+
+
+def _hash_of(queue: RunQueue, run_id: str) -> str:
+    return next(e.content_hash for e in queue.listener.items if isinstance(e, RunStarted) and e.run_id == run_id)
+
+
+def test_callers_asking_for_one_kernel_while_it_runs_each_get_a_verdict_none_replaced(tmp_path):
     root = _workspace(tmp_path, ["add_triton"])
     kernel = _kernels(root)["add_triton"]
-    runner, heard = ScriptedRunner(lambda job: Script((Step("correctness", 0.3),)), confined=confined), Heard()
-    in_flight: list[tuple[float, bool]] = []
-
-    def hear(item) -> None:  # in the queue's thread: at its rung's start the run is surely in flight
-        heard(item)
-        if isinstance(item, RungStarted):
-            during = time.time()
-            in_flight.append((during, queue.could_have_written(kernel.path, during)))
-
-    queue = _queue(root, runner, hear)
+    source = kernel.path.read_text()
+    gate = threading.Event()
+    runner = ScriptedRunner(lambda job: Script((Step("correctness", until=gate),)))
+    heard = Heard()
+    queue = _queue(root, runner, heard)
     try:
-        before = time.time()
-        time.sleep(0.1)  # a wall clock's step: "before" is earlier than anything the run does
-        queue.submit(kernel)
-        heard.wait_finished(1)
-        after = time.time()
+        threads, got = _callers(queue, kernel, 4, before=lambda i: kernel.path.write_text(source + f"# {i}\n"))
+        _wait(lambda: len(queue._queue) == 3)  # one runs (held at its gate), three wait: none replaced another
+        gate.set()
+        for thread in threads:
+            thread.join(SAFETY_S)
     finally:
         queue.close()
-    [(during, then)] = in_flight
-    assert then is not confined  # in flight
-    assert queue.could_have_written(kernel.path, during) is not confined  # written while it ran
-    assert not queue.could_have_written(kernel.path, before)  # before the run: someone's save
-    assert not queue.could_have_written(kernel.path, after)  # the moment after its verdict: someone's save
-    assert not queue.could_have_written(root / "kernels" / "other.py", during)
+    assert sorted(i for i, *_ in got) == [0, 1, 2, 3], got
+    assert all(verdict == PASSED for _, verdict, _ in got), got
+    assert len(runner.played) == 4, "four contents asked for: four runs"
 
 
-def test_a_file_saved_by_whoever_hears_the_verdict_is_never_the_unconfined_runs_own(tmp_path):
+def test_callers_asking_for_the_same_content_share_one_run_and_each_gets_its_verdict(tmp_path):
     root = _workspace(tmp_path, ["add_triton"])
     kernel = _kernels(root)["add_triton"]
-    runner = ScriptedRunner(lambda job: Script((Step("correctness", 0.05),)), confined=False)
-    echoes: list[bool] = []
-    queue: RunQueue | None = None
-
-    def agent(item) -> None:  # saves its next version the moment it reads the verdict, in the queue's thread
-        if isinstance(item, RunFinished):
-            kernel.path.write_text(kernel.path.read_text() + "\n# next version\n")
-            echoes.append(queue.could_have_written(kernel.path, kernel.path.stat().st_mtime))
-
-    queue = _queue(root, runner, agent)
+    gate = threading.Event()
+    runner = ScriptedRunner(lambda job: Script((Step("correctness", until=gate),)))
+    queue = _queue(root, runner, Heard())
     try:
-        for run in range(1, 4):
-            queue.submit(kernel)
-            _wait(lambda run=run: len(echoes) == run)
+        threads, got = _callers(queue, kernel, 3)
+        _wait(lambda: len(queue._queue) == 1 and len(queue._queue[0].batches) == 2)  # the second and third share
+        gate.set()
+        for thread in threads:
+            thread.join(SAFETY_S)
     finally:
         queue.close()
-    assert echoes == [False, False, False]
+    assert sorted(i for i, *_ in got) == [0, 1, 2] and {v for _, v, _ in got} == {PASSED}, got
+    assert len(runner.played) == 2, "the first run, then one run shared by the two callers of the same content"
+    assert got[1][2] == got[2][2], "both were told the one version judged"
+
+
+def test_a_save_during_a_callers_run_leaves_that_run_to_its_verdict_and_runs_the_newest_content_next(tmp_path):
+    root = _workspace(tmp_path, ["add_triton"])
+    kernel = _kernels(root)["add_triton"]
+    gate = threading.Event()
+    runner = ScriptedRunner(lambda job: Script((Step("correctness", until=gate),)))
+    heard = Heard()
+    queue = _queue(root, runner, heard)
+    try:
+        threads, got = _callers(queue, kernel, 1)
+        _wait(lambda: runner.played)
+        kernel.path.write_text(kernel.path.read_text() + "# saved\n")
+        queue.submit(kernel, restart=True)  # the watch's save
+        gate.set()
+        for thread in threads:
+            thread.join(SAFETY_S)
+        heard.wait_finished(2)
+    finally:
+        queue.close()
+    assert [v for _, v, _ in got] == [PASSED], "the caller's run was not cancelled by the save"
+    assert [f.verdict for f in heard.finished()] == [PASSED, PASSED]
+
+
+def test_a_caller_whose_kernel_is_removed_before_its_run_is_told_it_has_no_verdict(tmp_path):
+    root = _workspace(tmp_path)
+    kernels = _kernels(root)
+    runner = ScriptedRunner(lambda job: Script((Step("correctness", HANG if job.kernel_id == "softmax_triton" else 0),)))
+    queue = _queue(root, runner, Heard())
+    got: list = []
+
+    def call(name: str) -> None:
+        try:
+            got.extend(f.verdict for _, f in queue.batch([kernels[name]], OPTIONS))
+        except NoVerdict as exc:
+            got.append(str(exc))
+
+    callers = [threading.Thread(target=call, args=(name,)) for name in ("softmax_triton", "add_triton")]
+    try:
+        callers[0].start()
+        _wait(lambda: runner.played)
+        callers[1].start()
+        _wait(lambda: queue._queue)
+        queue.forget(kernels["add_triton"].path)
+        callers[1].join(SAFETY_S)
+    finally:
+        queue.close()
+        callers[0].join(SAFETY_S)
+    assert got[0] == "no verdict for add_triton.py: its file was removed before its run", got

@@ -330,7 +330,7 @@ def test_the_dashboard_runs_on_the_remote_and_its_status_line_names_the_host_and
     runner = remote_runner(sshd, tmp_path)
 
     async def scenario() -> tuple[str, str]:
-        app = KtuiApp(Workspace.at(ws), Options(benchmark=False), runner=runner)
+        app = KtuiApp(Workspace.at(ws), Options(benchmark=False), runners=[runner])
         async with app.run_test(size=(160, 40)) as pilot:
             deadline = time.monotonic() + SAFETY_S
             while time.monotonic() < deadline:

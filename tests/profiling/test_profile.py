@@ -321,7 +321,8 @@ def test_cancelling_the_dashboards_profile_kills_what_ktui_profile_started_in_ot
     import threading
     import uuid
 
-    from ktui.tui.profile_task import ProfileFinished, profile_task
+    from ktui.protocol.notices import ProfileFinished
+    from ktui.watch.profile_task import profile_task
     from ktui.workspace.kernels import kernel_for
 
     ws = make_workspace(tmp_path / "ws")

@@ -213,7 +213,7 @@ def test_the_history_list_names_the_gpu_of_each_version_once_several_gpus_ran_th
 def test_kernels_running_on_two_gpus_at_once_are_both_shown_running_and_the_status_line_names_the_gpus():
     from pathlib import Path
 
-    from ktui.dispatch.notices import QueueChanged, RunnerReady
+    from ktui.protocol.notices import QueueChanged, RunnerReady
     from ktui.tui.state import RUNNING, DashboardState
 
     state = DashboardState(Path("/ws"))

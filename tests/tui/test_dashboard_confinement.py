@@ -5,10 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from ktui.dispatch.notices import RunnerReady
 from ktui.protocol.events import RunStarted
+from ktui.protocol.notices import RerunsStopped, RunnerReady
 from ktui.tui.state import DashboardState, KernelView
-from ktui.watch.echoes import RerunsStopped
 
 pytestmark = pytest.mark.unit
 

@@ -16,19 +16,19 @@ from conftest import make_workspace
 from test_dashboard import idle, plain, row, until
 
 from ktui.dispatch.gpus import Device
-from ktui.dispatch.notices import QueueChanged
 from ktui.dispatch.pool import DevicePool
 from ktui.dispatch.runner import WorkerConfig
 from ktui.protocol.job import Options
+from ktui.protocol.notices import QueueChanged
 from ktui.tui.app import KtuiApp
 from ktui.tui.state import DashboardState, KernelView
 from ktui.watch.loop import WatchSettings
 from ktui.workspace.folder import Workspace
 
 
-def _app(ws, runner=None) -> KtuiApp:
+def _app(ws, runners=None) -> KtuiApp:
     return KtuiApp(Workspace.at(ws), Options(seed=0, benchmark=False, force_cpu=True, timeouts={"compile": 120}),
-                   WatchSettings(debounce_s=0.05, audit=False), runner=runner)
+                   WatchSettings(debounce_s=0.05, audit=False), runners=runners)
 
 
 async def _until_every_run_ended(app: KtuiApp, pilot, kernels: list[str]) -> None:
@@ -70,7 +70,7 @@ def test_with_two_gpus_the_dashboard_sees_both_runs_end_and_names_the_gpus(tmp_p
 
     async def scenario():
         pool = DevicePool([Device("0"), Device("1")], WorkerConfig(force_cpu=True))
-        app = _app(ws, runner=pool)
+        app = _app(ws, runners=pool.runners)
         async with app.run_test(size=(160, 48)) as pilot:
             await _until_every_run_ended(app, pilot, kernels)
             assert app.state.queue.running is None and not app.state.queue.also_running

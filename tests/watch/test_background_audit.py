@@ -15,10 +15,9 @@ from conftest import FIXTURES
 from headless import Headless
 from leftovers import tagged
 
-from ktui.dispatch.notices import QueueChanged
 from ktui.protocol.events import RunFinished, RunStarted
 from ktui.protocol.job import Options
-from ktui.watch.background_audits import AuditFinished
+from ktui.protocol.notices import AuditFinished, QueueChanged
 from ktui.watch.loop import WatchLoop, WatchSettings
 from ktui.workspace.folder import Workspace
 
@@ -42,7 +41,7 @@ def test_headless_prints_the_weak_audit_after_the_run_and_a_second_start_tells_i
     ws = relu_workspace(tmp_path / "ws")
     first = Headless(ws)
     try:
-        audit = first.until(lambda e: e["type"] == "watch_audit")
+        audit = first.until(lambda e: e["type"] == "audit_finished")
         finished = [e for e in first.seen if e["type"] == "run_finished"]
         assert finished and finished[0]["verdict"] == "passed", "the catch-up run's verdict comes before the audit"
         assert audit["verdict"] == "weak" and not audit["cached"] and audit["kernels"] == ["relu_copy_triton"]
@@ -57,11 +56,11 @@ def test_headless_prints_the_weak_audit_after_the_run_and_a_second_start_tells_i
 
     second = Headless(ws, "--lazy")  # the run is current too: only the audit could do anything
     try:
-        again = second.until(lambda e: e["type"] == "watch_audit")
+        again = second.until(lambda e: e["type"] == "audit_finished")
         assert again["cached"] and again["verdict"] == "weak" and again["reference_hash"] == audit["reference_hash"]
     finally:
         assert second.stop() == 0, second.proc.stderr.read()
-    assert not [e for e in second.seen if e["type"] == "watch_queue" and e.get("background")], "audited again"
+    assert not [e for e in second.seen if e["type"] == "queue" and e.get("background")], "audited again"
     assert json.loads(stored.read_text())["audited"] == record["audited"]
 
 
@@ -69,7 +68,7 @@ def test_a_strong_reference_is_audited_once_and_said_strong(tmp_path):
     ws = relu_workspace(tmp_path / "ws", reference="relu_randn")
     watch = Headless(ws)
     try:
-        audit = watch.until(lambda e: e["type"] == "watch_audit")
+        audit = watch.until(lambda e: e["type"] == "audit_finished")
     finally:
         assert watch.stop() == 0, watch.proc.stderr.read()
     assert audit["verdict"] == "strong" and audit["reasons"] == [] and not audit["cached"]
@@ -132,6 +131,6 @@ def test_no_audit_leaves_the_reference_unaudited_through_runs_and_saves(tmp_path
         watch.until(lambda e: e["type"] == "run_finished")
     finally:
         assert watch.stop() == 0, watch.proc.stderr.read()
-    assert not [e for e in watch.seen if e["type"] == "watch_audit"]
-    assert not [e for e in watch.seen if e["type"] == "watch_queue" and e.get("background")]
+    assert not [e for e in watch.seen if e["type"] == "audit_finished"]
+    assert not [e for e in watch.seen if e["type"] == "queue" and e.get("background")]
     assert not (ws / ".ktui" / "audits").exists()

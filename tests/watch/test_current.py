@@ -11,9 +11,9 @@ from conftest import FIXTURES, ktui, make_workspace
 
 from ktui.history.current import is_current
 from ktui.history.store import Store
+from ktui.protocol.notices import Saved
 from ktui.protocol.statedir import state_dir
 from ktui.tui.state import DashboardState
-from ktui.watch.loop import Saved
 from ktui.workspace.kernels import content_hash, discover
 
 pytestmark = pytest.mark.worker

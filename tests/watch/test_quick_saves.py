@@ -27,7 +27,7 @@ def test_saves_made_right_after_each_verdict_all_run_and_none_is_taken_for_the_k
             tmp = kernel.with_name(f".{uuid.uuid4().hex[:6]}.tmp")
             tmp.write_text(source + f"\n# version {version}\n")
             os.replace(tmp, kernel)
-            finished = watch.until(lambda e: e.get("type") in ("run_finished", "watch_reruns_stopped"), timeout=120)
+            finished = watch.until(lambda e: e.get("type") in ("run_finished", "reruns_stopped"), timeout=120)
             assert finished["type"] == "run_finished", finished
             assert finished["verdict"] == "passed", finished
     finally:

@@ -11,11 +11,11 @@ from conftest import FIXTURES, REPO, make_workspace
 from test_watch_loop import Collector, save_atomically
 
 from ktui.dispatch.gpus import Device
-from ktui.dispatch.notices import QueueChanged
 from ktui.dispatch.pool import DevicePool
 from ktui.dispatch.runner import WorkerConfig
 from ktui.protocol.events import RunFinished, RungFinished, RungStarted, RunStarted
 from ktui.protocol.job import Options
+from ktui.protocol.notices import QueueChanged
 from ktui.watch.loop import WatchLoop, WatchSettings
 from ktui.workspace.folder import Workspace
 from ktui.workspace.kernels import content_hash
@@ -34,7 +34,7 @@ HELD = (FIXTURES / "kernels" / "held.py").read_text()
 def _loop(ws, got, pool=None, **options):
     pool = pool or DevicePool(TWO, WorkerConfig(force_cpu=True))
     return WatchLoop(Workspace.at(ws), Options(seed=0, benchmark=False, **options), got,
-                     WatchSettings(debounce_s=0.05, audit=False), runner=pool)
+                     WatchSettings(debounce_s=0.05, audit=False), runners=pool.runners)
 
 
 def _one_run_per_gpu_at_a_time(items) -> set[str]:

@@ -18,10 +18,10 @@ from headless import Headless
 from leftovers import tagged
 from waits import gone
 
-from ktui.dispatch.notices import QueueChanged
 from ktui.protocol.events import RunFinished, RungStarted, RunStarted
 from ktui.protocol.job import Options
-from ktui.watch.loop import Saved, WatchLoop, WatchSettings
+from ktui.protocol.notices import QueueChanged, Saved
+from ktui.watch.loop import WatchLoop, WatchSettings
 from ktui.workspace.folder import Workspace
 from ktui.workspace.kernels import content_hash
 
@@ -165,12 +165,12 @@ def test_headless_prints_json_lines_writes_latest_and_leaves_no_process(tmp_path
     watch = Headless(ws, "--no-audit")
     until = watch.until
     try:
-        until(lambda e: e["type"] == "watch_state" and e["mode"] == "inotify")
+        until(lambda e: e["type"] == "watcher_state" and e["mode"] == "inotify")
         first = until(lambda e: e["type"] == "run_finished")  # the catch-up run: no result stored yet
         assert first["verdict"] == "passed"
         edited = ADD.replace("block = 1024", "block = 512")
         save_atomically(ws / "kernels" / "add_triton.py", edited)
-        save = until(lambda e: e["type"] == "watch_save")
+        save = until(lambda e: e["type"] == "saved")
         assert save["kernels"] == ["add_triton"] and save["content_hash"] == content_hash(edited.encode())
         started = until(lambda e: e["type"] == "run_started")
         assert started["version"] == 2 and started["content_hash"] == save["content_hash"]
@@ -227,7 +227,7 @@ def test_headless_on_a_missing_kernels_folder_says_what_to_create_and_stops_on_s
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         first = json.loads(proc.stdout.readline())
-        assert first["type"] == "watch_workspace" and "no kernels/ folder" in first["message"]
+        assert first["type"] == "workspace_note" and "no kernels/ folder" in first["message"]
         assert proc.poll() is None
     finally:
         for _ in range(5):  # signals at any moment, repeated: never a hang
@@ -243,7 +243,7 @@ def test_headless_stops_when_its_reader_goes_away(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "ktui", "watch", str(ws), "--headless", "--no-audit", "--lazy"],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
     try:
-        assert json.loads(proc.stdout.readline())["type"] == "watch_state"
+        assert json.loads(proc.stdout.readline())["type"] == "watcher_state"
         proc.stdout.close()  # the agent reading the stream quits
         save_atomically(ws / "kernels" / "add_triton.py", ADD + "\n# the next line written finds no reader\n")
         assert proc.wait(timeout=120) == 0
@@ -317,8 +317,9 @@ def _watch_rewriting_kernel(tmp_path, got: Collector) -> tuple[WatchLoop, Path]:
 
 @pytest.mark.worker
 def test_an_unconfined_kernel_that_keeps_saving_itself_is_stopped_after_a_few_reruns_saying_why(tmp_path, monkeypatch):
+    from ktui.protocol.notices import RerunsStopped
     from ktui.protocol.processes import NO_CONFINE_ENV
-    from ktui.watch.echoes import LIMIT, RerunsStopped
+    from ktui.watch.echoes import LIMIT
 
     monkeypatch.setenv(NO_CONFINE_ENV, "1")
     got = Collector()

@@ -7,11 +7,12 @@ import pytest
 from conftest import make_workspace
 from test_watch_loop import Collector
 
-from ktui.dispatch.notices import QueueChanged
 from ktui.dispatch.owner import OwnerLink, Ownership
+from ktui.dispatch.placement import Placement
 from ktui.dispatch.scripted import Script, ScriptedRunner, Step
 from ktui.protocol.events import PASSED, RunFinished, RunStarted
 from ktui.protocol.job import Options
+from ktui.protocol.notices import QueueChanged
 from ktui.watch.loop import WatchLoop, WatchSettings
 from ktui.workspace.folder import Workspace
 from ktui.workspace.kernels import state_dir
@@ -23,8 +24,8 @@ def test_a_watch_runs_another_callers_kernel_on_its_worker_and_its_listener_sees
     ws = make_workspace(tmp_path / "ws", ["add_triton"])
     runner = ScriptedRunner(lambda job: Script((Step("correctness", 0.05),)))
     heard = Collector()
-    settings = WatchSettings(catch_up=False, audit=False, force_polling=True, owner_placement="this machine")
-    loop = WatchLoop(Workspace.at(ws), Options(force_cpu=True), heard, settings, runner=runner)
+    settings = WatchSettings(catch_up=False, audit=False, force_polling=True, owner=Placement())
+    loop = WatchLoop(Workspace.at(ws), Options(force_cpu=True), heard, settings, runners=[runner])
     loop.start()
     try:
         assert Ownership.take(state_dir(ws)) is None, "the watch holds the workspace's lock"

@@ -84,7 +84,7 @@ def test_a_session_with_a_bad_helper_count_stops_before_any_worker_starts(tmp_pa
     proc = ktui("watch", str(ws), "--headless", "--cpu", cwd=ws, timeout=120, env={"KTUI_COMPILE_AHEAD": "many"})
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "ktui: KTUI_COMPILE_AHEAD must be a whole number of helpers from 0 to 8, got 'many'" in proc.stderr
-    assert "watch_device" not in proc.stdout  # no worker was started
+    assert "runner_ready" not in proc.stdout  # no worker was started
 
 
 @pytest.mark.unit

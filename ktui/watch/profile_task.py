@@ -3,37 +3,19 @@
 The dashboard's ``p`` queues this as a scheduler task, so a profile never shares the GPU with a
 run. The child is the CLI an agent would call (``ktui.dispatch.child``: its own session, so a save does
 not cancel it; quitting the dashboard kills it and what it started); its JSON lines become
-``watch_profile`` notices.
+``profile_task`` notices.
 """
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
 
 from ktui.dispatch.child import KtuiChild, ktui_argv
-from ktui.dispatch.notices import Notice
 from ktui.dispatch.owner import TURN_HELD_ENV
+from ktui.protocol.notices import ProfileFinished, ProfileProgress
 from ktui.workspace.kernels import Kernel
 
 PROFILE_TIMEOUT_S = 900.0
-
-
-@dataclass(frozen=True)
-class ProfileProgress(Notice):
-    type: ClassVar[str] = "watch_profile"
-    kernel: str
-    message: str
-
-
-@dataclass(frozen=True)
-class ProfileFinished(Notice):
-    type: ClassVar[str] = "watch_profile_finished"
-    kernel: str
-    ok: bool
-    message: str
-    summary: dict[str, Any] | None = field(default=None)
 
 
 def profile_command(kernel: Kernel) -> list[str]:
