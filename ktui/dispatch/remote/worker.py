@@ -17,6 +17,7 @@ import threading
 import uuid
 from typing import Any
 
+from ktui.dispatch.oom import OomWatch
 from ktui.dispatch.proc import end_tree
 from ktui.dispatch.remote import agent
 from ktui.dispatch.remote.link import Link, LinkDown
@@ -56,6 +57,7 @@ class RemoteWorker(WorkerProcess):
         self.remote_pid: int | None = None
         self.remote_exit: int | None = None
         self.info: dict[str, Any] = {}
+        self.oom = OomWatch.elsewhere()
         command = ["env", f"PYTHONPATH={base}/pkg", "PYTHONUNBUFFERED=1", f"{processes.TOKEN_ENV}={self.token}",
                    python, "-m", "ktui.dispatch.remote.agent", "launch", *config.argv()[3:]]
         self.kill_command = ["env", f"PYTHONPATH={base}/pkg", python, "-m", "ktui.dispatch.remote.agent", "kill"]
