@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     phases.mark("torch")
-    from ktui.worker.tier import for_user_code
+    from ktui.worker.dsl.registry import for_user_code
 
     tier = for_user_code(args.arch, force_cpu=args.cpu)
     phases.mark("dsls")

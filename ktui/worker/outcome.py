@@ -15,7 +15,7 @@ from typing import Any
 class CompiledFunction:
     """One GPU function the compile rung produced, whatever DSL it came from."""
 
-    dsl: str  # "triton" | "cutedsl"
+    dsl: str  # its DSL's name (``ktui.protocol.dsls``): "triton", "cutedsl", "tilelang"…
     name: str  # the GPU function's symbol, as in the PTX/CUBIN
     source_fn: str  # the user's Python function
     artifacts: dict[str, str | bytes]  # extension → content: ttir, ttgir, llir, mlir, ptx, cubin

@@ -99,10 +99,10 @@ def run(args: argparse.Namespace, result: dict) -> None:
     from ktui.protocol.job import Job
     from ktui.worker.context import RunContext
     from ktui.worker.dsl.proton import proton_support
+    from ktui.worker.dsl.registry import for_user_code
     from ktui.worker.errors import RungFailure
     from ktui.worker.modules import job_imports
     from ktui.worker.rungs import precheck
-    from ktui.worker.tier import for_user_code
     from ktui.worker.timing import gpu_lock
 
     job = Job.from_json(json.loads(args.job.read_text()))
@@ -199,7 +199,7 @@ def _profiled_call(ctx, inputs, result: dict) -> None:
 
     torch.cuda.nvtx.range_push(NVTX_RANGE)
     try:
-        if ctx.cute_functions:  # CuTeDSL launches are not recorded: no count to compare with
+        if not all(dsl.one_gpu_function_per_launch for dsl in ctx.dsls):  # no count to compare with ncu's
             ctx.custom_kernel(*inputs)
         else:
             result["launches"] = _count_launches(ctx, lambda: ctx.custom_kernel(*inputs))
