@@ -50,6 +50,10 @@ class DslFacts:
     noun: str = "kernel(s)"  # what the pre-checks message counts: "2 Triton kernel(s)"
     required: bool = False  # the worker cannot start without it (Triton: its interpreter is the CPU tier)
     context: ContextCopy = field(default_factory=ContextCopy)
+    # Its on-disk caches: variable → folder in ktui's compiler caches, the one place of the kind a
+    # confined process may write (``ktui.worker.confine.caches``): never the user's own caches.
+    caches: Mapping[str, str] = field(default_factory=dict)
+    variables: tuple[str, ...] = ()  # prefixes of its variables naming what it runs or loads: read and executed there
 
     @property
     def install(self) -> str:
@@ -64,6 +68,10 @@ TRITON = DslFacts(
     dumps={"ttir": ".ttir", "ttgir": ".ttgir", "llir": ".llir", "ptx": ".ptx", "sass": ".sass"},
     required=True,
     context=ContextCopy(note="the Triton wheel ships no tutorials: `ktui context add triton-tutorials` fetches them"),
+    caches={"TRITON_HOME": "triton",  # Triton's ~: its .triton/ for anything not named below
+            "TRITON_CACHE_DIR": "triton/cache",  # compiled kernels, and the launcher module it dlopens
+            "TRITON_DUMP_DIR": "triton/dump", "TRITON_OVERRIDE_DIR": "triton/override"},
+    variables=("TRITON_",),
 )
 CUTEDSL = DslFacts(
     name="cutedsl", title="CuTeDSL", marks="@cute.jit/@cute.kernel", figure="cute_functions", package="cutlass",
@@ -71,12 +79,17 @@ CUTEDSL = DslFacts(
     runs_on_cpu=False, dumps={"mlir": ".mlir", "ptx": ".ptx", "sass": ".sass"}, noun="function(s)",
     context=ContextCopy(licence=True,
                         note="the wheel ships no examples or docs: `ktui context add cutlass` fetches them"),
+    caches={"CUTE_DSL_CACHE_DIR": "cutedsl"}, variables=("CUTE_DSL_",),
 )
 TILELANG = DslFacts(
     name="tilelang", title="TileLang", marks="@tilelang.jit", figure="tilelang_kernels", package="tilelang",
     distribution="tilelang", requirement="ktui[tilelang]", adapter="ktui.worker.dsl.tilelang_kernels:TILELANG",
     runs_on_cpu=False, dumps={"tir": ".tir", "cuda": ".cu", "ptx": ".ptx", "sass": ".sass"},
     context=ContextCopy(leave_out=("3rdparty",)),  # its copy of TVM (60 MB) is not TileLang's API
+    caches={"TILELANG_CACHE_DIR": "tilelang",
+            "TVM_FFI_CACHE_DIR": "tvm-ffi",  # TileLang's FFI: the torch DLPack extension it builds and dlopens
+            "KTUI_TILELANG_BUILDS": "tilelang-builds"},  # ktui's own builds of its CUDA sources (dsl/tilelang_nvcc.py)
+    variables=("TL_", "TVM_", "TILELANG_"),
 )
 BUILT_IN: tuple[DslFacts, ...] = (TRITON, CUTEDSL, TILELANG)
 

@@ -4,7 +4,7 @@
 row and adapter for ktui (``toylang_ktui``) and the metadata pip would install
 (``toylang-0.1.dist-info``: an entry point of the group ``ktui.dsls``). Putting that folder on
 ``PYTHONPATH`` installs it; then the worker finds, compiles, dumps, counts and judges its kernels on
-the CPU tier and places its compile errors, and the parent's tables (the dump kinds, ``ktui context
+the CPU tier, lets it write its compiler cache among ktui's and places its compile errors, and the parent's tables (the dump kinds, ``ktui context
 add``, ``ktui remote check``) list it.
 """
 
@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, REPO, by_kernel, finished, ktui, make_workspace, parse_events, rungs
+
+from ktui.protocol.statedir import compiler_caches
 
 pytestmark = pytest.mark.worker
 
@@ -51,6 +53,13 @@ def test_the_worker_finds_compiles_dumps_and_judges_a_kernel_of_a_dsl_installed_
     # its launches were counted, and made no-ops they left the answer wrong: it came from them
     assert steps["dependence"]["status"] == "ok" and "wrong" in steps["dependence"]["message"]
     assert finished(events)["verdict"] == "passed"
+
+
+def test_its_compiler_cache_is_among_ktuis_the_one_place_a_confined_worker_may_write_it(ran):
+    events = ran[1]["add_toylang"]
+    assert next(e for e in events if e["type"] == "run_started")["confined"] is True
+    cached = list((compiler_caches() / "toylang").glob("add_kernel-*.toyir"))
+    assert cached and cached[0].read_text().startswith("toy.func @add_kernel(")
 
 
 def test_its_compile_error_is_placed_at_the_users_line_by_its_adapter(ran):
