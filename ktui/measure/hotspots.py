@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ktui.measure import sass
+from ktui.protocol.dsls import dsls
 
 JSON_FILE = "hotspots.json"
 TEXT_FILE = "hotspots.txt"
@@ -108,10 +109,9 @@ def file_group(path: str) -> str:
         return NO_LINE
     p = path.replace("\\", "/")
     name = p.rsplit("/", 1)[-1]
-    if "/triton/" in p:
-        return f"Triton library ({name})"
-    if "cutlass" in p or "/cute/" in p:
-        return f"CuTeDSL library ({name})"
+    dsl = next((d for d in dsls() if d.is_library(p)), None)
+    if dsl is not None:
+        return f"{dsl.title} library ({name})"
     if "/ktui/" in p:
         return f"ktui's DSL glue ({name})"
     return name

@@ -54,6 +54,12 @@ class DslFacts:
     # confined process may write (``ktui.worker.confine.caches``): never the user's own caches.
     caches: Mapping[str, str] = field(default_factory=dict)
     variables: tuple[str, ...] = ()  # prefixes of its variables naming what it runs or loads: read and executed there
+    library: tuple[str, ...] = ()  # what a path holds when it is a file of the DSL's own (default: /<package>/)
+
+    def is_library(self, path: str) -> bool:
+        """Whether ``path`` (with ``/``) is one of the DSL's own files: its compiled code's lines
+        there are its library's (``measure.hotspots``), not the kernel's."""
+        return any(mark in path for mark in self.library or (f"/{self.package}/",))
 
     @property
     def install(self) -> str:
@@ -79,7 +85,7 @@ CUTEDSL = DslFacts(
     runs_on_cpu=False, dumps={"mlir": ".mlir", "ptx": ".ptx", "sass": ".sass"}, noun="function(s)",
     context=ContextCopy(licence=True,
                         note="the wheel ships no examples or docs: `ktui context add cutlass` fetches them"),
-    caches={"CUTE_DSL_CACHE_DIR": "cutedsl"}, variables=("CUTE_DSL_",),
+    caches={"CUTE_DSL_CACHE_DIR": "cutedsl"}, variables=("CUTE_DSL_",), library=("cutlass", "/cute/"),
 )
 TILELANG = DslFacts(
     name="tilelang", title="TileLang", marks="@tilelang.jit", figure="tilelang_kernels", package="tilelang",

@@ -83,3 +83,10 @@ def test_the_dsls_a_cpu_tier_only_compiles_are_read_from_the_kernels_a_run_found
     assert dsls.compile_only_titles({"triton_kernels": ["k"], "cute_functions": ["f"], "tilelang_kernels": []}) == "CuTeDSL"
     assert dsls.compile_only_titles({"cute_functions": ["f"], "tilelang_kernels": ["t"]}) == "CuTeDSL/TileLang"
     assert dsls.compile_only_titles({"triton_kernels": ["k"]}) == ""
+
+
+def test_a_file_of_a_dsls_own_is_told_by_its_path():
+    assert dsls.TRITON.is_library("/venv/site-packages/triton/language/standard.py")
+    assert dsls.CUTEDSL.is_library("/venv/site-packages/nvidia_cutlass_dsl/python_packages/cutlass/cute/core.py")
+    assert dsls.TILELANG.is_library("/venv/site-packages/tilelang/src/tl_templates/cuda/gemm.h")
+    assert not any(d.is_library("/home/me/ws/kernels/add_triton.py") for d in dsls.BUILT_IN)
