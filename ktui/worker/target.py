@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import traceback
 from pathlib import Path
 
+from ktui.protocol.files import write_atomic
 from ktui.protocol.processes import NVTX_RANGE
 from ktui.protocol.statedir import runs_root
 from ktui.worker.confine import confine, readable_from_env, writable_from_env
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         result["error"] = f"{type(exc).__name__}: {exc}"
         result["traceback"] = traceback.format_exc()[-4000:]
     finally:
-        _write(args.result, result)
+        write_atomic(args.result, json.dumps(result, default=str))
     return 0 if result.get("ok") else 1
 
 
@@ -85,12 +85,6 @@ def _readable(args: argparse.Namespace) -> list[Path]:
              *((job.get("problem") or {}).get("modules") or {}).values()]
     outside = [Path(p) for p in named if p and not Path(p).is_relative_to(root)]
     return ([root] if job.get("root") else []) + outside + readable_from_env()
-
-
-def _write(path: Path, result: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(result, default=str))
-    os.replace(tmp, path)
 
 
 def run(args: argparse.Namespace, result: dict) -> None:

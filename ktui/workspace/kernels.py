@@ -146,6 +146,22 @@ def reference_hash(kernel: Kernel) -> str:
     return reference_snapshot(kernel).hash
 
 
+def content_hash_of(path: Path | None) -> str:
+    """The content hash of the file at ``path`` as it is now; "" when it cannot be read."""
+    try:
+        return content_hash(Path(path).read_bytes()) if path is not None else ""
+    except OSError:
+        return ""
+
+
+def reference_hash_of(kernel: Kernel) -> str:
+    """``reference_hash`` of ``kernel`` as it is now; "" when its reference cannot be read."""
+    try:
+        return reference_hash(kernel)
+    except OSError:
+        return ""
+
+
 def reference_on_disk(paths: list[str]) -> str:
     """The reference hash of the files a snapshot holds, read again now (their order is the hash's);
     a file gone counts as empty."""

@@ -50,12 +50,7 @@ def run(ctx: RunContext) -> Outcome:
             f"importing {Path(job.kernel_path).name} patched the harness: {', '.join(tampered[:4])} (restored)",
             status="suspicious",
         )
-    patched = watch.verify()
-    if patched:
-        raise RungFailure(
-            f"importing {Path(job.kernel_path).name} patched its reference: {', '.join(patched[:4])} (restored)",
-            status="suspicious",
-        )
+    reference_intact(watch, job)
     copied = integrity.reference_imports(job.source, job.reference_path)
     if copied:
         raise RungFailure(
@@ -84,12 +79,7 @@ def run(ctx: RunContext) -> Outcome:
     if not ctx.tier.is_gpu and any(dsl.needs_compilable_import for dsl in ctx.dsls):
         watch = integrity.NamespaceGuard(ctx.reference_modules)
         ctx.compilable = import_kernel(job, f"ktui_user_aot_{tag}", interpreted=False)
-        patched = watch.verify()
-        if patched:
-            raise RungFailure(
-                f"importing {Path(job.kernel_path).name} patched its reference: {', '.join(patched[:4])} (restored)",
-                status="suspicious",
-            )
+        reference_intact(watch, job)
 
     fitted = memory.require_fit(ctx)  # before anything heavy: compile's traced call is the first to allocate
     seeds = choice.choose(ctx)  # before any input is made for a check: the fresh seeds keep the declared inputs' kind
@@ -118,6 +108,16 @@ def import_kernel(job: Job, name: str, interpreted: bool) -> ModuleType:
         for dsl in DSLS:
             scopes.enter_context(dsl.importing(interpreted))
         return load_module(name, job.kernel_path, job.source)
+
+
+def reference_intact(watch: integrity.NamespaceGuard, job: Job) -> None:
+    """Importing the kernel left its reference's modules as they were (``watch``), else suspicious."""
+    patched = watch.verify()
+    if patched:
+        raise RungFailure(
+            f"importing {Path(job.kernel_path).name} patched its reference: {', '.join(patched[:4])} (restored)",
+            status="suspicious",
+        )
 
 
 def missing_dsl(exc: ModuleNotFoundError, file: str) -> Exception:
