@@ -1,4 +1,4 @@
-"""The loop's typed events and their JSON form.
+"""The typed events of a run and their JSON form.
 
 Everything ktui shows — the CLI's lines, the dashboard's panes, the history store — is built
 from this one stream. Each event is a dataclass; ``to_json`` gives a flat dict with a ``type``
@@ -158,7 +158,7 @@ class RungFinished(Event):
 
 @dataclass
 class ArtifactWritten(Event):
-    """A file the loop wrote for humans and agents to read (IR, PTX, SASS, reports)."""
+    """A file a run wrote for humans and agents to read (IR, PTX, SASS, reports)."""
 
     type: ClassVar[str] = "artifact"
     kind: str  # a compiler output's suffix ("ptx", "cubin", "ttir"…: ktui.protocol.dsls), "sass", "resources" or "hotspots" (.json and .txt)

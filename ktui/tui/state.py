@@ -1,4 +1,4 @@
-"""What the dashboard knows, built only from the loop's events, its notices and the history.
+"""What the dashboard knows, built only from the watch loop's events, its notices and the history.
 
 No Textual here: the app feeds every event and notice to ``DashboardState.apply`` and hands the
 resulting views down to its panes. A restart loses nothing: ``load`` rebuilds the same views from

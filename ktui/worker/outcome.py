@@ -1,7 +1,7 @@
 """The worker's value types: what a rung returns, what compile produced, how a shape is named.
 
 A leaf: every module of the worker may import it, and it imports nothing of ktui, so no two
-modules of the loop need each other to name a result.
+modules of the worker need each other to name a result.
 """
 
 from __future__ import annotations

@@ -129,7 +129,7 @@ def reference_snapshot(kernel: Kernel) -> ReferenceSnapshot:
     for dep in kernel.dependencies:
         if dep.is_file() and dep not in files:
             files[dep] = dep.read_bytes()
-    searched = [kernel.path.parent, kernel.root]  # where the worker's imports look (``loop.modules``)
+    searched = [kernel.path.parent, kernel.root]  # where the worker's imports look (``worker/modules.py``)
     named = set((kernel.problem.get("modules") or {}).keys())
     modules = local_imports(files[kernel.reference], searched, kernel.root, named)
     for path in modules.values():

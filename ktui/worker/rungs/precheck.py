@@ -1,4 +1,4 @@
-"""Rung 1, ``pre-checks``: the kernel imports, has its entry point (``custom_kernel``, or
+"""Rung ``pre-checks``: the kernel imports, has its entry point (``custom_kernel``, or
 ``ModelNew`` for KernelBench), its reference is usable in its format, and it contains at least one
 kernel of a DSL the worker knows (``ktui.protocol.dsls``, ``dsl/registry.py``).
 
