@@ -1,7 +1,7 @@
 """The history as the dashboard reads it: per version, its newest finished run's figures.
 
 The panes draw ``VersionPoint``s; ``DashboardState`` fills a kernel's view from its newest
-finished run (``history.finished``: the one definition). Both come from here.
+finished run (``history.best.newest_per_version``: the one definition). Both come from here.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ktui.history.finished import newest_finished
+from ktui.history.best import newest_per_version
 from ktui.history.store import Store
 from ktui.protocol.events import PASSED, finished_run
 
@@ -46,7 +46,7 @@ class CodeFacts:
 
 def version_history(store: Store, kernel_id: str, limit: int = 500) -> list[VersionPoint]:
     """Per version, its newest finished run (cancelled and interrupted runs say nothing about a version)."""
-    chosen = newest_finished(store.runs(kernel_id, limit=limit))
+    chosen = newest_per_version(store.runs(kernel_id, limit=limit))
     dumps = store.rung_results([run.run_id for run in chosen.values()], "dumps")
     points: dict[int, VersionPoint] = {}
     for run in chosen.values():

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from test_rooflines import record
 
-from ktui.history.finished import finished_by_version, newest_finished
+from ktui.history.best import newest_per_version
+from ktui.history.finished import finished_by_version
 from ktui.history.store import Store
 from ktui.protocol.events import RunStarted
 
@@ -24,7 +25,7 @@ def test_a_version_is_its_newest_finished_run_whatever_came_after_it_unfinished(
                             reference="/r.py", reference_hash="rh", tier="cpu", device="CPU", arch="sm_90a",
                             run_dir="/d", time=600.0))
     runs = store.runs("add_triton")
-    assert {v: r.run_id for v, r in newest_finished(runs).items()} == {1: "v1-passed", 2: "v2-suspicious"}
+    assert {v: r.run_id for v, r in newest_per_version(runs).items()} == {1: "v1-passed", 2: "v2-suspicious"}
     assert {v: [r.run_id for r in rs] for v, rs in finished_by_version(runs).items()} == {
         1: ["v1-passed", "v1-failed"], 2: ["v2-suspicious"]}
     store.close()

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ktui.history.best import best_version
-from ktui.history.finished import newest_finished
 from ktui.history.sassdiff.model import NoBase
+from ktui.protocol.events import finished_run
 
 if TYPE_CHECKING:
     from ktui.history.store import Store
@@ -42,8 +42,12 @@ def resolve_base(store: Store, kernel: str, new_version: int, base: str) -> int:
                          dashboard="b pins the selected version")
         return pinned
 
-    newest = newest_finished(store.runs(kernel))  # what "best" counts, and each version's verdict
-    last_verdict = {version: run.verdict for version, run in newest.items()}
+    runs = store.runs(kernel)  # newest first
+    last_verdict: dict[int, str] = {}
+    for run in runs:
+        # A cancelled or interrupted re-run says nothing of the version.
+        if finished_run(run.verdict):
+            last_verdict.setdefault(run.version, run.verdict)
     if base == "previous":
         earlier = [v for v in versions if v < new_version]
         passing = [v for v in earlier if last_verdict.get(v) in DIFFABLE]
@@ -54,6 +58,10 @@ def resolve_base(store: Store, kernel: str, new_version: int, base: str) -> int:
         raise NoBase(f"none of the {len(earlier)} earlier version(s) of {kernel} passed (or only compiled) in its "
                      "last run",
                      cli="choose one with --base VERSION", dashboard="d cycles to best or pinned; b pins a version")
+    newest = {}  # the newest finished run of each version: what "best" counts
+    for run in runs:
+        if finished_run(run.verdict):
+            newest.setdefault(run.version, run)
     points = [_Point(v, r.verdict, r.summary.get("speedup") if isinstance(r.summary, dict) else None)
               for v, r in newest.items()]
     best = best_version(points, exclude=new_version)
