@@ -47,8 +47,8 @@ from record import VERSIONS  # noqa: E402  (the softmax variants the snapshot fi
 
 from ktui.protocol.job import Options  # noqa: E402
 from ktui.protocol.notices import ProfileFinished  # noqa: E402
-from ktui.tui.app import KtuiApp, LoopItem  # noqa: E402
-from ktui.watch.loop import WatchSettings  # noqa: E402  # noqa: E402
+from ktui.tui.app import KtuiApp, WatchItem  # noqa: E402
+from ktui.watch.loop import WatchSettings  # noqa: E402
 from ktui.workspace.folder import Workspace  # noqa: E402
 from ktui.workspace.kernels import content_hash  # noqa: E402
 
@@ -93,7 +93,7 @@ class Recorder(KtuiApp):
 
     profiles_done: list[ProfileFinished]
 
-    def on_loop_item(self, message: LoopItem) -> None:
+    def on_watch_item(self, message: WatchItem) -> None:
         if isinstance(message.item, ProfileFinished):
             self.profiles_done.append(message.item)
 

@@ -1,9 +1,9 @@
 """``ktui context add <source>``: fill ``context/`` with what an agent reads to use the DSLs well.
 
 Each source lands in its own folder, ``context/<source>/``, with a ``SOURCE`` note (origin,
-version, date). Offline sources copy what is installed: ``triton`` (the Triton Python package's
-sources), ``cutedsl`` (the ``cutlass`` package of nvidia-cutlass-dsl) and ``tilelang`` (the
-TileLang package's own sources, without its copy of TVM). Network sources:
+version, date). Offline sources copy what is installed, one per DSL (``ktui.protocol.dsls``: its
+package's Python sources and docs, as its row's ``context`` says): ``triton``, ``cutedsl`` (the
+``cutlass`` package of nvidia-cutlass-dsl) and ``tilelang`` (without its copy of TVM). Network sources:
 ``cutlass`` (a shallow, sparse clone of NVIDIA/cutlass limited to the CuTe/CuTeDSL parts),
 ``triton-tutorials``, and ``ptx`` (the PTX ISA page turned into plain text, one file per
 section). Every network step has a timeout, and the URLs can be pointed elsewhere (``--url`` or
@@ -13,6 +13,7 @@ the ``KTUI_*`` variables below), which is how the tests run without the network.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import os
 import re
 import shutil
@@ -23,7 +24,9 @@ import urllib.request
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
+
+from ktui.protocol.dsls import DslFacts, dsls
 
 TEXT_SUFFIXES = {".py", ".pyi", ".md", ".rst", ".txt", ".h", ".hpp", ".cuh", ".cu", ".cpp", ".c", ".inl",
                  ".yml", ".yaml", ".toml", ".json", ".ptx", ".mlir", ".ipynb"}
@@ -58,17 +61,21 @@ class Added:
     notes: list[str] = field(default_factory=list)
 
 
-OFFLINE = {"triton": "triton", "cutedsl": "cutlass", "tilelang": "tilelang"}  # source → the installed package it copies
 NETWORK_ADVICE = ("`ktui context add cutlass` (CUTLASS's docs, CuTeDSL examples, CuTe headers), `ktui context add "
                   "ptx` (the PTX ISA, one file per section) or `ktui context add triton-tutorials`, with the network")
 
 
 # -- the sources ---------------------------------------------------------------------------------
+def offline_sources() -> dict[str, str]:
+    """Source → the installed package it copies: one per DSL."""
+    return {dsl.name: dsl.package for dsl in dsls()}
+
+
 def installed_offline_sources() -> list[str]:
     """The offline sources whose package is installed here (found, never imported)."""
     import importlib.util
 
-    return [name for name, package in OFFLINE.items() if importlib.util.find_spec(package) is not None]
+    return [name for name, package in offline_sources().items() if importlib.util.find_spec(package) is not None]
 
 
 def sources_in(context_dir: Path) -> list[str]:
@@ -93,17 +100,11 @@ def no_match_hint(context_dir: Path, query: str) -> str:
 
 
 def add_source(name: str, context_dir: Path, url: str | None = None, timeout: float | None = None) -> Added:
-    adders: dict[str, Callable[..., Added]] = {
-        "triton": _add_triton,
-        "cutedsl": _add_cutedsl,
-        "tilelang": _add_tilelang,
-        "cutlass": _add_cutlass,
-        "triton-tutorials": _add_triton_tutorials,
-        "ptx": _add_ptx,
-    }
+    offline = {dsl.name: functools.partial(_add_installed, dsl) for dsl in dsls()}
+    adders: dict[str, Callable[..., Added]] = {**offline, **NETWORK}
     if name not in adders:
         raise ContextError(f"unknown source {name!r}: choose from {', '.join(adders)} "
-                           "(triton, cutedsl and tilelang work offline; the others need the network)")
+                           f"({_and(list(offline))} work offline; the others need the network)")
     context_dir = context_dir.resolve()
     target = context_dir / name
     if target.exists() and not (target / NOTE).is_file():
@@ -140,40 +141,25 @@ def _installed(module: str, distribution: str, name: str, install: str) -> tuple
     return Path(spec.origin).parent, version
 
 
-def _add_triton(dest: Path, url: str | None, timeout: float | None) -> Added:
-    package, version = _installed("triton", "triton", "Triton", "pip install triton")
-    files, size = copy_text_tree(package, dest / "triton", PACKAGE_SUFFIXES)
-    return Added("triton", dest, files, size, version,
-                 f"installed Python package triton {version} ({package})",
-                 ["the Triton wheel ships no tutorials: `ktui context add triton-tutorials` fetches them"])
-
-
-def _add_cutedsl(dest: Path, url: str | None, timeout: float | None) -> Added:
-    package, version = _installed("cutlass", "nvidia-cutlass-dsl", "CuTeDSL", "pip install nvidia-cutlass-dsl")
-    files, size = copy_text_tree(package, dest / "cutlass", PACKAGE_SUFFIXES)
-    notes = []
-    licence = _dist_file("nvidia-cutlass-dsl", "LICENSE")
+def _add_installed(dsl: DslFacts, dest: Path, url: str | None, timeout: float | None) -> Added:
+    """A DSL's installed package: its Python sources and docs (its language, and the examples of use
+    in its docstrings), less the folders its row leaves out, in ``<dest>/<package>/``."""
+    package, version = _installed(dsl.package, dsl.distribution, dsl.title, dsl.install)
+    files, size = copy_text_tree(package, dest / dsl.package, PACKAGE_SUFFIXES, leave_out=dsl.context.leave_out)
+    licence = _dist_file(dsl.distribution, "LICENSE") if dsl.context.licence else None
     if licence is not None:
         shutil.copy(licence, dest / "LICENSE")
         files += 1
-    notes.append("the wheel ships no examples or docs: `ktui context add cutlass` fetches them")
-    return Added("cutedsl", dest, files, size, version,
-                 f"installed package nvidia-cutlass-dsl {version}: the cutlass package ({package})", notes)
+    what = (f"installed Python package {dsl.distribution}" if dsl.distribution == dsl.package
+            else f"installed package {dsl.distribution}")
+    of = "" if dsl.distribution == dsl.package else f": the {dsl.package} package"
+    return Added(dsl.name, dest, files, size, version, f"{what} {version}{of} ({package})",
+                 [dsl.context.note] if dsl.context.note else [])
 
 
-def _add_tilelang(dest: Path, url: str | None, timeout: float | None) -> Added:
-    """The installed package's Python sources (its language, JIT and examples of use in docstrings)."""
-    package, version = _installed("tilelang", "tilelang", "TileLang", "pip install 'ktui[tilelang]'")
-    files = size = 0
-    for part in sorted(package.iterdir()):  # its own sources: TVM's (3rdparty/, 60 MB) are not TileLang's API
-        if part.is_dir() and part.name != "3rdparty":
-            n, b = copy_text_tree(part, dest / "tilelang" / part.name, PACKAGE_SUFFIXES)
-            files, size = files + n, size + b
-        elif part.is_file() and part.suffix in PACKAGE_SUFFIXES:
-            (dest / "tilelang").mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(part, dest / "tilelang" / part.name)
-            files, size = files + 1, size + part.stat().st_size
-    return Added("tilelang", dest, files, size, version, f"installed Python package tilelang {version} ({package})")
+def _and(names: list[str]) -> str:
+    """``triton, cutedsl and tilelang``."""
+    return " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
 
 
 def _add_cutlass(dest: Path, url: str | None, timeout: float | None) -> Added:
@@ -203,11 +189,17 @@ def _add_ptx(dest: Path, url: str | None, timeout: float | None) -> Added:
                  url, [f"{files} sections"])
 
 
+NETWORK: dict[str, Callable[..., Added]] = {"cutlass": _add_cutlass, "triton-tutorials": _add_triton_tutorials,
+                                            "ptx": _add_ptx}
+
+
 # -- copying and cloning -------------------------------------------------------------------------
-def copy_text_tree(src: Path, dest: Path, suffixes: set[str] = TEXT_SUFFIXES) -> tuple[int, int]:
-    """Copy the text files under ``src`` (sources, docs, examples) to ``dest``; skip caches and binaries."""
+def copy_text_tree(src: Path, dest: Path, suffixes: set[str] = TEXT_SUFFIXES,
+                   leave_out: tuple[str, ...] = ()) -> tuple[int, int]:
+    """Copy the text files under ``src`` (sources, docs, examples) to ``dest``; skip caches and
+    binaries, and the top-level folders ``leave_out`` names."""
     files = size = 0
-    for path in sorted(src.rglob("*")):
+    for path in sorted(_below(src, leave_out)):
         rel = path.relative_to(src)
         if not path.is_file() or path.suffix.lower() not in suffixes:
             continue
@@ -219,6 +211,16 @@ def copy_text_tree(src: Path, dest: Path, suffixes: set[str] = TEXT_SUFFIXES) ->
         files += 1
         size += path.stat().st_size
     return files, size
+
+
+def _below(src: Path, leave_out: tuple[str, ...]) -> Iterator[Path]:
+    """Everything under ``src`` but the top-level folders ``leave_out`` names (never walked)."""
+    for top in src.iterdir():
+        if top.is_dir() and top.name in leave_out:
+            continue
+        yield top
+        if top.is_dir():
+            yield from top.rglob("*")
 
 
 def _dist_file(dist: str, name: str) -> Path | None:
@@ -264,7 +266,7 @@ def _sparse_clone(name: str, url: str, parts: list[str], dest: Path, timeout: fl
         clone = Path(tmp) / "repo"
         # ``--``: whatever the URL holds, git takes it as the repository, never as an option.
         _git(["clone", "--depth", "1", "--filter=blob:none", "--sparse", "--no-tags", "--", url, str(clone)], None, limit,
-             what + " (this source needs the network; triton and cutedsl work offline)")
+             f"{what} (this source needs the network; {_and(list(offline_sources()))} work offline)")
         _git(["sparse-checkout", "set", *parts], clone, limit, what)
         commit = _git(["rev-parse", "HEAD"], clone, 30, what).strip()
         described = _git(["log", "-1", "--format=%cs %s"], clone, 30, what).strip()
@@ -301,7 +303,7 @@ def fetch_text(url: str, timeout: float) -> str:
         raise ContextError(f"cannot fetch {url}: HTTP {exc.code} {exc.reason}") from None
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
-        raise ContextError(f"cannot fetch {url}: {reason} (this source needs the network; triton and cutedsl "
+        raise ContextError(f"cannot fetch {url}: {reason} (this source needs the network; {_and(list(offline_sources()))} "
                            "work offline)") from None
     return data.decode(charset, errors="replace")
 

@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from ktui.agents.workspace import BadCall
+from ktui.protocol.dsls import dsls, dump_kinds
 from ktui.protocol.errormap import ErrorMap, text_lines
 
-# kind → how its files are named in a run folder ("*" is the GPU function's name).
+# kind → how its files are named in a run folder ("*" is the GPU function's name): every DSL's
+# compiler outputs (``ktui.protocol.dsls``), then the run's own files.
 KINDS: dict[str, str] = {
-    "ptx": "*.ptx", "sass": "*.sass", "ttir": "*.ttir", "ttgir": "*.ttgir", "llir": "*.llir", "mlir": "*.mlir",
-    "tir": "*.tir", "cuda": "*.cu",
+    **{kind: f"*{suffix}" for kind, suffix in dump_kinds().items()},
     "source": "source.py", "resources": "resources.json", "report": "report.json", "hotspots": "hotspots.txt",
     "error_map": "report.json",  # drawn from the report: each wrong output's map, as text
 }
@@ -36,8 +37,9 @@ def read_dump(run_dir: Path, kind: str, function: str | None, offset: int, max_c
     pattern = KINDS[kind]
     files = sorted(run_dir.glob(pattern)) if run_dir.is_dir() else []
     if not files:
+        produced = "; ".join(f"{d.title}: {' '.join(d.dumps)}" for d in dsls())
         raise BadCall(f"no {kind} in {run_dir}: the run stopped before the dumps rung, or this kernel's "
-                      f"DSL does not produce {kind} (Triton: ttir ttgir llir ptx sass; CuTeDSL: mlir ptx sass; TileLang: tir cuda ptx sass)")
+                      f"DSL does not produce {kind} ({produced})")
     functions = [p.name[: -len(pattern) + 1] if pattern.startswith("*") else p.stem for p in files]
     if function is None:
         chosen = files[0]

@@ -23,7 +23,7 @@ from ktui.agents.digest import agent_summary, trust_now
 from ktui.dispatch.owner import Following, OwnerGone, OwnerLink
 from ktui.history.current import current_run
 from ktui.history.store import RunRecord, Store
-from ktui.workspace.kernels import Kernel, content_hash, reference_hash
+from ktui.workspace.kernels import Kernel, content_hash_of, reference_hash_of
 
 POLL_S = 0.5  # the history is read again at least this often while waiting
 FIRST_ANSWER_S = 5.0  # an owner that does not say within this whether it runs the kernel is taken as gone
@@ -36,18 +36,6 @@ def _result(run: RunRecord, state: Path) -> dict[str, Any]:
             "summary": trust_now(state, run.verdict, summary, run.reference_hash),
             "first_failure": run.summary.get("first_failure"), "tier": run.tier, "device": run.device,
             "strict": run.strict, "started": run.started, "run_dir": run.run_dir}
-
-
-def _hashes(kernel: Kernel) -> tuple[str, str]:
-    try:
-        content = content_hash(kernel.path.read_bytes())
-    except OSError:
-        content = ""
-    try:
-        reference = reference_hash(kernel)
-    except OSError:
-        reference = ""
-    return content, reference
 
 
 async def verdict_now(resolve: Callable[[], Kernel], state: Path, shown: str, timeout_s: float) -> dict[str, Any]:
@@ -69,7 +57,7 @@ async def verdict_now(resolve: Callable[[], Kernel], state: Path, shown: str, ti
             kernel = resolve()
             run = _current(state, kernel)
             waited = round(time.monotonic() - started, 2)
-            content, reference = _hashes(kernel)
+            content, reference = content_hash_of(kernel.path), reference_hash_of(kernel)
             answer = {"kernel": kernel.id, "content_hash": content, "reference_hash": reference, "waited_s": waited}
             if run is not None:
                 return {**answer, "status": FINISHED, "result": _result(run, state), "message": ""}

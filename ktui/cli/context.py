@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+from ktui.agentdocs.sources import NETWORK, offline_sources
 from ktui.cli.commands import COMMANDS
 from ktui.cli.exits import EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK
 from ktui.cli.options import add_step_timeout
@@ -16,8 +17,9 @@ from ktui.cli.options import add_step_timeout
 def add_parser(subparsers) -> None:
     ctx = subparsers.add_parser("context", help=COMMANDS["context"])
     ctx_sub = ctx.add_subparsers(dest="context_command", required=True)
-    add = ctx_sub.add_parser("add", help="add a source: triton, cutedsl, tilelang (offline); cutlass, triton-tutorials, ptx (network)")
-    add.add_argument("source", help="the source to add: triton, cutedsl, tilelang, cutlass, triton-tutorials or ptx")
+    offline, network = list(offline_sources()), list(NETWORK)  # one offline source per DSL (ktui.protocol.dsls)
+    add = ctx_sub.add_parser("add", help=f"add a source: {', '.join(offline)} (offline); {', '.join(network)} (network)")
+    add.add_argument("source", help=f"the source to add: {', '.join([*offline, *network][:-1])} or {network[-1]}")
     add.add_argument("--url", default=None, help="fetch from here instead (a git URL, or the PTX page's URL / file)")
     add_step_timeout(add, "each network step", None, "60 for a page, 300 for a git clone")
     add.add_argument("--dir", type=Path, default=None, help="the context folder (default: <workspace>/context)")
@@ -57,8 +59,9 @@ def cmd_context(args: argparse.Namespace) -> int:
     from ktui.agentdocs.index import search  # deferred for start-up speed
 
     if not folder.is_dir():
-        print(f"ktui: {folder} does not exist: fill it with `ktui context add triton` (or cutedsl, tilelang, cutlass, "
-              "triton-tutorials, ptx)", file=sys.stderr)
+        first, *others = [*offline_sources(), *NETWORK]
+        print(f"ktui: {folder} does not exist: fill it with `ktui context add {first}` (or {', '.join(others)})",
+              file=sys.stderr)
         return EXIT_CANNOT_RUN
     hits, _ = search(folder, " ".join(args.query), limit=args.limit)
     for hit in hits:

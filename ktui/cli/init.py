@@ -16,8 +16,8 @@ def add_parser(subparsers) -> None:
     init.add_argument("dir", nargs="?", type=Path, default=Path("."), help="the workspace to create (default: here)")
     init.add_argument("--force", action="store_true", help="overwrite files that already exist")
     init.add_argument("--no-context", action="store_true",
-                      help="leave context/ empty (by default it gets the installed Triton's, CuTeDSL's and TileLang's own "
-                           "sources and docs, offline)")
+                      help="leave context/ empty (by default it gets each installed DSL's own sources and docs "
+                           "(Triton, CuTeDSL, TileLang…), offline)")
     init.set_defaults(handler=cmd_init)
 
 
@@ -59,12 +59,18 @@ def ktui_on_path_or_advice() -> None:
 def fill_context(folder: Path) -> None:
     """context/ filled from what is installed here, offline: an agent's search finds something from
     the start. A source that fails is said and skipped: init itself has succeeded."""
-    from ktui.agentdocs.sources import NETWORK_ADVICE, OFFLINE, ContextError, add_source, installed_offline_sources
+    from ktui.agentdocs.sources import (
+        NETWORK_ADVICE,
+        ContextError,
+        add_source,
+        installed_offline_sources,
+        offline_sources,
+    )
 
     installed = installed_offline_sources()
-    for source in OFFLINE:
+    for source, package in offline_sources().items():
         if source not in installed:
-            print(f"  context/{source}: its package ({OFFLINE[source]}) is not installed here; "
+            print(f"  context/{source}: its package ({package}) is not installed here; "
                   f"`ktui context add {source}` once it is")
             continue
         try:

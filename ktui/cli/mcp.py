@@ -1,4 +1,4 @@
-"""``ktui mcp``: serve the loop to coding agents over MCP (stdio); needs the [mcp] extra."""
+"""``ktui mcp``: serve ktui's runs and tools to coding agents over MCP (stdio); needs the [mcp] extra."""
 
 from __future__ import annotations
 

@@ -13,7 +13,8 @@ from ktui.cli.options import REMOTE_PYTHON_HELP
 def add_parser(subparsers) -> None:
     remote = subparsers.add_parser("remote", help=COMMANDS["remote"])
     verbs = remote.add_subparsers(dest="remote_command", required=True)
-    check = verbs.add_parser("check", help="Python, torch, Triton, CuTeDSL, TileLang, ktui, the GPU, ncu and compute-sanitizer on HOST")
+    check = verbs.add_parser("check", help="Python, torch, each DSL (Triton, CuTeDSL, TileLang…), ktui, the GPU, ncu and "
+                                           "compute-sanitizer on HOST")
     check.add_argument("host", metavar="[USER@]HOST[:PORT]", help="the host to check, as ssh reaches it")
     check.add_argument("--ssh-config", default=None, metavar="FILE",
                        help="an ssh config file used instead of ~/.ssh/config (default: $KTUI_SSH_CONFIG)")
@@ -24,7 +25,7 @@ def add_parser(subparsers) -> None:
 def cmd_check(args: argparse.Namespace) -> int:
     # deferred for start-up speed
     from ktui.dispatch.remote.address import parse_remote
-    from ktui.dispatch.remote.check import check_lines, probe
+    from ktui.dispatch.remote.check import check_lines, needed_to_run, probe
     from ktui.dispatch.remote.link import Link, LinkDown
 
     try:
@@ -44,5 +45,5 @@ def cmd_check(args: argparse.Namespace) -> int:
     print(f"{address.display}:")
     for line in lines:
         print(f"  {line}")
-    runnable = all(line.ok for line in lines if line.name in ("python", "torch", "triton"))
+    runnable = all(line.ok for line in lines if line.name in needed_to_run())
     return EXIT_OK if runnable else EXIT_CANNOT_RUN

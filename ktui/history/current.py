@@ -7,18 +7,20 @@ from __future__ import annotations
 
 from ktui.history.store import RunRecord, Store
 from ktui.protocol.events import finished_run
-from ktui.workspace.kernels import Kernel, content_hash, reference_hash
+from ktui.workspace.kernels import Kernel, content_hash_of, reference_hash_of
 
 
 def on_disk(kernel: Kernel, content: str, reference: str | None) -> bool:
     """Whether ``content`` (a content hash) and ``reference`` (a reference hash; None: not known, as
-    in reports written before they carried it) are the kernel's and its reference's on disk."""
-    try:
-        if content != content_hash(kernel.path.read_bytes()):
-            return False
-        return reference is None or reference == reference_hash(kernel)
-    except OSError:
+    in reports written before they carried it) are the kernel's and its reference's on disk (a file
+    that cannot be read matches nothing)."""
+    now = content_hash_of(kernel.path)
+    if not now or now != content:
         return False
+    if reference is None:
+        return True
+    reference_now = reference_hash_of(kernel)
+    return bool(reference_now) and reference_now == reference
 
 
 def is_current(store: Store, kernel: Kernel) -> bool:
@@ -36,9 +38,8 @@ def current_run(store: Store, kernel: Kernel, limit: int = 200) -> RunRecord | N
     """The newest finished run of exactly what is on disk (the kernel's content, judged by its
     reference) among the kernel's last ``limit`` runs, or None: what ``is_current`` asks of the
     latest run alone, asked of the history (a file put back as it was is answered too)."""
-    try:
-        content = content_hash(kernel.path.read_bytes())
-    except OSError:
+    content = content_hash_of(kernel.path)
+    if not content:
         return None
     for run in store.runs(kernel.id, limit=limit):
         if run.content_hash == content and finished_run(run.verdict) and on_disk(kernel, run.content_hash,

@@ -16,11 +16,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ktui.history.finished import finished_by_version
 from ktui.history.store import Store
 from ktui.measure import calibrate
 from ktui.measure.datasheets import lookup
 from ktui.measure.roofline import DEFAULT_DONE, Ceiling, choose_ceiling
-from ktui.protocol.events import OK, PASSED, finished_run
+from ktui.protocol.events import OK, PASSED
 
 BENCHMARK = "benchmark["
 
@@ -98,12 +99,12 @@ def points_of_run(version: int, device: str, rungs: list[dict[str, Any]], done: 
 def points(store: Store, kernel: str, limit: int = 200) -> list[Point]:
     """Every version's timed shapes, from its newest finished run that has any, oldest version first."""
     chosen: dict[int, list[Point]] = {}
-    for run in store.runs(kernel, limit=limit):  # newest first
-        if run.version in chosen or not finished_run(run.verdict) or run.verdict != PASSED:
-            continue
-        found = points_of_run(run.version, run.device, store.rungs(run.run_id), done_of(run.summary))
-        if found:
-            chosen[run.version] = found
+    for version, finished in finished_by_version(store.runs(kernel, limit=limit)).items():
+        for run in (r for r in finished if r.verdict == PASSED):
+            found = points_of_run(run.version, run.device, store.rungs(run.run_id), done_of(run.summary))
+            if found:
+                chosen[version] = found
+                break
     return [p for version in sorted(chosen) for p in chosen[version]]
 
 

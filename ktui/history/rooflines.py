@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ktui.history.finished import finished_by_version
 from ktui.history.store import Store
-from ktui.protocol.events import finished_run
 
 NO_FIGURES = "no per-shape roofline figures (not benchmarked on a GPU, or recorded before them)"
 
@@ -77,7 +77,7 @@ def lines(base_version: int, base: dict[str, Any] | None, new_version: int, new:
 def version_summary(store: Store, kernel: str, version: int) -> dict[str, Any] | None:
     """The summary of the newest finished run of ``version`` that has per-shape figures, else of
     its newest finished run, else None."""
-    finished = [r for r in store.runs(kernel) if r.version == version and finished_run(r.verdict)]
+    finished = finished_by_version(store.runs(kernel)).get(version, [])
     with_figures = [r for r in finished if shapes_of(r.summary)]
     chosen = (with_figures or finished or [None])[0]
     return chosen.summary if chosen is not None else None

@@ -1,6 +1,6 @@
 """The history: every run of every version, in SQLite at ``<root>/.ktui/history.db``.
 
-A consumer of the loop's events like any other. WAL journaling and short transactions make it
+A consumer of the runs' events like any other. WAL journaling and short transactions make it
 safe against a writer killed mid-run and against two ktui processes at once — an agent's
 ``ktui run`` while the dashboard watches — with a busy timeout instead of "database is locked"
 errors. Each run row names the process that records it (host, pid, start time); a row still

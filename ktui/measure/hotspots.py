@@ -19,8 +19,10 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 from ktui.measure import sass
+from ktui.protocol.dsls import dsls
 
 JSON_FILE = "hotspots.json"
 TEXT_FILE = "hotspots.txt"
@@ -63,18 +65,25 @@ def attribute_listing(listing: str) -> dict[str, list[tuple[str, int, str]]]:
     ``sass.instruction_count``)."""
     out: dict[str, list[tuple[str, int, str]]] = {}
     for fn, lines in sass.split_functions(listing).items():
-        where = ("", 0)
         items: list[tuple[str, int, str]] = []
-        for line in lines:
-            loc = _FILE_LINE.match(line)
-            if loc:
-                where = (loc.group(1), int(loc.group(2)))
-                continue
+        for (file, number), line in _placed(lines):
             match = sass._INSTR.match(line)
             if match:
-                items.append((where[0], where[1], match.group(1)))
+                items.append((file, number, match.group(1)))
         out[fn] = items[: sass.instruction_count(lines)]
     return out
+
+
+def _placed(lines: list[str]) -> Iterator[tuple[tuple[str, int], str]]:
+    """Each line of a function's listing but the line information, with the ``(file, line)`` the
+    line information before it names (``("", 0)`` before any)."""
+    where = ("", 0)
+    for line in lines:
+        loc = _FILE_LINE.match(line)
+        if loc:
+            where = (loc.group(1), int(loc.group(2)))
+        else:
+            yield where, line
 
 
 _OFFSET = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/")
@@ -86,13 +95,8 @@ def attribute_offsets(listing: str, ptx: str = "") -> dict[str, dict[int, tuple[
     drift = inline_asm_drift(ptx) if ptx else {}
     out: dict[str, dict[int, tuple[str, int, str]]] = {}
     for fn, lines in sass.split_functions(listing).items():
-        where = ("", 0)
         table: dict[int, tuple[str, int, str]] = {}
-        for line in lines:
-            loc = _FILE_LINE.match(line)
-            if loc:
-                where = (loc.group(1), int(loc.group(2)))
-                continue
+        for where, line in _placed(lines):
             match, offset = sass._INSTR.match(line), _OFFSET.match(line)
             if match and offset:
                 op = match.group(1)
@@ -108,10 +112,9 @@ def file_group(path: str) -> str:
         return NO_LINE
     p = path.replace("\\", "/")
     name = p.rsplit("/", 1)[-1]
-    if "/triton/" in p:
-        return f"Triton library ({name})"
-    if "cutlass" in p or "/cute/" in p:
-        return f"CuTeDSL library ({name})"
+    dsl = next((d for d in dsls() if d.is_library(p)), None)
+    if dsl is not None:
+        return f"{dsl.title} library ({name})"
     if "/ktui/" in p:
         return f"ktui's DSL glue ({name})"
     return name

@@ -1,4 +1,4 @@
-"""The loop's typed events and their JSON form.
+"""The typed events of a run and their JSON form.
 
 Everything ktui shows — the CLI's lines, the dashboard's panes, the history store — is built
 from this one stream. Each event is a dataclass; ``to_json`` gives a flat dict with a ``type``
@@ -27,7 +27,7 @@ CANCELLED = "cancelled"
 
 # Run verdicts.
 PASSED = "passed"
-COMPILED = "compiled"  # compiled and dumped, never run: a CuTeDSL or TileLang kernel on the CPU tier (exit 0, not a pass)
+COMPILED = "compiled"  # compiled and dumped, never run: a kernel of a DSL the CPU tier does not run (exit 0, not a pass)
 ERROR = "error"  # ktui could not run the kernel at all (no reference, bad path)
 INTERRUPTED = "interrupted"  # left "running" by a ktui process that was killed (see ktui.history.store)
 RUNNING = "running"  # the history's verdict of a run not yet finished
@@ -40,7 +40,7 @@ def finished_run(verdict: str) -> bool:
 
 
 
-def compile_only_text(arch: str, dsls: str = "CuTeDSL") -> str:
+def compile_only_text(arch: str, dsls: str) -> str:
     """What a ``compiled`` run checked, in the words every surface uses (the header, the summary)."""
     return f"CPU tier: {dsls} compiled for {arch} only, not run"
 
@@ -158,10 +158,10 @@ class RungFinished(Event):
 
 @dataclass
 class ArtifactWritten(Event):
-    """A file the loop wrote for humans and agents to read (IR, PTX, SASS, reports)."""
+    """A file a run wrote for humans and agents to read (IR, PTX, SASS, reports)."""
 
     type: ClassVar[str] = "artifact"
-    kind: str  # "ttir", "ttgir", "llir", "mlir", "ptx", "cubin", "sass", "resources" or "hotspots" (.json and .txt)
+    kind: str  # a compiler output's suffix ("ptx", "cubin", "ttir"…: ktui.protocol.dsls), "sass", "resources" or "hotspots" (.json and .txt)
     path: str
     function: str = ""  # the GPU kernel function it belongs to, if any
     bytes: int = 0

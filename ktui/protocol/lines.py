@@ -11,6 +11,7 @@ import os
 from typing import Any
 
 from ktui.protocol import sandbox
+from ktui.protocol.dsls import compile_only_titles
 from ktui.protocol.events import compile_only_text
 from ktui.protocol.job import rung_family
 from ktui.protocol.rungs import RUNGS
@@ -110,11 +111,11 @@ def where_text(tier: str, device: str, arch: str, precheck_figures: dict[str, An
     """A run's header: where it runs and what that checks. On the CPU tier a kernel of a DSL that
     cannot run there is compiled only (``cpu · CPU tier: CuTeDSL compiled for sm_90a only, not run``),
     known once its pre-checks have found its kernels (``compile_only``: those DSLs; runs stored
-    before that figure existed name their CuTeDSL functions)."""
+    before that figure existed only list their kernels, by DSL)."""
     if tier == "-":
         return "not run"
     figures = precheck_figures or {}
-    only = figures.get("compile_only") or ("CuTeDSL" if figures.get("cute_functions") else "")
+    only = figures.get("compile_only") or compile_only_titles(figures)
     if tier == "cpu" and only:
         return f"{tier} · {compile_only_text(arch, only)}"
     return f"{tier} · {device} · {arch}"

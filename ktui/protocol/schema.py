@@ -198,7 +198,7 @@ def render_markdown(schema: dict[str, Any]) -> str:
         "",
         "[← README](../README.md) · [the CLI](cli.md) · the JSON Schema: [events.schema.json](events.schema.json)",
         "",
-        "`--json` prints the loop's events, one JSON object per line, flushed as they happen. Every event",
+        "`--json` prints the runs' events, one JSON object per line, flushed as they happen. Every event",
         "has `type`, `run_id` and `time` (Unix seconds), and every field of its type: the default below is",
         "what a reader fills in for a field a line lacks. `ktui watch --headless` prints the same events",
         "and the notices ([the dashboard](dashboard.md)). A caller of the workspace's owner (its daemon,",

@@ -1,6 +1,6 @@
 """``ktui watch``: the dashboard. It draws what the watch loop reports; it runs no user code.
 
-Data flows one way: the watch loop (threads) → ``LoopItem`` messages → ``DashboardState`` →
+Data flows one way: the watch loop (threads) → ``WatchItem`` messages → ``DashboardState`` →
 attributes set on the panes. Panes send messages up (a kernel was highlighted); keys call the
 loop (re-run, profile) or change what is shown (follow, diff base). At 80 columns the panes share
 one tabbed area under the kernel list; from ``WIDE`` columns on they sit side by side.
@@ -51,10 +51,10 @@ PANE_REFRESH_S = 0.05
 
 
 class PrintedLines(Message):
-    """Printed lines are waiting in the app's queue (see ``KtuiApp._from_loop``)."""
+    """Printed lines are waiting in the app's queue (see ``KtuiApp._from_watch``)."""
 
 
-class LoopItem(Message):
+class WatchItem(Message):
     """An event or notice from the watch loop, carried onto the UI thread."""
 
     def __init__(self, item: Event | Notice) -> None:
@@ -151,9 +151,9 @@ class KtuiApp(DashboardActions, App[int]):
         self.set_interval(AGE_REFRESH_S, self._refresh_ages)
         if self.live:
             if self.link is not None:
-                self.loop = WatchView(self.link, self.workspace, self.options, self._from_loop, self.settings)
+                self.loop = WatchView(self.link, self.workspace, self.options, self._from_watch, self.settings)
             else:
-                self.loop = WatchLoop(self.workspace, self.options, self._from_loop, self.settings,
+                self.loop = WatchLoop(self.workspace, self.options, self._from_watch, self.settings,
                                       tasks={"profile": profile_task}, runners=self.runners)
             try:
                 self.loop.start()
@@ -194,7 +194,7 @@ class KtuiApp(DashboardActions, App[int]):
         self._cleaned.set()
 
     # -- the loop's thread → this thread --------------------------------------------------------
-    def _from_loop(self, item: Event | Notice) -> None:
+    def _from_watch(self, item: Event | Notice) -> None:
         if isinstance(item, Output):
             # printed lines come in bursts: they queue here and reach the UI thread one batch
             # per message, so a kernel printing thousands of lines costs one redraw, not thousands
@@ -205,7 +205,7 @@ class KtuiApp(DashboardActions, App[int]):
                 self._printed_posted = True
             self.post_message(PrintedLines())
             return
-        self.post_message(LoopItem(item))
+        self.post_message(WatchItem(item))
 
     def on_printed_lines(self, _message: PrintedLines) -> None:
         with self._printed_lock:
@@ -219,7 +219,7 @@ class KtuiApp(DashboardActions, App[int]):
         if self.selected in changed:
             self._panes_later()
 
-    def on_loop_item(self, message: LoopItem) -> None:
+    def on_watch_item(self, message: WatchItem) -> None:
         if not self._panes_alive():
             return
         item = message.item

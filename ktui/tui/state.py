@@ -1,4 +1,4 @@
-"""What the dashboard knows, built only from the loop's events, its notices and the history.
+"""What the dashboard knows, built only from the watch loop's events, its notices and the history.
 
 No Textual here: the app feeds every event and notice to ``DashboardState.apply`` and hands the
 resulting views down to its panes. A restart loses nothing: ``load`` rebuilds the same views from
@@ -38,7 +38,7 @@ from ktui.protocol.notices import (
     WorkspaceNote,
 )
 from ktui.tui.versions import latest_finished, version_history, worst_fraction
-from ktui.workspace.kernels import Kernel, content_hash, reference_hash
+from ktui.workspace.kernels import Kernel, content_hash_of, reference_hash_of
 
 NEVER_RUN = "new"
 QUEUED = "queued"
@@ -165,8 +165,8 @@ class DashboardState:
 
     def add_kernel(self, kernel: Kernel, store: Store | None = None) -> KernelView:
         view = KernelView(id=kernel.id, path=str(kernel.path), reference=str(kernel.reference or ""))
-        view.disk_hash = _hash_of(kernel.path)
-        view.disk_reference_hash = _reference_hash_of(kernel)
+        view.disk_hash = content_hash_of(kernel.path)
+        view.disk_reference_hash = reference_hash_of(kernel)
         self.on_disk[kernel.id] = kernel
         if kernel.reference is None:
             view.problem = kernel.reference_error
@@ -292,7 +292,7 @@ class DashboardState:
             if item.path == view.path:
                 view.disk_hash = item.content_hash or ""
             elif kernel_id in self.on_disk:  # its reference or a file the reference needs
-                view.disk_reference_hash = _reference_hash_of(self.on_disk[kernel_id])
+                view.disk_reference_hash = reference_hash_of(self.on_disk[kernel_id])
                 self._judge_test(view)
             changed.add(kernel_id)
         return changed
@@ -408,19 +408,3 @@ def _shapes(rungs: list[dict[str, Any]]) -> tuple[int, int]:
     figures = (pre or {}).get("figures") or {}
     tests, benches = figures.get("tests", 0), figures.get("benchmarks", 0)
     return (tests if isinstance(tests, int) else 0, benches if isinstance(benches, int) else 0)
-
-
-def _reference_hash_of(kernel: Kernel) -> str:
-    try:
-        return reference_hash(kernel)
-    except OSError:
-        return ""
-
-
-def _hash_of(path: Path | None) -> str:
-    if path is None:
-        return ""
-    try:
-        return content_hash(Path(path).read_bytes())
-    except OSError:
-        return ""

@@ -1,7 +1,7 @@
 """The history as the dashboard reads it: per version, its newest finished run's figures.
 
 The panes draw ``VersionPoint``s; ``DashboardState`` fills a kernel's view from its newest
-finished run (``finished_run``: the one definition of a finished run). Both come from here.
+finished run (``history.best.newest_per_version``: the one definition). Both come from here.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from ktui.history.best import newest_per_version
 from ktui.history.store import Store
 from ktui.protocol.events import PASSED, finished_run
 
@@ -45,10 +46,7 @@ class CodeFacts:
 
 def version_history(store: Store, kernel_id: str, limit: int = 500) -> list[VersionPoint]:
     """Per version, its newest finished run (cancelled and interrupted runs say nothing about a version)."""
-    chosen: dict[int, Any] = {}
-    for run in store.runs(kernel_id, limit=limit):  # newest first
-        if run.version not in chosen and finished_run(run.verdict):
-            chosen[run.version] = run
+    chosen = newest_per_version(store.runs(kernel_id, limit=limit))
     dumps = store.rung_results([run.run_id for run in chosen.values()], "dumps")
     points: dict[int, VersionPoint] = {}
     for run in chosen.values():

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import dataclasses
 import errno
-import hashlib
 import os
 import threading
 import time
@@ -49,7 +48,7 @@ try:
 except ImportError:  # not Linux: no close events to wait for
     InotifyObserver = None
 
-from ktui.workspace.kernels import SKIP_PARTS
+from ktui.workspace.kernels import SKIP_PARTS, content_hash
 
 DEFAULT_DEBOUNCE_S = 0.15
 POLL_INTERVAL_S = 1.0
@@ -103,11 +102,6 @@ def is_watched_file(path: Path) -> bool:
     if not name.endswith(WATCHED_SUFFIXES) or name.startswith((".", "#")) or name.endswith(_TEMP_SUFFIXES):
         return False
     return not any(part in SKIP_PARTS for part in path.parts)
-
-
-def file_hash(data: bytes) -> str:
-    # Same digest as ktui.workspace.kernels.content_hash, so watcher hashes and run versions compare equal.
-    return hashlib.sha256(data).hexdigest()[:16]
 
 
 class _Handler(FileSystemEventHandler):
@@ -346,7 +340,7 @@ class Watcher:
             return Save(path, None, seen) if known is not None else None
         except OSError:
             return None  # unreadable right now (permissions, a directory): nothing to run
-        digest = file_hash(data)
+        digest = content_hash(data)  # a run's version of the same bytes: the two compare equal
         with self._cond:
             if self._hashes.get(path) == digest:
                 return None
@@ -362,7 +356,7 @@ class Watcher:
 
     def _remember(self, path: Path) -> None:
         try:
-            self._hashes[path] = file_hash(path.read_bytes())
+            self._hashes[path] = content_hash(path.read_bytes())
         except OSError:
             pass
 

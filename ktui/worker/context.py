@@ -44,7 +44,7 @@ class RunContext:
     tier: Tier
     emit: Callable[[Event], None]
     kernel: ModuleType | None = None  # the module whose custom_kernel runs (interpreted on CPU)
-    compilable: ModuleType | None = None  # the same source with real @triton.jit (CPU tier: a 2nd import)
+    compilable: ModuleType | None = None  # what compile builds: ``kernel``, or on the CPU tier a 2nd import (``Dsl.needs_compilable_import``)
     reference: ModuleType | None = None
     reference_modules: dict[str, ModuleType] = field(default_factory=dict)  # it and its snapshot's modules: guarded
     problem: Problem | None = None  # the format adapter every call below goes through
@@ -249,14 +249,6 @@ class RunContext:
     def dsl_titles(self) -> str:
         """"Triton/CuTeDSL" in messages: the DSLs of this module, or every DSL when it has none yet."""
         return "/".join(dsl.title for dsl in (self.dsls or DSLS))
-
-    @property
-    def triton_kernels(self) -> dict[str, Any]:
-        return self.kernels.get("triton", {})
-
-    @property
-    def cute_functions(self) -> list[tuple[str, Any]]:
-        return list(self.kernels.get("cutedsl", {}).items())
 
 
 def _names(items: list[str], limit: int = 4) -> str:

@@ -13,12 +13,12 @@ the grid the map is drawn from (``ktui.protocol.errormap``).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
 import torch
 
 from ktui.protocol.errormap import LEVELS, MAX_DESCRIPTION, MAX_JSON_BYTES, SEVERITY, ErrorMap, cell_char, grid_dims
 from ktui.worker import errorpatterns
+from ktui.worker.errorpatterns import Mismatches
 from ktui.worker.metrics import chunk_elements, flat_chunks, noise_floor, thresholds_for
 from ktui.worker.tier import POISON_BITS
 
@@ -30,28 +30,6 @@ KIND_CODES = {"wrong": 1, "nan": 2, "inf": 3, "unwritten": 4}
 MAP_STEPS = 4
 MOST_SLICES = 1 << 20  # leading slices counted one by one up to this many (the count vector's length)
 FIRST_KEPT = errorpatterns.FEW  # the first mismatching positions kept: a handful of elements is named, not patterned
-
-
-@dataclass
-class Mismatches:
-    """The exact index sets of one output's mismatches, as counts on its device."""
-
-    shape: tuple[int, ...]
-    slices: int
-    rows: int
-    cols: int
-    count: int
-    kinds: dict[str, int]
-    per_row: torch.Tensor  # [rows]
-    per_col: torch.Tensor  # [cols]
-    per_slice: torch.Tensor | None  # [slices]; None past MOST_SLICES
-    per_offset: torch.Tensor | None  # [rows + cols - 1]: col - row + rows - 1; None for one row or one column
-    cells: torch.Tensor  # [kinds 1..4, grid rows, grid cols]
-    first: list[int]  # the first mismatching flat positions (at most FIRST_KEPT)
-
-    @property
-    def leading(self) -> tuple[int, ...]:
-        return self.shape[:-2] if len(self.shape) >= 2 else ()
 
 
 def map_limits(dtype: torch.dtype, limits: dict, peak: float) -> tuple[float, float]:

@@ -1,6 +1,6 @@
 """The one line that says where an output is wrong, read from the exact index sets of its mismatches.
 
-The rules run on the counts ``errormap.reduce`` made (per row, column, slice and diagonal, all
+The rules run on the counts ``errormap.reduce`` made (``Mismatches``) (per row, column, slice and diagonal, all
 exact: the grid is only for drawing) and name a pattern only where the sets are exactly that
 pattern, tried in this order:
 
@@ -24,18 +24,36 @@ A set of indices along one dimension is named as all of it, one run (with "the l
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 
 from ktui.protocol.errormap import kinds_text
 
-if TYPE_CHECKING:
-    from ktui.worker.errormap import Mismatches
-
 FEW = 3  # mismatching elements named one by one, at most
 FEW_RUNS = 3  # runs of a set listed one by one, at most
 MIN_REPEATS = 3  # repetitions a set needs to be called regular
+
+
+@dataclass
+class Mismatches:
+    """The exact index sets of one output's mismatches, as counts on its device."""
+
+    shape: tuple[int, ...]
+    slices: int
+    rows: int
+    cols: int
+    count: int
+    kinds: dict[str, int]
+    per_row: torch.Tensor  # [rows]
+    per_col: torch.Tensor  # [cols]
+    per_slice: torch.Tensor | None  # [slices]; None past errormap.MOST_SLICES
+    per_offset: torch.Tensor | None  # [rows + cols - 1]: col - row + rows - 1; None for one row or one column
+    cells: torch.Tensor  # [kinds 1..4, grid rows, grid cols]
+    first: list[int]  # the first mismatching flat positions (at most errormap.FIRST_KEPT)
+
+    @property
+    def leading(self) -> tuple[int, ...]:
+        return self.shape[:-2] if len(self.shape) >= 2 else ()
 
 
 @dataclass(frozen=True)

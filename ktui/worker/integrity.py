@@ -11,8 +11,8 @@ being either. Each check here turns one such way into the verdict ``suspicious``
   one call; a call that launched none computed its answer some other way.
 - ``ReferenceTripwire``: the reference module's functions raise an alarm if the candidate calls
   them; ``reference_imports`` finds a kernel file that imports its reference.
-- ``replay_probe`` (the ``integrity`` rung): new data written into the *same* buffers must
-  give the new answer, which a result cached by pointer, shape or call count does not.
+- the ``integrity`` rung (``rungs/integrity.py``, on these): new data written into the *same*
+  buffers must give the new answer, which a result cached by pointer, shape or call count does not.
 
 What this cannot stop, said plainly in docs/verdicts.md: code running in the same process can defeat
 any in-process check (ctypes writes, patching C-level state); strict mode's fresh process per
@@ -35,12 +35,11 @@ import torch
 
 from ktui.worker import memory
 from ktui.worker.dsl.base import Dsl
-from ktui.worker.errors import RungFailure, RungSkipped
+from ktui.worker.errors import RungFailure
 from ktui.worker.judgement import judge
 from ktui.worker.metrics import flat_chunks
-from ktui.worker.outcome import Outcome
 from ktui.worker.provenance import Received
-from ktui.worker.tier import clone_tree, synchronize, tensors_in
+from ktui.worker.tier import clone_tree, tensors_in
 
 
 def _guarded_targets() -> list[tuple[Any, str, str]]:
@@ -267,52 +266,6 @@ class Sealed:
             if moved:
                 found.append(f"{label} {' and '.join([', '.join(moved[:-1]), moved[-1]] if len(moved) > 1 else moved)}")
         return found
-
-
-def same_storage_replay(inputs: tuple, fresh: tuple) -> None:
-    """Write ``fresh``'s values into ``inputs``' tensors in place: same pointers, new data."""
-    for dst, src in zip(tensors_in(inputs), tensors_in(fresh)):
-        dst.copy_(src)
-
-
-def run(ctx) -> Outcome:
-    """The ``integrity`` rung: the replay probe.
-
-    Call the kernel on inputs A, then write fresh inputs B into A's very tensors (same
-    pointers, same shapes) and call it again. An honest kernel returns the answer for B; one
-    that cached its result by pointer, shape or call returns A's answer again.
-    """
-
-    shape = ctx.tests[min(1, len(ctx.tests) - 1)]
-    if ctx.fresh_seeds.choices < 2:
-        raise RungSkipped(f"one seed keeps the problem's inputs what they are ({ctx.fresh_seeds.text()}): "
-                          "no second input to write into the same buffers")
-    first_seed = second_seed = ctx.next_seed()
-    while second_seed == first_seed:  # two inputs that differ: the same one twice proves nothing
-        second_seed = ctx.next_seed()
-    inputs = ctx.generate(shape, first_seed)
-    first = clone_tree(ctx.candidate(*inputs))
-    synchronize(ctx.tier)
-    fresh = ctx.generate(shape, second_seed)
-    same_storage_replay(inputs, fresh)
-    second = ctx.candidate(*inputs, kept={PRIVATE_INPUTS: fresh, "the harness's copy of the first call's output": first})
-    synchronize(ctx.tier)
-    del inputs  # the candidate's buffers: ``second`` keeps what it returned
-    ref = ctx.ref_kernel(*fresh)  # ``fresh`` is private: nothing else reads it but the judgement below
-    pairs = ctx.pair(second, ref)
-    figures = {"shape": shape, "seeds": [first_seed, second_seed]}
-    verdict = judge(ctx, fresh, second, pairs)
-    figures.update(verdict.map_figures())
-    if not verdict.passed:
-        if any(out.shape == previous.shape and torch.equal(out, previous) for (out, _), previous in zip(pairs, tensors_in(first))):
-            raise RungFailure(
-                "new data in the same buffers gave the previous call's result: the kernel returns a cached "
-                "answer (keyed on pointers, shapes or calls) instead of computing",
-                figures,
-                status="suspicious",
-            )
-        raise RungFailure(f"wrong when called again on new data in the same buffers: {verdict.reason}", figures)
-    return Outcome(figures=figures, message="fresh data in reused buffers gave the fresh answer")
 
 
 class TimedOutputCheck:

@@ -10,7 +10,7 @@ It may write only its run folders, its temp folder, the compilers' caches, the u
 (the first benchmark on a GPU kind keeps one there) and /dev (``ktui.worker.confine``): the history
 is the parent's alone.
 
-Protocol lines (worker → parent), besides the loop's events:
+Protocol lines (worker → parent), besides the run's events:
     {"type": "ready", "tier": ..., "device": ..., "arch": ..., "pid": ..., "confined": bool, "confinement": ...,
      "start_s": {phase: seconds}}
     {"type": "job_done", "run_id": ..., "healthy": bool}
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     phases.mark("torch")
-    from ktui.worker.tier import for_user_code
+    from ktui.worker.dsl.registry import for_user_code
 
     tier = for_user_code(args.arch, force_cpu=args.cpu)
     phases.mark("dsls")

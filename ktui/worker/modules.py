@@ -1,8 +1,8 @@
 """Importing user files inside the warm worker, one version at a time.
 
 Each run imports the kernel from the exact text that was hashed (a later save cannot slip in
-between), under a fresh module name, with the file's real path so tracebacks, Triton and
-CuTeDSL (which read a function's source) all point at the user's file. After the run every
+between), under a fresh module name, with the file's real path so tracebacks and the DSLs
+(which read a function's source) all point at the user's file. After the run every
 module loaded from the workspace is dropped, so the next version sees edited helpers too.
 """
 
@@ -12,7 +12,6 @@ import contextlib
 import importlib.abc
 import importlib.util
 import linecache
-import os
 import sys
 import types
 from pathlib import Path
@@ -29,12 +28,10 @@ def _prime_linecache(path: str, source: str) -> None:
     linecache.cache[path] = (len(source), None, lines, path)
 
 
-def load_module(name: str, path: str, source: str | None = None, interpret: bool | None = None) -> types.ModuleType:
+def load_module(name: str, path: str, source: str | None = None) -> types.ModuleType:
     """Execute ``source`` (default: the file's text) as module ``name`` with ``__file__ = path``.
 
-    ``interpret`` sets ``TRITON_INTERPRET`` while the module body runs, which is when
-    ``@triton.jit`` decides between a compiled and an interpreted kernel.
-    """
+    What a DSL needs set while the body runs is its adapter's (``Dsl.importing``), entered around this."""
     if source is None:
         source = Path(path).read_text(encoding="utf-8")
     _prime_linecache(path, source)
@@ -42,20 +39,11 @@ def load_module(name: str, path: str, source: str | None = None, interpret: bool
     module = types.ModuleType(name)
     module.__file__ = path
     sys.modules[name] = module
-    saved = os.environ.get("TRITON_INTERPRET")
     try:
-        if interpret is not None:
-            os.environ["TRITON_INTERPRET"] = "1" if interpret else "0"
         exec(code, module.__dict__)
     except BaseException:
         sys.modules.pop(name, None)
         raise
-    finally:
-        if interpret is not None:
-            if saved is None:
-                os.environ.pop("TRITON_INTERPRET", None)
-            else:
-                os.environ["TRITON_INTERPRET"] = saved
     return module
 
 

@@ -1,7 +1,7 @@
 """The worker's value types: what a rung returns, what compile produced, how a shape is named.
 
 A leaf: every module of the worker may import it, and it imports nothing of ktui, so no two
-modules of the loop need each other to name a result.
+modules of the worker need each other to name a result.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 class CompiledFunction:
     """One GPU function the compile rung produced, whatever DSL it came from."""
 
-    dsl: str  # "triton" | "cutedsl"
+    dsl: str  # its DSL's name (``ktui.protocol.dsls``): "triton", "cutedsl", "tilelang"…
     name: str  # the GPU function's symbol, as in the PTX/CUBIN
     source_fn: str  # the user's Python function
     artifacts: dict[str, str | bytes]  # extension → content: ttir, ttgir, llir, mlir, ptx, cubin

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import traceback
 from pathlib import Path
 
+from ktui.protocol.files import write_atomic
 from ktui.protocol.processes import NVTX_RANGE
 from ktui.protocol.statedir import runs_root
 from ktui.worker.confine import confine, readable_from_env, writable_from_env
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         result["error"] = f"{type(exc).__name__}: {exc}"
         result["traceback"] = traceback.format_exc()[-4000:]
     finally:
-        _write(args.result, result)
+        write_atomic(args.result, json.dumps(result, default=str))
     return 0 if result.get("ok") else 1
 
 
@@ -87,22 +87,16 @@ def _readable(args: argparse.Namespace) -> list[Path]:
     return ([root] if job.get("root") else []) + outside + readable_from_env()
 
 
-def _write(path: Path, result: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(result, default=str))
-    os.replace(tmp, path)
-
-
 def run(args: argparse.Namespace, result: dict) -> None:
     import torch
 
     from ktui.protocol.job import Job
     from ktui.worker.context import RunContext
     from ktui.worker.dsl.proton import proton_support
+    from ktui.worker.dsl.registry import for_user_code
     from ktui.worker.errors import RungFailure
     from ktui.worker.modules import job_imports
     from ktui.worker.rungs import precheck
-    from ktui.worker.tier import for_user_code
     from ktui.worker.timing import gpu_lock
 
     job = Job.from_json(json.loads(args.job.read_text()))
@@ -199,7 +193,7 @@ def _profiled_call(ctx, inputs, result: dict) -> None:
 
     torch.cuda.nvtx.range_push(NVTX_RANGE)
     try:
-        if ctx.cute_functions:  # CuTeDSL launches are not recorded: no count to compare with
+        if not all(dsl.one_gpu_function_per_launch for dsl in ctx.dsls):  # no count to compare with ncu's
             ctx.custom_kernel(*inputs)
         else:
             result["launches"] = _count_launches(ctx, lambda: ctx.custom_kernel(*inputs))

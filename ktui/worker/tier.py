@@ -63,20 +63,6 @@ def detect(arch: str | None = None, force_cpu: bool = False) -> Tier:
     return Tier("cpu", device, target, "cpu")
 
 
-def for_user_code(arch: str | None = None, force_cpu: bool = False) -> Tier:
-    """The tier of a process about to import user code (the worker, a compile-ahead helper, the
-    profiler's target): detected, each DSL configured for its architecture before the user's module
-    imports one, and Triton's FP-fusion default set explicitly. That setting is part of Triton's
-    cache key, so these processes build and find the same kernels."""
-    from ktui.worker.dsl.registry import DSLS
-
-    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # Triton's documented default, made explicit
-    tier = detect(arch, force_cpu=force_cpu)
-    for dsl in DSLS:
-        dsl.configure(tier.arch)  # before user code imports the DSL
-    return tier
-
-
 def cuda_failure() -> str:
     """Why CUDA did not start on a machine with an NVIDIA device ("" where there is none): such a
     worker runs the CPU tier, and its header says why instead of passing for a machine without a GPU."""

@@ -129,7 +129,7 @@ def reference_snapshot(kernel: Kernel) -> ReferenceSnapshot:
     for dep in kernel.dependencies:
         if dep.is_file() and dep not in files:
             files[dep] = dep.read_bytes()
-    searched = [kernel.path.parent, kernel.root]  # where the worker's imports look (``loop.modules``)
+    searched = [kernel.path.parent, kernel.root]  # where the worker's imports look (``worker/modules.py``)
     named = set((kernel.problem.get("modules") or {}).keys())
     modules = local_imports(files[kernel.reference], searched, kernel.root, named)
     for path in modules.values():
@@ -144,6 +144,22 @@ def reference_hash(kernel: Kernel) -> str:
     a run records it, and "is this result still current?" compares against it. Raises OSError
     when the reference cannot be read."""
     return reference_snapshot(kernel).hash
+
+
+def content_hash_of(path: Path | None) -> str:
+    """The content hash of the file at ``path`` as it is now; "" when it cannot be read."""
+    try:
+        return content_hash(Path(path).read_bytes()) if path is not None else ""
+    except OSError:
+        return ""
+
+
+def reference_hash_of(kernel: Kernel) -> str:
+    """``reference_hash`` of ``kernel`` as it is now; "" when its reference cannot be read."""
+    try:
+        return reference_hash(kernel)
+    except OSError:
+        return ""
 
 
 def reference_on_disk(paths: list[str]) -> str:

@@ -214,7 +214,7 @@ def test_offline_a_network_source_fails_fast_with_a_clear_message(tmp_path, sour
     proc = ktui("context", "add", source, "--timeout", "3600", "--dir", str(tmp_path / "context"), cwd=tmp_path,
                 env=env, timeout=300)
     assert proc.returncode == 2
-    assert "needs the network" in proc.stderr and "triton and cutedsl work offline" in proc.stderr
+    assert "needs the network" in proc.stderr and "triton, cutedsl and tilelang work offline" in proc.stderr
     assert not (tmp_path / "context" / source).exists()
 
 

@@ -57,6 +57,7 @@ def test_help_lists_every_command_without_loading_torch_or_any_command_module(tm
     assert heavy(names) == set()
     assert names & COMMAND_MODULES == set()
     assert "textual" not in {name.split(".")[0] for name in names}
+    assert "importlib.metadata" not in names  # the DSLs' entry points are read by the commands that need them
 
 
 def test_the_parent_of_ktui_run_loads_neither_torch_nor_the_dashboard(ran):

@@ -10,7 +10,7 @@ from dashboard_fixture import replay_cpu_history
 from textual.widgets import DataTable, TabbedContent
 
 from ktui.protocol.events import RunFinished, RunStarted
-from ktui.tui.app import KtuiApp, LoopItem
+from ktui.tui.app import KtuiApp, WatchItem
 from ktui.tui.key_bar import KeyBar
 from ktui.tui.panes.history import _head
 from ktui.tui.panes.output import printed
@@ -126,7 +126,7 @@ def test_after_a_failure_past_compile_the_rungs_tab_comes_forward_with_the_failu
             # its run, failing past compile this time (a wrong answer on the second shape)
             view.rungs = [{**r, "status": "failed", "message": "1/1 elements beyond atol"}
                           if r["rung"] == view.rungs[6]["rung"] else r for r in view.rungs]
-            app.post_message(LoopItem(RunFinished(view.run_id, verdict="failed", message="wrong")))
+            app.post_message(WatchItem(RunFinished(view.run_id, verdict="failed", message="wrong")))
             await pilot.pause()
             await pilot.pause()
             assert app.query_one(TabbedContent).active == "tab-2"

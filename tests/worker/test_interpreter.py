@@ -50,7 +50,8 @@ def expected(x: torch.Tensor) -> torch.Tensor:
 def module(tmp_path):
     path = tmp_path / "rows_kernel.py"
     path.write_text(KERNEL)
-    return load_module("ktui_test_rows_kernel", str(path), interpret=True)
+    with triton_kernels.TRITON.importing(interpreted=True):
+        return load_module("ktui_test_rows_kernel", str(path))
 
 
 @pytest.fixture

@@ -1,16 +1,19 @@
 """``ktui remote check HOST``: what a remote has for ktui's runs, one line each.
 
 One ssh command runs a short script with the remote's Python: versions come from package
-metadata (nothing heavy is imported), the GPU from ``nvidia-smi -L``, the tools from PATH.
+metadata (nothing heavy is imported) — torch's and each DSL's this ktui knows (``ktui.protocol.dsls``),
+named in its argument — the GPU from ``nvidia-smi -L``, the tools from PATH.
 """
 
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import dataclass
 
 import ktui
 from ktui.dispatch.remote.link import Link
+from ktui.protocol.dsls import dsls
 
 PROBE = r"""
 import json, platform, shutil, subprocess, sys
@@ -27,9 +30,8 @@ if shutil.which("nvidia-smi"):
         gpus = [line for line in out.stdout.splitlines() if line.strip()]
     except (OSError, subprocess.TimeoutExpired):
         pass
-print(json.dumps({"python": platform.python_version(), "executable": sys.executable,
-    "torch": version("torch"), "triton": version("triton"), "cutedsl": version("nvidia-cutlass-dsl"),
-    "tilelang": version("tilelang"),
+packages = {name: version(distribution) for name, distribution in json.loads(sys.argv[1]).items()}
+print(json.dumps({"python": platform.python_version(), "executable": sys.executable, **packages,
     "ktui": version("ktui"), "gpus": gpus, "ncu": shutil.which("ncu"),
     "compute-sanitizer": shutil.which("compute-sanitizer")}))
 """
@@ -47,7 +49,8 @@ class CheckLine:
 
 def probe(link: Link, python: str) -> dict:
     link.connect()
-    done = link.run([python, "-c", PROBE], check=False)
+    distributions = {"torch": "torch", **{dsl.name: dsl.distribution for dsl in dsls()}}
+    done = link.run([python, "-c", PROBE, json.dumps(distributions)], check=False)
     if done.returncode != 0:
         said = done.stderr.decode(errors="replace").strip().splitlines()
         raise RuntimeError(f"{python} did not run on {link.address.display}: {said[-1] if said else done.returncode} "
@@ -58,10 +61,9 @@ def probe(link: Link, python: str) -> dict:
 def check_lines(found: dict, host: str, python: str) -> list[CheckLine]:
     install = f"ssh {host} {python} -m pip install"
     lines = [CheckLine("python", True, f"{found['python']} ({found['executable']})")]
-    for name, package in (("torch", "torch"), ("triton", "triton"), ("cutedsl", "nvidia-cutlass-dsl"),
-                          ("tilelang", "'ktui[tilelang]'")):
+    packages = [("torch", "torch", True), *((dsl.name, shlex.quote(dsl.requirement), dsl.required) for dsl in dsls())]
+    for name, package, needed in packages:
         version = found.get(name)
-        needed = name not in ("cutedsl", "tilelang")
         lines.append(CheckLine(name, version is not None or not needed,
                                version or f"not installed (fix: {install} {package})"))
     remote_ktui = found.get("ktui")
@@ -78,3 +80,8 @@ def check_lines(found: dict, host: str, python: str) -> list[CheckLine]:
         where = found.get(tool)
         lines.append(CheckLine(tool, where is not None, where or "not on PATH (ktui profile / sanitize need it)"))
     return lines
+
+
+def needed_to_run() -> set[str]:
+    """The lines without which no run can start there: Python, torch and the DSLs a worker needs."""
+    return {"python", "torch", *(dsl.name for dsl in dsls() if dsl.required)}

@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from ktui.worker.tier import for_user_code
+    from ktui.worker.dsl.registry import for_user_code
 
     tier = for_user_code(args.arch)  # as the worker's: the same Triton cache keys
     if tier.is_gpu:

@@ -157,7 +157,7 @@ class AheadPool:
 def shapes_ahead(ctx: Any) -> list[dict]:
     """The shapes a run will call ``custom_kernel`` on after its compile rung's traced one: the
     declared tests, the planned fresh shapes, the benchmarks when they run; each once."""
-    from ktui.worker.rungs.compile import traced_shape
+    from ktui.worker.rungs.compilation import traced_shape
 
     traced = traced_shape(ctx) if (ctx.benchmarks or ctx.tests) else None  # the worker compiles that one itself
     fresh = ctx.fresh_plan if isinstance(ctx.fresh_plan, list) else []

@@ -1,6 +1,6 @@
 """The compiler caches a confined process may write: ktui's own, never the user's.
 
-Triton, TileLang (through TVM-FFI), CuTeDSL, CUDA and torch keep what they compiled on disk and
+The DSLs (Triton, TileLang through TVM-FFI, CuTeDSL…), CUDA and torch keep what they compiled on disk and
 load it in every later process that compiles the same thing: Triton dlopens its cached launcher,
 TVM-FFI its JIT-built torch extension, torch its C++ extensions, the driver its JIT'ed SASS. A
 kernel under test that could write the user's caches (``~/.triton/cache``, ``~/.cache/tvm-ffi``,
@@ -15,22 +15,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ktui.protocol.dsls import dsls
 from ktui.protocol.statedir import compiler_caches
 
 # Each compiler's cache variable → its folder in the caches' folder. Set whatever the user had.
+# The DSLs' own are in their rows (``ktui.protocol.dsls``); CUDA's and torch's here.
 VARIABLES = {
-    "TRITON_HOME": "triton",  # Triton's ~: its .triton/ for anything not named below
-    "TRITON_CACHE_DIR": "triton/cache",  # compiled kernels, and the launcher module it dlopens
-    "TRITON_DUMP_DIR": "triton/dump",
-    "TRITON_OVERRIDE_DIR": "triton/override",
-    "TILELANG_CACHE_DIR": "tilelang",
-    "TVM_FFI_CACHE_DIR": "tvm-ffi",  # TileLang's FFI: the torch DLPack extension it builds and dlopens
-    "CUTE_DSL_CACHE_DIR": "cutedsl",
+    **{name: sub for dsl in dsls() for name, sub in dsl.caches.items()},
     "CUDA_CACHE_PATH": "cuda",  # the driver's JIT cache of PTX compiled to SASS
     "PYTORCH_KERNEL_CACHE_PATH": "torch/kernels",
     "TORCH_EXTENSIONS_DIR": "torch/extensions",  # torch.utils.cpp_extension.load builds and imports here
     "TORCHINDUCTOR_CACHE_DIR": "torch/inductor",
-    "KTUI_TILELANG_BUILDS": "tilelang-builds",  # ktui's own builds of TileLang's CUDA sources (dsl/tilelang_nvcc.py)
 }
 
 

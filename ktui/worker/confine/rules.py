@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Iterable
 
 import ktui
+from ktui.protocol.dsls import dsls
 from ktui.protocol.statedir import RUNS, STATE_DIR, STATE_DIR_ENV, calibration_file, readable_entries
 from ktui.worker.confine.landlock import READ, READ_DIR, READ_EXECUTE, READ_FILE, WRITE_FILE, Rule, handled_rights
 from ktui.worker.timing import gpu_lock
@@ -51,7 +52,7 @@ DEVICES_WRITE = ("/dev/null", "/dev/zero")
 GPU_DEVICES = ("/dev/nvidia*", "/dev/nvidia-caps", "/dev/dxg")
 GPU_READ = ("/run/nvidia-persistenced", "/usr/lib/wsl")
 # Variables whose values name what the DSLs and CUDA run or load: their paths are read and executed.
-TOOL_VARIABLES = ("TRITON_", "CUDA_", "TL_", "TVM_", "TILELANG_", "CUTE_DSL_", "NVIDIA_")
+TOOL_VARIABLES = ("CUDA_", "NVIDIA_", *(prefix for dsl in dsls() for prefix in dsl.variables))
 KTUI_TOOLS = ("KTUI_NVDISASM", "KTUI_CUOBJDUMP")  # ``measure.tools``' overrides of the tools the dumps run
 
 

@@ -28,6 +28,7 @@ import traceback
 from types import ModuleType
 from typing import Any, Iterable, Iterator
 
+from ktui.protocol import dsls
 from ktui.protocol.sourcelines import location
 from ktui.worker.dsl import compiler_errors
 from ktui.worker.dsl.base import Capture, Dsl, LaunchSkipped, Placed
@@ -303,7 +304,7 @@ class CuteCapture:
         target = re.search(r"^\.target\s+(\S+)", ptx or "", re.M)
         file, line = _source_of(func_body) if func_body else (None, None)
         record = {
-            "dsl": "cutedsl",
+            "dsl": dsls.CUTEDSL.name,
             "name": entries[0] if entries else fn.function_name,
             "source_fn": getattr(func_body, "__qualname__", fn.function_name),
             "file": file,
@@ -443,14 +444,8 @@ class _RungCapture(Capture):
 
 
 class CuteDsl(Dsl):
-    name = "cutedsl"
-    title = "CuTeDSL"
-    marks = "@cute.jit/@cute.kernel"
-    figure = "cute_functions"
-    noun = "function(s)"
-    package = "cutlass"
-    install = "pip install nvidia-cutlass-dsl"
-    runs_on_cpu = False
+    facts = dsls.CUTEDSL
+    one_gpu_function_per_launch = False  # a launch counted is a host function's run, which may launch several
 
     def configure(self, arch: str) -> None:
         configure_env(arch)

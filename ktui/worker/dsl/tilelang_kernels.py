@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from types import ModuleType
 from typing import Any, Iterable, Iterator
 
+from ktui.protocol import dsls
 from ktui.protocol.sourcelines import location
 from ktui.worker.dsl import compiler_errors, tilelang_nvcc
 from ktui.worker.dsl.base import Capture, Dsl, LaunchSkipped, Placed
@@ -275,14 +276,7 @@ def is_compile_error(exc: BaseException) -> bool:
 
 
 class TileLangDsl(Dsl):
-    name = "tilelang"
-    title = "TileLang"
-    marks = "@tilelang.jit"
-    figure = "tilelang_kernels"
-    noun = "kernel(s)"
-    package = "tilelang"
-    install = "pip install 'ktui[tilelang]'"
-    runs_on_cpu = False
+    facts = dsls.TILELANG
     compiles_ahead = True  # into ktui's build cache, which every process of the user reads (``tilelang_nvcc``)
 
     def configure(self, arch: str) -> None:

@@ -24,6 +24,7 @@ from triton import knobs
 from triton.runtime.jit import JITFunction, KernelInterface
 
 from ktui.measure.masks import FIGURES, unmasked_lines
+from ktui.protocol import dsls
 from ktui.protocol.events import SourceLocation
 from ktui.protocol.sourcelines import location
 from ktui.worker.dsl import compiler_errors
@@ -354,15 +355,28 @@ class TritonCapture(Capture):
 
 
 class TritonDsl(Dsl):
-    name = "triton"
-    title = "Triton"
-    marks = "@triton.jit"
-    figure = "triton_kernels"
-    noun = "kernel(s)"
-    package = "triton"
-    install = "pip install triton"
-    runs_on_cpu = True  # in Triton's interpreter, on CPU tensors
+    facts = dsls.TRITON
     compiles_ahead = True  # a warm-up launch compiles into Triton's on-disk cache, which every process reads
+    needs_compilable_import = True  # the CPU tier's kernels are interpreted: the compile rung builds real ones
+
+    def configure(self, arch: str) -> None:
+        # Triton's documented default, made explicit: it is part of Triton's cache key, so the worker,
+        # the compile-ahead helpers and the profiler's target build and find the same kernels.
+        os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+
+    @contextlib.contextmanager
+    def importing(self, interpreted: bool) -> Iterator[None]:
+        """``TRITON_INTERPRET`` while the module body runs: ``@triton.jit`` decides then between an
+        interpreted and a compiled kernel."""
+        saved = os.environ.get("TRITON_INTERPRET")
+        os.environ["TRITON_INTERPRET"] = "1" if interpreted else "0"
+        try:
+            yield
+        finally:
+            if saved is None:
+                os.environ.pop("TRITON_INTERPRET", None)
+            else:
+                os.environ["TRITON_INTERPRET"] = saved
 
     def find(self, module: ModuleType) -> dict[str, Any]:
         return dict(sorted(find_triton_kernels(module).items()))
@@ -403,6 +417,9 @@ class TritonDsl(Dsl):
             inner = f"{type(errors[0].__cause__).__name__}: {errors[0].__cause__}"
         jits = [as_jit_function(obj) for m in modules for obj in vars(m).values() if is_triton_kernel(obj)]
         return Placed(inner or str(errors[0]), _location(errors, jits))
+
+    def dump_stem(self, compiled: CompiledFunction) -> str:
+        return compiled.name  # the GPU symbol is the kernel's Python name
 
     def unmasked(self, kernels: dict[str, Any], snapshot: Path, kernel_path: str) -> dict[str, list[str]]:
         """Per access (``load``, ``store``), ``"add_kernel at oob_read.py:16"`` for each ``tl.load``

@@ -1,3 +1,3 @@
-"""One module per rung of the ladder, in the order they run: precheck, compile, dumps, run,
-correctness, integrity (in ``ktui.worker.integrity``), dependence, bench.
+"""One module per rung of the ladder (``ktui.protocol.rungs`` orders them): precheck, compilation,
+dumps, run, correctness, fresh, integrity, dependence, bench; ``registry`` names each row's.
 """

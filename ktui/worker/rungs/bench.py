@@ -1,4 +1,4 @@
-"""Rung 5, ``benchmark[<shape>]``: kernel and reference timed side by side on the GPU.
+"""Rung ``benchmark[<shape>]``: kernel and reference timed side by side on the GPU.
 
 The kernel and the reference are sampled in interleaved rounds by ``ktui.worker.timing.sampler`` (cold L2,
 hidden launches, rotating input sets, warm-up by time) until ``ktui.measure.stats.StoppingRule`` is

@@ -1,4 +1,4 @@
-"""Rung 4, ``correctness[<shape>]``: one per entry of the reference's ``TESTS``.
+"""Rung ``correctness[<shape>]``: one per entry of the reference's ``TESTS``.
 
 Each case is checked on the problem's own seed where it declares one (GPU MODE's ``task.yml``, a
 ``seed`` in ``TESTS``), so a kernel the problem's own evaluator fails never passes, then on fresh

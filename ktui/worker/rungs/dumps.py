@@ -1,7 +1,8 @@
 """Rung ``dumps``: write every intermediate the compiler produced, for humans and agents to read.
 
-Files land in ``.ktui/runs/<kernel>/<version>/``: for Triton ``<fn>.ttir .ttgir .llir .ptx .cubin``,
-for CuTeDSL ``<fn>.mlir .ptx .cubin``, for TileLang ``<fn>.tir .cu .ptx .cubin``, for all ``<fn>.sass`` (disassembled from the CUBIN) and
+Files land in ``.ktui/runs/<kernel>/<version>/``: the compiler's outputs of each function, named
+by its DSL's row of ``ktui.protocol.dsls`` (Triton ``<fn>.ttir .ttgir .llir .ptx .cubin``, CuTeDSL
+``<fn>.mlir .ptx .cubin``, TileLang ``<fn>.tir .cu .ptx .cubin``), ``<fn>.sass`` disassembled from a CUBIN, and
 ``resources.json`` with registers, spills, shared and local memory per GPU function, and
 ``hotspots.json``/``.txt``: the SASS instructions of each of the kernel's lines, by class
 (``ktui.measure.hotspots``).
@@ -24,13 +25,15 @@ from pathlib import Path
 from typing import Any
 
 from ktui.measure import hotspots, sass
+from ktui.protocol import dsls
 from ktui.protocol.events import ArtifactWritten
 from ktui.worker.context import RunContext
+from ktui.worker.dsl.registry import by_name
 from ktui.worker.errors import RungFailure
 from ktui.worker.outcome import Outcome
 from ktui.worker.phases import Phases
 
-DUMP_SUFFIXES = {".ttir", ".ttgir", ".llir", ".ptx", ".cubin", ".sass", ".mlir", ".tir", ".cu"}
+DUMP_SUFFIXES = dsls.dump_suffixes()  # every DSL's (``ktui.protocol.dsls``): a re-run replaces them
 REPLACED = {"resources.json", hotspots.JSON_FILE, hotspots.TEXT_FILE}
 
 
@@ -205,13 +208,14 @@ def _read(started: _Disassembly, run_dir: Path, written_files: list[tuple[str, P
 def _unique_stems(compiled: list) -> list[str]:
     """File stems, suffixed when one function was built twice (two specialisations).
 
-    Triton's symbol is the kernel's Python name; CuTeDSL's is mangled with every argument
-    type (``kernel_cutlass_add_kernel_tensorptrf32gmemalign16o…``) and TileLang's is
-    ``main_kernel`` for every kernel, so their files are named after the user's Python function.
+    Each DSL's adapter says what names them (``Dsl.dump_stem``): Triton's symbol is the kernel's
+    Python name; CuTeDSL's is mangled with every argument type
+    (``kernel_cutlass_add_kernel_tensorptrf32gmemalign16o…``) and TileLang's is ``main_kernel`` for
+    every kernel, so their files are named after the user's Python function.
     """
     stems, seen = [], {}
     for c in compiled:
-        base = c.name if c.dsl == "triton" else c.source_fn.replace(".", "_")
+        base = by_name(c.dsl).dump_stem(c)
         n = seen.get(base, 0)
         seen[base] = n + 1
         stems.append(base if n == 0 else f"{base}.{n}")

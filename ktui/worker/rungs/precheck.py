@@ -1,18 +1,20 @@
-"""Rung 1, ``pre-checks``: the kernel imports, has its entry point (``custom_kernel``, or
+"""Rung ``pre-checks``: the kernel imports, has its entry point (``custom_kernel``, or
 ``ModelNew`` for KernelBench), its reference is usable in its format, and it contains at least one
-kernel of a DSL the worker knows (``dsl/registry.py``).
+kernel of a DSL the worker knows (``ktui.protocol.dsls``, ``dsl/registry.py``).
 
-On the CPU tier the kernel is imported twice: once with Triton's interpreter on (what runs on
-CPU tensors) and once without (real ``JITFunction``s, which the compile rung builds for the
-target architecture).
+On the CPU tier a module with Triton kernels is imported twice: once with Triton's interpreter on
+(what runs on CPU tensors) and once without (real ``JITFunction``s, which the compile rung builds
+for the target architecture): ``Dsl.importing`` and ``Dsl.needs_compilable_import``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 from types import ModuleType
 
+from ktui.protocol.job import Job
 from ktui.worker import formats, integrity, memory
 from ktui.worker.context import RunContext
 from ktui.worker.dsl.registry import DSLS
@@ -39,7 +41,7 @@ def run(ctx: RunContext) -> Outcome:
     ctx.reference_modules = reference_modules(ctx)
     watch = integrity.NamespaceGuard(ctx.reference_modules)
     try:
-        ctx.kernel = load_module(f"ktui_user_{tag}", job.kernel_path, job.source, interpret=not ctx.tier.is_gpu)
+        ctx.kernel = import_kernel(job, f"ktui_user_{tag}", interpreted=not ctx.tier.is_gpu)
     except ModuleNotFoundError as exc:
         raise missing_dsl(exc, Path(job.kernel_path).name) from exc
     tampered = ctx.guard.verify() if ctx.guard is not None else []
@@ -48,12 +50,7 @@ def run(ctx: RunContext) -> Outcome:
             f"importing {Path(job.kernel_path).name} patched the harness: {', '.join(tampered[:4])} (restored)",
             status="suspicious",
         )
-    patched = watch.verify()
-    if patched:
-        raise RungFailure(
-            f"importing {Path(job.kernel_path).name} patched its reference: {', '.join(patched[:4])} (restored)",
-            status="suspicious",
-        )
+    reference_intact(watch, job)
     copied = integrity.reference_imports(job.source, job.reference_path)
     if copied:
         raise RungFailure(
@@ -79,15 +76,10 @@ def run(ctx: RunContext) -> Outcome:
     for dsl in ctx.dsls:
         dsl.prepare()
     ctx.compilable = ctx.kernel
-    if ctx.triton_kernels and not ctx.tier.is_gpu:
+    if not ctx.tier.is_gpu and any(dsl.needs_compilable_import for dsl in ctx.dsls):
         watch = integrity.NamespaceGuard(ctx.reference_modules)
-        ctx.compilable = load_module(f"ktui_user_aot_{tag}", job.kernel_path, job.source, interpret=False)
-        patched = watch.verify()
-        if patched:
-            raise RungFailure(
-                f"importing {Path(job.kernel_path).name} patched its reference: {', '.join(patched[:4])} (restored)",
-                status="suspicious",
-            )
+        ctx.compilable = import_kernel(job, f"ktui_user_aot_{tag}", interpreted=False)
+        reference_intact(watch, job)
 
     fitted = memory.require_fit(ctx)  # before anything heavy: compile's traced call is the first to allocate
     seeds = choice.choose(ctx)  # before any input is made for a check: the fresh seeds keep the declared inputs' kind
@@ -107,6 +99,25 @@ def run(ctx: RunContext) -> Outcome:
         message="; ".join(filter(None, [_summary(ctx), seeds.declared and f"seeds: {seeds.note()}",
                                         f"memory: {fitted.message}"])),
     )
+
+
+def import_kernel(job: Job, name: str, interpreted: bool) -> ModuleType:
+    """The kernel's module from the text the parent hashed, under what each DSL needs while a module
+    body runs (``Dsl.importing``)."""
+    with contextlib.ExitStack() as scopes:
+        for dsl in DSLS:
+            scopes.enter_context(dsl.importing(interpreted))
+        return load_module(name, job.kernel_path, job.source)
+
+
+def reference_intact(watch: integrity.NamespaceGuard, job: Job) -> None:
+    """Importing the kernel left its reference's modules as they were (``watch``), else suspicious."""
+    patched = watch.verify()
+    if patched:
+        raise RungFailure(
+            f"importing {Path(job.kernel_path).name} patched its reference: {', '.join(patched[:4])} (restored)",
+            status="suspicious",
+        )
 
 
 def missing_dsl(exc: ModuleNotFoundError, file: str) -> Exception:

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ktui.worker import integrity
-from ktui.worker.rungs import bench, compile, correctness, dependence, dumps, fresh, precheck, run
+from ktui.worker.rungs import bench, compilation, correctness, dependence, dumps, fresh, integrity, precheck, run
 
 IMPLEMENTATIONS: dict[str, Callable[..., Any]] = {
     "pre-checks": precheck.run,
-    "compile": compile.run,
+    "compile": compilation.run,
     "dumps": dumps.start,
     "run": run.run,
     "correctness": correctness.run,

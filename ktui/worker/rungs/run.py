@@ -1,4 +1,4 @@
-"""Rung 3, ``run``: one call of ``custom_kernel`` on the first test input.
+"""Rung ``run``: one call of ``custom_kernel`` on the first test input.
 
 A smoke test before the per-shape checks: it returns plain tensors of the reference's shape,
 dtype and device, and every value is finite. It says nothing yet about being right, but an

@@ -1,4 +1,4 @@
-"""Rung 2, ``compile``: build every kernel ``custom_kernel`` launches, for the target architecture.
+"""Rung ``compile``: build every kernel ``custom_kernel`` launches, for the target architecture.
 
 One traced call of ``custom_kernel`` decides the specialisation, so what is compiled (and dumped)
 is what runs where it matters most: the trace uses the first benchmark shape — the one that is
