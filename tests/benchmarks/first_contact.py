@@ -90,8 +90,9 @@ def main() -> int:
     for name, result in results.items():
         report(name, result, keep)
     if args.gpumode:
-        problem = tmp / "cholesky_py"
-        shutil.copytree(args.gpumode / "linalg" / "cholesky_py", problem)
+        for folder in ("linalg", "pmpp_v2"):  # a problem's task.yml names files of its neighbours
+            shutil.copytree(args.gpumode / folder, tmp / "problems" / folder)
+        problem = tmp / "problems" / "linalg" / "cholesky_py"
         try:
             results["cholesky_py submission, new reference"] = timed_lines(
                 [sys.executable, "-m", "ktui", "run", "submission.py"], problem, env, 300)
