@@ -6,6 +6,7 @@ network filter lets a process make Unix sockets only."""
 from __future__ import annotations
 
 import errno
+import os
 import socket
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pytest
 from ktui.protocol.statedir import readable_entries
 from ktui.worker.confine import landlock
 from ktui.worker.confine.network import ARCHITECTURES, program
-from ktui.worker.confine.rules import Refused, loader_paths, rules, workspace_rules
+from ktui.worker.confine.rules import Refused, compiler_paths, loader_paths, rules, workspace_rules
 from ktui.worker.timing import gpu_lock
 
 pytestmark = pytest.mark.unit
@@ -139,3 +140,17 @@ def test_a_file_named_inside_a_workspace_hides_none_of_its_folders(tmp_path, pla
     made = rules(7, [], [workspace, workspace / "kernels" / "k.py"], tmp_path / "private", [], tmp_path / "tmp",
                  network=False, gpu=False)
     assert landlock.Rule(workspace / "kernels", landlock.READ) in made
+
+
+def test_a_host_compiler_outside_the_system_folders_is_read_from_its_install_folder(tmp_path, monkeypatch):
+    """nvcc runs the gcc it finds on PATH; a gcc in /opt/gcc/bin reads headers from /opt/gcc/lib
+    (TileLang's builds failed on the H200 with 'limits.h: Permission denied' without it)."""
+    prefix = tmp_path / "opt" / "gcc"
+    (prefix / "bin").mkdir(parents=True)
+    gcc = prefix / "bin" / "gcc"
+    gcc.write_text("#!/bin/sh\n")
+    gcc.chmod(0o755)
+    (tmp_path / "links").mkdir()
+    (tmp_path / "links" / "cc").symlink_to(gcc)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'links'}{os.pathsep}{prefix / 'bin'}")
+    assert compiler_paths() == [prefix, prefix]

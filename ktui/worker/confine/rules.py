@@ -6,7 +6,9 @@ A kernel under test needs to compute, and to be built and run; so its process ma
   libraries (``/usr``, ``/lib*``, ``/bin``, ``/sbin``, ``/opt/nvidia``), the dynamic loader's files
   and folders (``/etc/ld.so.*`` and the folders they name, ``LD_LIBRARY_PATH``), the Python install
   (its prefixes, site-packages and every ``sys.path`` folder), ``PATH``, the folders the DSLs' and
-  CUDA's variables name (``CUDA_HOME``, ``TRITON_PTXAS_PATH``…) and ktui itself;
+  CUDA's variables name (``CUDA_HOME``, ``TRITON_PTXAS_PATH``…), the install folder of the host C
+  and C++ compilers found on ``PATH`` (nvcc runs them: a gcc in ``/opt/gcc/bin`` reads its headers
+  from ``/opt/gcc/lib``) and ktui itself;
 - **read** the workspace (every entry of its root but hidden ones and the state folder:
   ``statedir.readable_entries``; of the state folder, its calibration file), a few files of ``/etc`` (users and groups, the time zone, the
   name service switch; the resolver's and certificates only with ``--allow-network``), ``/proc``
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import glob
 import os
+import shutil
 import site
 import sys
 from pathlib import Path
@@ -53,7 +56,8 @@ GPU_DEVICES = ("/dev/nvidia*", "/dev/nvidia-caps", "/dev/dxg")
 GPU_READ = ("/run/nvidia-persistenced", "/usr/lib/wsl")
 # Variables whose values name what the DSLs and CUDA run or load: their paths are read and executed.
 TOOL_VARIABLES = ("CUDA_", "NVIDIA_", *(prefix for dsl in dsls() for prefix in dsl.variables))
-KTUI_TOOLS = ("KTUI_NVDISASM", "KTUI_CUOBJDUMP")  # ``measure.tools``' overrides of the tools the dumps run
+KTUI_TOOLS = ("KTUI_NVDISASM", "KTUI_CUOBJDUMP")
+HOST_COMPILERS = ("cc", "c++", "gcc", "g++", "clang", "clang++")  # what nvcc (TileLang's build) calls  # ``measure.tools``' overrides of the tools the dumps run
 
 
 def has_gpu_driver() -> bool:
@@ -79,7 +83,7 @@ def rules(abi: int, writable: Iterable[Path], readable: Iterable[Path], tmp: Pat
     if shared_memory:
         out.append(Rule(Path("/dev/shm"), everything))
     out += [Rule(Path(p), READ_EXECUTE) for p in SYSTEM]
-    out += [Rule(p, READ_EXECUTE) for p in refused.keep([*python_paths(), *tool_paths(), *loader_paths()])]
+    out += [Rule(p, READ_EXECUTE) for p in refused.keep([*python_paths(), *tool_paths(), *compiler_paths(), *loader_paths()])]
     out.append(Rule(Path(ktui.__file__).resolve().parent, READ_EXECUTE))
     out += [Rule(Path("/etc") / name, READ) for name in ETC + (ETC_NETWORK if network else ())]
     out += workspace_rules(readable, states, refused)
@@ -131,6 +135,18 @@ def tool_paths() -> list[Path]:
     values = [os.environ.get("PATH", "")]
     values += [v for k, v in os.environ.items() if k.startswith(TOOL_VARIABLES) or k in KTUI_TOOLS]
     return [Path(p) for value in values for p in value.split(os.pathsep) if p]
+
+
+def compiler_paths() -> list[Path]:
+    """Each host compiler's install folder (``/opt/gcc`` for ``/opt/gcc/bin/gcc``, links followed):
+    its headers and helper programs live beside its ``bin``, not on ``PATH``."""
+    found = []
+    for name in HOST_COMPILERS:
+        program = shutil.which(name)
+        if program:
+            binary = Path(os.path.realpath(program))
+            found.append(binary.parent.parent if binary.parent.name == "bin" else binary.parent)
+    return found
 
 
 def loader_paths(conf: Path = Path("/etc/ld.so.conf")) -> list[Path]:
