@@ -8,6 +8,7 @@ from textual.message import Message
 from textual.widgets import DataTable
 
 from ktui.protocol.visible import visible
+from ktui.tui.searchable import RowSearch
 from ktui.tui.state import KernelView
 from ktui.tui.text import ago, speedup_text, state_label
 
@@ -16,8 +17,9 @@ COLUMNS = (("state", "state", 13), ("kernel", "kernel", None), ("v", "v", 4), ("
            ("best", "best", 6), ("roof", "roof", 4), ("age", "age", 5))
 
 
-class KernelList(DataTable):
-    """Rows keyed by kernel id; highlighting a row tells the app which kernel to show."""
+class KernelList(RowSearch, DataTable):
+    """Rows keyed by kernel id; highlighting a row tells the app which kernel to show; ``/`` finds a
+    kernel by any word of its row."""
 
     BORDER_TITLE = "kernels"
     BINDINGS = [Binding("enter", "select_cursor", "select", show=False)]

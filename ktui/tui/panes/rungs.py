@@ -1,4 +1,5 @@
-"""The ladder as a table: rung, status, key figures, failure message; Enter shows the traceback.
+"""The ladder as a table: rung, status, key figures, failure message; Enter shows the traceback;
+``/`` puts the cursor on the rows that hold a word.
 Under a failed rung that judged an output wrong, its error map: where the output is wrong, in one
 line and as a heatmap (``ktui.tui.heatmap``). A last row says ``weak test`` when the audit of the
 reference says so; Enter shows why."""
@@ -15,13 +16,13 @@ from ktui.protocol.errormap import NONFINITE, UNWRITTEN, WRONG, ErrorMap
 from ktui.protocol.job import rung_family
 from ktui.protocol.lines import key_figures, summary_line
 from ktui.tui.heatmap import heatmap
-from ktui.tui.searchable import Shown
+from ktui.tui.searchable import RowSearch, Shown
 from ktui.tui.state import KernelView
 from ktui.tui.text import STATUS_LABELS, shown
 from ktui.tui.view import PaneView
 
 
-class RungsPane(Vertical):
+class RungsPane(RowSearch, Vertical):
     BORDER_TITLE = "2 rungs"
     BINDINGS = [Binding("enter", "toggle_traceback", "traceback")]
     COMPONENT_CLASSES = {"rungs-pane--ok", "rungs-pane--failed", "rungs-pane--muted", "rungs-pane--running",
@@ -38,6 +39,9 @@ class RungsPane(Vertical):
         with VerticalScroll(id="rung-detail-scroll"):
             yield Static(id="rung-map")
             yield Shown(id="rung-detail")
+
+    def searched_table(self) -> DataTable:
+        return self.query_one("#rungs-table", DataTable)
 
     @property
     def kernel(self) -> KernelView | None:
