@@ -5,7 +5,8 @@ it, returning the exit status); ``ktui.cli.commands`` names them with their one-
 and ``ktui history`` do not pay for what ``ktui watch`` or ``ktui calibrate`` import.
 
 Exit codes (``ktui.cli.exits``): 0 every rung that ran passed; 1 a rung failed (or a run crashed /
-timed out); 2 ktui could not run (bad path, no reference, bad arguments); 3 a kernel is suspicious.
+timed out / was cancelled); 2 ktui could not run (bad path, no reference, the reference raised, bad
+arguments); 3 a kernel is suspicious; 128 + N stopped by signal N (130 for Ctrl-C).
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import signal
 import sys
 from importlib import import_module
 from typing import Iterable
 
 import ktui
 from ktui.cli.commands import COMMANDS
-from ktui.cli.exits import EXIT_CANNOT_RUN, EXIT_FAILED
+from ktui.cli.exits import EXIT_CANNOT_RUN, EXIT_FAILED, exit_stopped
 from ktui.cli.options import use_state_dir
 from ktui.cli.terminal import shown_before_parsing, shown_for
 from ktui.protocol.statedir import StateError
@@ -64,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ktui: {exc}", file=sys.stderr)
         return EXIT_CANNOT_RUN
     except KeyboardInterrupt:
-        return 130
+        return exit_stopped(signal.SIGINT)
     except BrokenPipeError:
         return reader_went_away()
     finally:
