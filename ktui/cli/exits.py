@@ -11,6 +11,12 @@ EXIT_SUSPICIOUS = 3
 EXIT_UNTRUSTED = 4
 
 
+def exit_stopped(signum: int) -> int:
+    """A command stopped by a signal exits 128 + the signal, as a shell reports it (130 for Ctrl-C):
+    its runs are recorded ``cancelled``, and this code, not their verdict's, is its status."""
+    return 128 + signum
+
+
 # Verdicts that exit 0: ``compiled`` (a CuTeDSL kernel on the CPU tier: compiled and dumped, not
 # run) is not a pass, but nothing went wrong, and ``ktui run kernels/`` on a CPU machine must succeed.
 CLEAN = ("passed", "compiled")

@@ -48,17 +48,21 @@ class LinePrinter:
     rung says it is doing while it runs (the GPU's one-time calibration, step by step).
 
     On the CPU tier the header waits for the pre-checks: only they tell a Triton kernel (run in
-    the interpreter) from a CuTeDSL one (compiled only), and the header says which."""
+    the interpreter) from a CuTeDSL one (compiled only), and the header says which. Rungs skipped
+    in a row for one reason are held and printed as one line (``[benchmark ×3] skipped — no GPU``).
+    Under the summary, a run that printed says how much and where it is kept (``-v`` prints it)."""
 
     def __init__(self, verbose: bool = False):
         self.verbose = verbose
         self._started = {}
         self._unheaded = {}  # run id → its run_started, header not printed yet
+        self._skipped: dict[str, list[dict]] = {}  # run id → the skipped rungs held, one reason
+        self._printed: dict[str, int] = {}  # run id → lines it printed
 
     def __call__(self, event) -> None:
         # deferred for start-up speed
         from ktui.protocol.events import Output, RunFinished, RungFinished, RungStarted, RunStarted
-        from ktui.protocol.lines import rung_line, summary_line
+        from ktui.protocol.lines import rung_line, same_skip, summary_line
 
         if isinstance(event, RunStarted):
             self._started[event.run_id] = event
@@ -67,23 +71,51 @@ class LinePrinter:
             else:
                 self._header(event)
             return
+        if isinstance(event, Output):
+            self._printed[event.run_id] = self._printed.get(event.run_id, 0) + 1
         first = isinstance(event, RungFinished) and event.rung == "pre-checks"
         noted = isinstance(event, RungStarted) and bool(event.note)
         shown = isinstance(event, (RungFinished, RunFinished)) or noted or (isinstance(event, Output) and self.verbose)
         if event.run_id in self._unheaded and shown:
             self._header(self._unheaded.pop(event.run_id), event.figures if first else None)
-        if isinstance(event, RungFinished):
-            print(rung_line(event.to_json()), flush=True)
+        held = self._skipped.get(event.run_id, [])
+        record = event.to_json() if isinstance(event, RungFinished) else None
+        if record is not None and record["status"] == "skipped" and (not held or same_skip(held[0], record)):
+            self._skipped.setdefault(event.run_id, []).append(record)
+            return
+        if shown:
+            self._flush_skipped(event.run_id)
+        if record is not None and record["status"] == "skipped":
+            self._skipped[event.run_id] = [record]
+        elif record is not None:
+            print(rung_line(record), flush=True)
         elif noted:
             print(f"[{event.rung}] … {event.note}", flush=True)
         elif isinstance(event, Output) and self.verbose:
             print(f"   | {event.text}", flush=True)
         elif isinstance(event, RunFinished):
             start = self._started.pop(event.run_id, None)
+            printed = self._printed.pop(event.run_id, 0)
             if start is None:
                 return
             print(summary_line(start.kernel, start.version, event.verdict, event.summary, start.tier, start.arch,
                                event.duration_s, event.message), flush=True)
+            if printed:
+                print(self._printed_note(start, printed), flush=True)
+
+    def _flush_skipped(self, run_id: str) -> None:
+        from ktui.protocol.lines import folded_line  # deferred for start-up speed
+
+        held = self._skipped.pop(run_id, None)
+        if held:
+            print(folded_line(held), flush=True)
+
+    def _printed_note(self, start, lines: int) -> str:
+        """``  printed 12 line(s), kept in .ktui/runs/k/3/output.txt (-v prints them as they come)``."""
+        from ktui.protocol.statedir import OUTPUT_FILE  # deferred for start-up speed
+
+        kept = os.path.relpath(os.path.join(start.run_dir, OUTPUT_FILE))
+        return f"  printed {lines} line(s), kept in {kept}" + ("" if self.verbose else " (-v prints them as they come)")
 
     @staticmethod
     def _header(event, precheck_figures: dict | None = None) -> None:

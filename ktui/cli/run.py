@@ -47,7 +47,7 @@ def add_parser(subparsers) -> None:
     add_gpus_flag(run)
     add_remote_flags(run)
     add_daemon_flag(run)
-    run.set_defaults(handler=cmd_run)
+    run.set_defaults(handler=cmd_run, parser=run)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -57,9 +57,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ktui.workspace.kernels import ProblemError, discover, left_out
 
     args.paths = [*getattr(args, "ray_paths", []), *args.paths]  # `--ray kernels/`: the folder is a path
-    if not args.paths:
-        print("ktui run: error: the following arguments are required: paths", file=sys.stderr)
-        return EXIT_CANNOT_RUN
+    if not args.paths:  # argparse's usage, then what to give (exit 2)
+        args.parser.error("give the kernel files or folders to run, e.g. `ktui run kernels/` in a workspace")
     try:
         placement = placement_of(args)  # before an owner is asked: a caller's two placements are refused here
         kernels = discover(args.paths, reference=args.reference)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import signal
 import threading
 
+from ktui.cli.exits import exit_stopped
 from ktui.protocol.processes import stopped_by
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -39,4 +40,4 @@ class Stopping:
     @property
     def exit_code(self) -> int | None:
         """128 + the signal, as a shell reports a process it stopped; None while not stopped."""
-        return None if self.signum is None else 128 + self.signum
+        return None if self.signum is None else exit_stopped(self.signum)

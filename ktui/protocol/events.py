@@ -28,7 +28,7 @@ CANCELLED = "cancelled"
 # Run verdicts.
 PASSED = "passed"
 COMPILED = "compiled"  # compiled and dumped, never run: a kernel of a DSL the CPU tier does not run (exit 0, not a pass)
-ERROR = "error"  # ktui could not run the kernel at all (no reference, bad path)
+ERROR = "error"  # ktui could not judge the kernel (no reference, bad path; as a rung's status: the reference raised)
 INTERRUPTED = "interrupted"  # left "running" by a ktui process that was killed (see ktui.history.store)
 RUNNING = "running"  # the history's verdict of a run not yet finished
 

@@ -93,7 +93,7 @@ def rung_line(event: dict[str, Any]) -> str:
         parts.append(figures)
     message = (event.get("message") or "").strip()
     if message and (event["status"] != "ok" or not figures):
-        first = message.splitlines()[0]
+        first = without_word(event["status"], message.splitlines()[0])
         parts.append(first if event["status"] == "ok" else f"— {first}")
     line = " ".join(parts)
     error = event.get("error")
@@ -105,6 +105,33 @@ def rung_line(event: dict[str, Any]) -> str:
         if loc.get("excerpt"):
             line += "\n" + "\n".join("    " + text for text in loc["excerpt"].splitlines())
     return line
+
+
+def same_skip(record: dict[str, Any], other: dict[str, Any]) -> bool:
+    """Whether two rungs were skipped for one reason: they read as one line (CLI) or row (dashboard)."""
+    return record["status"] == other["status"] == "skipped" and record.get("message") == other.get("message")
+
+
+def folded_names(names: list[str]) -> str:
+    """Rung names in short, each family once with its count: ``run, correctness ×5, fresh-shapes``."""
+    counts: dict[str, int] = {}
+    for name in names:
+        counts[rung_family(name)] = counts.get(rung_family(name), 0) + 1
+    return ", ".join(f"{family} ×{n}" if n > 1 else family for family, n in counts.items())
+
+
+def folded_line(records: list[dict[str, Any]]) -> str:
+    """Rungs skipped for one reason, as one line: ``[run, correctness ×5, integrity] skipped — <why>``;
+    one rung as ``rung_line`` writes it."""
+    if len(records) == 1:
+        return rung_line(records[0])
+    return f"[{folded_names([r['rung'] for r in records])}] skipped — {(records[0].get('message') or '').strip()}"
+
+
+def without_word(word: str, message: str) -> str:
+    """A message that starts with the status it explains (``cancelled: stopped by SIGINT``) told
+    after that status without saying it twice: ``stopped by SIGINT``."""
+    return message[len(word) + 2:] if message.startswith(f"{word}: ") else message
 
 
 def where_text(tier: str, device: str, arch: str, precheck_figures: dict[str, Any] | None = None) -> str:
@@ -178,9 +205,10 @@ def summary_line(kernel: str, version: int, verdict: str, summary: dict[str, Any
     failure = summary.get("first_failure")
     settled = verdict in ("passed", "compiled")
     if not settled and failure:
-        parts.append(f"{failure['rung']}: {failure['message'] or failure['status']}")
+        parts.append(f"{failure['rung']}: {without_word(verdict, failure['message']) or failure['status']}"
+                     if failure["rung"] else without_word(verdict, failure["message"]) or failure["status"])
     elif not settled and message:
-        parts.append(message.splitlines()[0])
+        parts.append(without_word(verdict, message.splitlines()[0]))
     if tier not in ("", "-"):
         parts.append(f"{tier} {arch}")
     warning = sandbox.warning(summary.get("confined"), summary.get("confinement") or "")

@@ -32,7 +32,7 @@ from ktui.protocol.sourcelines import parse as parse_python
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 GENERATOR = "python3 -m ktui.protocol.schema"
 RUNG_STATUSES = (events.OK, events.FAILED, events.SKIPPED, events.SUSPICIOUS, events.CRASHED, events.TIMED_OUT,
-                 events.CANCELLED)
+                 events.CANCELLED, events.ERROR)
 VERDICTS = (events.PASSED, events.COMPILED, events.FAILED, events.SUSPICIOUS, events.CRASHED, events.TIMED_OUT, events.CANCELLED,
             events.INTERRUPTED, events.ERROR)
 

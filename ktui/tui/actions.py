@@ -25,10 +25,11 @@ from ktui.tui.panes.rungs import RungsPane
 from ktui.tui.panes.sass_diff import SassPane
 from ktui.tui.panes.status_bar import StatusBar
 from ktui.tui.search_bar import SearchBar
-from ktui.tui.searchable import Found, TextPane
+from ktui.tui.searchable import Found, RowSearch, Searchable, TextPane
 from ktui.tui.state import ProfileStatus
 
 DIFF_BASES = ("previous", "best", "pinned")
+NOTHING_TO_SEARCH = "nothing to search here: / n N search the kernel list, 1 compile, 2 rungs, 4 sass, 5 ncu, 6 output"
 
 
 class DashboardActions:
@@ -128,12 +129,15 @@ class DashboardActions:
             widget.scroll_end(animate=False) if end else widget.scroll_home(animate=False)
 
     def action_search(self) -> None:
-        """``/``: the search input, for the focused text pane (at 80 columns: the tab in view)."""
-        pane = self._text_pane()
-        if pane is not None:
-            self.query_one(SearchBar).open(pane, back_to=self.focused)
+        """``/``: the search input, for the focused pane (at 80 columns: the tab in view); where it has
+        nothing to search the input opens all the same, so what is typed next is never a key."""
+        pane = self._searched_pane(say=False)
+        self.query_one(SearchBar).open(pane, back_to=self.focused, nothing_here=NOTHING_TO_SEARCH)
 
     def on_search_bar_search(self, message: SearchBar.Search) -> None:
+        if message.pane is None:
+            self.notify(NOTHING_TO_SEARCH, severity="warning")
+            return
         self.last_query = message.query
         if not message.query:
             message.pane.clear_search()
@@ -143,7 +147,7 @@ class DashboardActions:
 
     def action_search_next(self, direction: int) -> None:
         """``n`` / ``N``; a pane not searched yet is searched for the last query (as in vim)."""
-        pane = self._text_pane()
+        pane = self._searched_pane()
         query = self.last_query
         if pane is None:
             return
@@ -166,22 +170,31 @@ class DashboardActions:
             self.notify(f"match {found.number}/{found.counted} for '{query}'{more} · n next, N previous")
 
     def action_toggle_wrap(self) -> None:
-        pane = self._text_pane()
-        if pane is not None:
-            pane.wrap = not pane.wrap
-            self.notify(f"{pane.BORDER_TITLE}: long lines {'wrap' if pane.wrap else 'cut at the edge'}")
-
-    def _text_pane(self) -> TextPane | None:
-        """The text pane the focus is in; at 80 columns, else the one whose tab is in view."""
-        widget = self.focused
-        while widget is not None and not isinstance(widget, TextPane):
-            widget = widget.parent
-        if widget is None and not self._wide and self.query(TabbedContent):
-            active = self.query_one(TabbedContent).active_pane
-            widget = next(iter(active.query(TextPane)), None) if active is not None else None
-        if widget is None:
-            self.notify("no text pane here: / n N w work in 1 compile, 4 sass, 5 ncu, 6 output",
+        pane = self._focused_pane(TextPane)
+        if pane is None:
+            self.notify("no text pane here: w wraps the long lines of 1 compile, 4 sass, 5 ncu, 6 output",
                         severity="warning")
+            return
+        pane.wrap = not pane.wrap
+        self.notify(f"{pane.BORDER_TITLE}: long lines {'wrap' if pane.wrap else 'cut at the edge'}")
+
+    def _searched_pane(self, say: bool = True) -> Searchable | None:
+        """The pane ``/``, ``n`` and ``N`` work in: the focused one if it can be searched."""
+        pane = self._focused_pane((TextPane, RowSearch))
+        if pane is None and say:
+            self.notify(NOTHING_TO_SEARCH, severity="warning")
+        return pane
+
+    def _focused_pane(self, kinds):
+        """The pane of ``kinds`` the focus is in. At 80 columns the tab in view comes before the
+        kernel list above it: the list keeps the focus while its kernel's tabs are read."""
+        widget = self.focused
+        while widget is not None and not isinstance(widget, kinds):
+            widget = widget.parent
+        if (widget is None or isinstance(widget, KernelList)) and not self._wide and self.query(TabbedContent):
+            active = self.query_one(TabbedContent).active_pane
+            in_tab = next((w for w in active.query("*") if isinstance(w, kinds)), None) if active is not None else None
+            widget = in_tab or widget
         return widget
 
     def action_focus_list(self) -> None:

@@ -79,7 +79,8 @@ class KtuiApp(DashboardActions, App[int]):
         Binding("s", "toggle_strict", "strict",
                 tooltip="strict mode: a fresh process per run, 3 seeds per shape, every timed output re-checked"),
         Binding("slash", "search", "search", key_display="/",
-                tooltip="search the focused text pane (case-sensitive only with a capital letter)"),
+                tooltip="search the focused pane: its text, or the rows of the kernel list and the rungs "
+                        "(case-sensitive only with a capital letter)"),
         Binding("n", "search_next(1)", "next", show=False, tooltip="the next match of the search (wraps around)"),
         Binding("N", "search_next(-1)", "previous", show=False, tooltip="the previous match of the search (wraps around)"),
         Binding("w", "toggle_wrap", "wrap", tooltip="wrap the long lines of the focused text pane, or cut them"),

@@ -1,7 +1,9 @@
 """``/``: the one-line input a search query is typed into, under the panes.
 
 It opens for one pane (the focused one), hands the query up on Enter (``Search``) and gives the
-focus back to where it was, on Enter and on Escape alike. Its looks are in ``app.tcss``.
+focus back to where it was, on Enter and on Escape alike. Where the focus has nothing to search it
+opens all the same, saying so: what is typed after ``/`` is a query, never the dashboard's keys.
+Its looks are in ``app.tcss``.
 """
 
 from __future__ import annotations
@@ -12,29 +14,32 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Input
 
-from ktui.tui.searchable import TextPane
+from ktui.tui.searchable import Searchable
 
 
 class SearchBar(Input):
     BINDINGS = [Binding("escape", "close", "close", show=False)]
 
     class Search(Message):
-        """The user asked for ``query`` in ``pane`` (an empty query clears the search)."""
+        """The user asked for ``query`` in ``pane`` (an empty query clears the search); ``pane`` is
+        None where the bar opened with nothing to search."""
 
-        def __init__(self, pane: TextPane, query: str) -> None:
+        def __init__(self, pane: Searchable | None, query: str) -> None:
             super().__init__()
             self.pane = pane
             self.query = query
 
     def __init__(self, **kwargs) -> None:
         super().__init__(compact=True, **kwargs)
-        self.pane: TextPane | None = None
+        self.pane: Searchable | None = None
         self.back_to: Widget | None = None
 
-    def open(self, pane: TextPane, back_to: Widget | None) -> None:
+    def open(self, pane: Searchable | None, back_to: Widget | None, nothing_here: str = "") -> None:
+        """For ``pane``, or, with None, for nothing: ``nothing_here`` says so and where search works."""
         self.pane, self.back_to = pane, back_to
-        self.placeholder = f"search {pane.BORDER_TITLE} · Enter finds · Esc closes"
-        self.value = pane.query_text
+        self.placeholder = (f"search {pane.BORDER_TITLE} · Enter finds · Esc closes" if pane is not None
+                            else f"{nothing_here} · Esc closes")
+        self.value = pane.query_text if pane is not None else ""
         self.add_class("-open")
         self.focus()  # the old query, selected: typing replaces it
 
@@ -51,7 +56,7 @@ class SearchBar(Input):
         event.stop()
         pane = self.pane
         self.action_close()
-        if pane is not None and pane.is_attached:
+        if pane is None or pane.is_attached:
             self.post_message(self.Search(pane, event.value))
 
     def on_blur(self) -> None:

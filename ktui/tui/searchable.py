@@ -1,9 +1,11 @@
-"""Text panes a user can search (``/``, ``n``, ``N``) and wrap (``w``), as in less, bacon or k9s.
+"""Panes a user can search (``/``, ``n``, ``N``) and text panes a user can wrap (``w``), as in less,
+bacon or k9s.
 
-A pane's texts are ``PaneText`` widgets: each keeps what its pane drew and, only while a search
+A text pane's texts are ``PaneText`` widgets: each keeps what its pane drew and, only while a search
 or a wrap toggle is on, draws it again as rows with the matches marked (otherwise the pane looks
 exactly as it draws itself). ``TextPane`` is the scrolling pane around them: it searches its texts
-in order, keeps the current match and scrolls to it.
+in order, keeps the current match and scrolls to it. A pane drawn as a table (the kernel list, the
+rungs) is a ``RowSearch``: a search puts the table's cursor on the rows that hold the query.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.geometry import Region
 from textual.reactive import reactive
-from textual.widgets import Static
+from textual.widgets import DataTable, Static
 
 from ktui.tui.text import shown
 
@@ -281,3 +283,63 @@ class TextPane(VerticalScroll):
         height = row_height(text._drawn_rows(marked=False)[row], text.content_size.width, self.app.console)
         top = text.virtual_region.y + text.row_tops()[row]
         return Region(0, top, max(1, self.scrollable_content_region.width), height)
+
+
+class RowSearch:
+    """Mixed into a pane drawn as a table: ``search`` puts the cursor on the first row at or below
+    it that holds the query (wrapping to the first), ``step`` on the next or previous such row. The
+    rows are read as they are drawn now, so a search follows the table as it changes."""
+
+    query_text = ""
+
+    def searched_table(self) -> DataTable:
+        """The table searched: the pane itself where it is one."""
+        return self  # type: ignore[return-value]
+
+    def search(self, query: str) -> Found | None:
+        self.query_text = query
+        rows = self._matching_rows()
+        self._show_query()
+        if not rows:
+            return None
+        cursor = max(self.searched_table().cursor_row, 0)
+        later = next((k for k, row in enumerate(rows) if row >= cursor), None)
+        self._go(rows[later or 0])
+        return Found(1 + (later or 0), len(rows), wrapped=later is None)
+
+    def step(self, direction: int) -> Found | None:
+        rows = self._matching_rows()
+        if not rows:
+            return None
+        cursor = self.searched_table().cursor_row
+        if cursor in rows:
+            k = rows.index(cursor)
+            target = (k + direction) % len(rows)
+            wrapped = target < k if direction > 0 else target > k
+        else:  # the cursor left the matches: the next one from where it is
+            ahead = [k for k, row in enumerate(rows) if (row > cursor if direction > 0 else row < cursor)]
+            target = (ahead[0] if direction > 0 else ahead[-1]) if ahead else (0 if direction > 0 else len(rows) - 1)
+            wrapped = not ahead
+        self._go(rows[target])
+        return Found(target + 1, len(rows), wrapped)
+
+    def clear_search(self) -> None:
+        self.query_text = ""
+        self._show_query()
+
+    def _matching_rows(self) -> list[int]:
+        if not self.query_text:
+            return []
+        table, pattern = self.searched_table(), search_pattern(self.query_text)
+        return [i for i in range(table.row_count)
+                if pattern.search(" ".join(getattr(cell, "plain", str(cell)) for cell in table.get_row_at(i)))]
+
+    def _go(self, row: int) -> None:
+        self.searched_table().move_cursor(row=row)
+
+    def _show_query(self) -> None:
+        """``/query`` under the pane's border while a search is on."""
+        self.border_subtitle = f"/{self.query_text}" if self.query_text else ""  # type: ignore[attr-defined]
+
+
+Searchable = TextPane | RowSearch  # what ``/``, ``n`` and ``N`` work in

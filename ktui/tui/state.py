@@ -37,6 +37,7 @@ from ktui.protocol.notices import (
     WatchStateChanged,
     WorkspaceNote,
 )
+from ktui.tui.text import STATUS_LABELS
 from ktui.tui.versions import latest_finished, version_history, worst_fraction
 from ktui.workspace.kernels import Kernel, content_hash_of, reference_hash_of
 
@@ -108,21 +109,29 @@ class KernelView:
 
     def rung_progress(self) -> str:
         """The rung in flight in a few characters: ``compile``, ``check 3/6``, ``bench 1/3``,
-        ``bench 1/3 · calibrating the GPU``."""
-        if not self.rung:
-            return "starting worker" if self.state == RUNNING else ""
-        progress = self._rung_progress()
-        return f"{progress} · {self.rung_note.split(':')[0]}" if self.rung_note else progress
+        ``bench 1/3 · calibrating the GPU``; between two rungs the last one finished, with its
+        status (``check 3/6 ✓``); ``starting`` before the first."""
+        if self.rung:
+            progress = self._rung_progress(self.rung, before=1)
+            return f"{progress} · {self.rung_note.split(':')[0]}" if self.rung_note else progress
+        if self.state != RUNNING:
+            return ""
+        if not self.rungs:
+            return "starting"
+        last = self.rungs[-1]
+        return f"{self._rung_progress(last['rung'], before=0)} {STATUS_LABELS.get(last['status'], ('?', ''))[0]}"
 
-    def _rung_progress(self) -> str:
-        family = rung_family(self.rung)
+    def _rung_progress(self, rung: str, before: int) -> str:
+        """``rung``'s place among its family: ``before`` 1 for the rung in flight (not yet among the
+        finished ones), 0 for the last one finished."""
+        family = rung_family(rung)
         tests, benches = self.shapes
         if family == "correctness":
             done = sum(1 for r in self.rungs if r["rung"].startswith("correctness["))
-            return f"check {done + 1}/{tests}" if tests else "check"
+            return f"check {done + before}/{tests}" if tests else "check"
         if family == "benchmark":
             done = sum(1 for r in self.rungs if r["rung"].startswith("benchmark["))
-            return f"bench {done + 1}/{benches}" if benches else "bench"
+            return f"bench {done + before}/{benches}" if benches else "bench"
         return family
 
     def find_rung(self, name: str) -> dict[str, Any] | None:

@@ -21,11 +21,20 @@ from ktui.worker.dsl.base import Dsl
 from ktui.worker.dsl.registry import DSLS
 from ktui.worker.errors import RungFailure
 from ktui.worker.formats.base import Problem
-from ktui.worker.outcome import CompiledFunction, InputGenerationError
+from ktui.worker.outcome import CompiledFunction, InputGenerationError, ReferenceFault
 from ktui.worker.outputs import flatten, pair_outputs
 from ktui.worker.phases import Phases
 from ktui.worker.seeds.ranges import SeedRange, fresh_range
-from ktui.worker.tier import Tier, clone_tree, poisoned_allocations, storage_key, synchronize, tensorless, to_device
+from ktui.worker.tier import (
+    Tier,
+    clone_tree,
+    device_usable,
+    poisoned_allocations,
+    storage_key,
+    synchronize,
+    tensorless,
+    to_device,
+)
 
 
 @dataclass
@@ -67,6 +76,7 @@ class RunContext:
     ahead_sent: dict[str, int] = field(default_factory=dict)  # what this run handed them: shapes, helpers
     sizes: dict[str, Any] | None = None  # memory.Need (or None: unsizable) per shape key; read lazily from the job
     sized: int = 0  # shapes this run sized on fake tensors (the rest came with the job)
+    unsized_why: dict[str, str] = field(default_factory=dict)  # shape key → why it could not be sized
     inputs_ahead: Any = None  # the worker's ``ahead.inputs.InputsAhead``: the traced call's inputs, made ahead
     traced: dict | None = None  # the compile rung's traced shape, once its inputs were made
 
@@ -192,8 +202,15 @@ class RunContext:
         return pairs
 
     def ref_kernel(self, *inputs: Any) -> Any:
+        """The reference's answer; its exception is a ``ReferenceFault`` (its cause kept), unless a
+        sticky CUDA error the candidate left surfaced in it (the device fails every call then)."""
         with self.phases.timing("reference"), self.problem.scope():
-            return self.problem.ref_kernel(*inputs)
+            try:
+                return self.problem.ref_kernel(*inputs)
+            except Exception as exc:
+                if not device_usable(self.tier):
+                    raise
+                raise ReferenceFault(f"{self.problem.reference_call} raised {type(exc).__name__}: {exc}") from exc
 
     def next_seed(self) -> int:
         """A fresh seed for every call, so that memoised answers cannot pass: from the range that
@@ -211,7 +228,8 @@ class RunContext:
             with self.problem.scope():
                 data = self.problem.generate(shape, seed)
         except Exception as exc:
-            raise InputGenerationError(f"{self.problem.describe_generate(shape, seed)} raised: {exc}") from exc
+            raise InputGenerationError(f"{self.problem.describe_generate(shape, seed)} raised "
+                                       f"{type(exc).__name__}: {exc}") from exc
         return self.placed(data, shape, seed)
 
     def placed(self, data: Any, shape: dict, seed: int) -> tuple:

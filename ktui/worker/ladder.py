@@ -26,6 +26,7 @@ from ktui.measure.roofline import DEFAULT_DONE
 from ktui.measure.stats import Interval, geometric_mean, geometric_mean_interval
 from ktui.protocol.events import (
     COMPILED,
+    ERROR,
     FAILED,
     OK,
     PASSED,
@@ -41,7 +42,7 @@ from ktui.worker import memory
 from ktui.worker.ahead.pool import submit_run
 from ktui.worker.context import RunContext
 from ktui.worker.errors import RungFailure, RungSkipped, error_info
-from ktui.worker.outcome import InputGenerationError, Outcome, shape_label
+from ktui.worker.outcome import Outcome, ReferenceFault, shape_label
 from ktui.worker.rungs import fresh
 from ktui.worker.rungs.bench import NO_GPU_TIMING
 from ktui.worker.rungs.registry import IMPLEMENTATIONS as DO
@@ -84,9 +85,9 @@ class Ladder:
             status, figures, message, error = SKIPPED, {}, str(skip), None
         except RungFailure as failure:
             status, figures, message, error = failure.status, failure.figures, failure.message, failure.error
-        except InputGenerationError as exc:
+        except ReferenceFault as exc:  # the reference cannot judge the kernel: not the kernel's failure
             info = error_info(exc.__cause__ or exc, ctx.user_files)
-            status, figures, message, error = FAILED, {}, str(exc), info
+            status, figures, message, error = ERROR, {}, reference_error(exc, info, ctx.job), info
         except Exception as exc:
             info = error_info(exc, ctx.user_files, (ctx.compilable, ctx.kernel))
             status, figures, message, error = FAILED, {}, f"{info.type}: {info.message}", info
@@ -170,12 +171,15 @@ class Ladder:
             checks.append(self.step("integrity", DO["integrity"]))
             checks.append(self.step("dependence", DO["dependence"]))
         else:
-            self._skip_all(probes, "not correct on every test shape")
+            refused = next((c for c in checks if c.status == ERROR), None)
+            self._skip_all(probes, _because(refused) if refused else "not correct on every test shape")
         if not ctx.job.options.benchmark:
             return "benchmarks disabled (--no-bench)"
         if not ctx.tier.is_gpu:
             return NO_GPU_TIMING
         bad = next((c for c in checks if not c.ok), None)
+        if bad is not None and bad.status == ERROR:
+            return _because(bad)
         if bad is not None and bad.rung == fresh.NAME:
             return f"{fresh.WRONG}: a fast wrong kernel is worth nothing"
         if bad is not None:
@@ -204,17 +208,33 @@ def _relative(job) -> str:
     return str(path.relative_to(job.root)) if path.is_relative_to(job.root) else str(path)
 
 
+def reference_error(fault: ReferenceFault, info, job) -> str:
+    """``reference error: generate_input(seed=1, size=8) raised ValueError: boom, at references/x.py:31``."""
+    where = ""
+    if info.location is not None:
+        file = Path(info.location.file)
+        shown = file.relative_to(job.root) if file.is_relative_to(job.root) else file
+        where = f", at {shown}:{info.location.line}"
+    return f"reference error: {fault}{where}"
+
+
 def _because(result: RungFinished) -> str:
-    """Why later rungs are skipped: ``compile failed``, ``compile was suspicious``."""
+    """Why later rungs are skipped: ``compile failed``, ``compile was suspicious``, ``the
+    reference raised in compile``."""
     if result.status == FAILED:
         return f"{result.rung} failed"
+    if result.status == ERROR:
+        return f"the reference raised in {result.rung}"
     return f"{result.rung} was {result.status.replace('_', ' ')}"
 
 
 def verdict(results: list[RungFinished], only_compiled: bool = False) -> str:
     """The run's word. ``only_compiled`` (a CuTeDSL or TileLang kernel on the CPU tier): nothing ran, so a clean
-    ladder is ``compiled``, never ``passed``."""
+    ladder is ``compiled``, never ``passed``. A rung the reference's own error stopped makes it
+    ``error``, whatever else happened: the kernel was not judged."""
     statuses = {r.status for r in results}
+    if ERROR in statuses:  # the reference raised: nothing judged the kernel
+        return ERROR
     if SUSPICIOUS in statuses:
         return SUSPICIOUS
     if statuses - {OK, SKIPPED}:

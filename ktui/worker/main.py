@@ -267,15 +267,9 @@ def _roofline_done(ctx) -> tuple[float, str]:
 
 def _device_healthy(tier) -> bool:
     """After a sticky CUDA error every later call fails: such a worker must be replaced."""
-    if not tier.is_gpu:
-        return True
-    import torch
+    from ktui.worker.tier import device_usable
 
-    try:
-        torch.cuda.synchronize()
-        return True
-    except Exception:
-        return False
+    return device_usable(tier)
 
 
 if __name__ == "__main__":

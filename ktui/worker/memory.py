@@ -29,7 +29,7 @@ import torch
 from ktui.protocol.cgroups import memory_cgroup
 from ktui.worker.errors import RungFailure
 from ktui.worker.metrics import workspace_bytes
-from ktui.worker.outcome import shape_key, shape_label
+from ktui.worker.outcome import ReferenceFault, shape_key, shape_label
 from ktui.worker.tier import Tier, storage_span, tensors_in
 
 GB = 1e9
@@ -97,6 +97,7 @@ class Fit:
     where: str  # "NVIDIA H200", "the host's RAM"
     sampled: int | None = None  # past SIZED_SHAPES shapes: how many were sized (of ``declared``)
     declared: int = 0
+    unsized_why: str = ""  # why a shape could not be sized, where one could not
 
     @property
     def fits(self) -> bool | None:
@@ -107,7 +108,7 @@ class Fit:
     @property
     def message(self) -> str:
         if self.need is None:
-            return "memory need not estimated: the problem's code does not run on fake tensors"
+            return f"not estimated: {self.unsized_why or UNSIZED}"
         need = self.need
         text = (
             f"needs ~{gb_text(need.total)} GB per checked call (inputs {gb_text(need.inputs)} GB ×{INPUT_COPIES}, "
@@ -120,6 +121,9 @@ class Fit:
         if self.free is None:
             return f"{text}; free memory on {self.where} unknown"
         return f"{text}, {gb_text(self.free)} GB free on {self.where}"
+
+
+UNSIZED = "the reference's code does not run on shape-only tensors (it needs real values)"
 
 
 def estimate(ctx: Any, shape: dict) -> Need | None:
@@ -150,7 +154,11 @@ def size_on_fake_tensors(ctx: Any, shape: dict) -> Need | None:
             ref = ctx.ref_kernel(*inputs)
             largest = max((t.numel() for t in tensors_in(ref)), default=0)
             return need_of(shape, nbytes(inputs), nbytes(ref), largest)
-    except Exception:
+    except Exception as exc:
+        cause = exc.__cause__ if isinstance(exc, ReferenceFault) and exc.__cause__ else exc
+        text = str(cause).strip().splitlines()
+        ctx.unsized_why[shape_key(shape)] = (f"sizing the reference on shape-only tensors raised {type(cause).__name__}"
+                                             + (f": {text[0]}" if text else ""))
         return None
 
 
@@ -168,6 +176,8 @@ def known_sizes(ctx: Any) -> dict[str, Need | None]:
                 continue
             if row.get("unsized"):
                 ctx.sizes[shape_key(shape)] = None
+                if isinstance(row.get("why"), str):
+                    ctx.unsized_why[shape_key(shape)] = row["why"]
             elif all(isinstance(row.get(k), int) for k in ("inputs", "outputs", "largest")):
                 ctx.sizes[shape_key(shape)] = need_of(shape, row["inputs"], row["outputs"], row["largest"])
     return ctx.sizes
@@ -178,7 +188,8 @@ def sizes_rows(ctx: Any) -> list[dict]:
     rows = []
     for key, need in known_sizes(ctx).items():
         if need is None:
-            rows.append({"shape": json.loads(key), "unsized": True})
+            why = ctx.unsized_why.get(key)
+            rows.append({"shape": json.loads(key), "unsized": True, **({"why": why} if why else {})})
         else:
             rows.append({"shape": need.shape, "inputs": need.inputs, "outputs": need.outputs, "largest": need.largest})
     return rows
@@ -249,7 +260,8 @@ def fit(ctx: Any, shapes: list[dict] | None = None, free: int | None = None) -> 
     if largest is not None and len({n.total for n in known}) == 1 and sampled is None:
         largest = replace(largest, shape={})  # every shape needs the same: naming one would mislead
     where = ctx.tier.device if ctx.tier.is_gpu else ram_where()
-    return Fit(largest, free if free is not None else free_bytes(ctx.tier), where, sampled, declared)
+    why = next((ctx.unsized_why.get(shape_key(shape), "") for shape, need in zip(shapes, needs) if need is None), "")
+    return Fit(largest, free if free is not None else free_bytes(ctx.tier), where, sampled, declared, why)
 
 
 # Past this many distinct shapes, a sample of them is sized: sizing takes tens of milliseconds a

@@ -31,8 +31,14 @@ class Outcome:
     status: str = "ok"
 
 
-class InputGenerationError(Exception):
-    """The reference's input generator raised: the reference is at fault, not the kernel."""
+class ReferenceFault(Exception):
+    """The reference's own code raised (its input generator, ``ref_kernel``) or made no inputs: the
+    reference is at fault, not the kernel, and the run cannot judge it (the rung's status and the
+    run's verdict are ``error``)."""
+
+
+class InputGenerationError(ReferenceFault):
+    """The reference's input generator raised or returned no tensor."""
 
 
 def shape_label(shape: dict) -> str:

@@ -177,6 +177,16 @@ def synchronize(tier: Tier) -> None:
         torch.cuda.synchronize()
 
 
+def device_usable(tier: Tier) -> bool:
+    """Whether the device still runs work: after a sticky CUDA error (an illegal memory access)
+    every later call fails, wherever it was made."""
+    try:
+        synchronize(tier)
+        return True
+    except Exception:
+        return False
+
+
 # Quiet NaNs with a payload no arithmetic produces: an element still holding one was never
 # written by the kernel (a computed NaN has the canonical payload).
 POISON_BITS: dict[torch.dtype, tuple[torch.dtype, int]] = {

@@ -30,11 +30,12 @@ class Workspace:
     def at(cls, path: Path) -> Workspace:
         """``ktui watch DIR``: DIR may be the workspace root, its ``kernels/``, a folder inside it,
         or a GPU MODE problem folder."""
-        path = Path(path).resolve()
+        given, path = path, Path(path).resolve()
         if not path.exists():
-            if (path.parent / "references").is_dir():  # ``ktui watch kernels/`` before kernels/ exists
+            if path.name == "kernels" and (path.parent / "references").is_dir():  # before kernels/ exists
                 return cls.native(path.parent, path)
-            raise ProblemError(f"{path}: no such folder")
+            raise ProblemError(f"{given}: no such folder (ktui watch takes a workspace, its kernels/ folder or a "
+                               "folder of kernels; `ktui init DIR` creates a workspace)")
         if not path.is_dir():
             raise ProblemError(f"{path}: not a folder (ktui watch takes the workspace or its kernels/ folder)")
         problem_dir = detect.gpumode_problem_dir(path)

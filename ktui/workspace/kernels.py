@@ -89,7 +89,8 @@ def find_root(path: Path, fallback: Path | None = None) -> Path:
                 return folder
     if fallback is not None:
         return fallback.resolve()
-    raise ProblemError(f"{path}: no workspace found (no references/ or kernels/ folder here or above it)")
+    raise ProblemError(f"{path}: no workspace found: no references/ or kernels/ folder here or above it "
+                       "(`ktui init DIR` creates one, with a worked example)")
 
 
 def content_hash(data: bytes) -> str:

@@ -177,7 +177,7 @@ def test_bad_references_are_told_with_their_file_and_line_and_nothing_is_written
     assert proc.returncode == 2, proc.stderr
     messages = {name: finished(events)["message"] for name, events in refs.items()}
     assert messages["gen_raises"].startswith("gen_raises.py:10: generate_input(seed="), messages
-    assert "size=-1) raised: Trying to create tensor with negative dimension" in messages["gen_raises"]
+    assert "size=-1) raised RuntimeError: Trying to create tensor with negative dimension" in messages["gen_raises"]
     assert messages["gen_none"].startswith("gen_none.py:6: generate_input(seed=")
     assert messages["gen_none"].endswith("returned None: the inputs must hold at least one tensor")
     assert messages["ref_raises"].startswith("ref_raises.py:14: ref_kernel raised on size=16")

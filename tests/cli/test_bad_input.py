@@ -1,10 +1,12 @@
 """What users and their kernels get wrong, told as what it is: a crashed worker's last words, a
-reference's generator that returns no tensor, a REFERENCE outside the workspace, a folder named
-like a kernel. Each through the real ``ktui run`` (CPU tier), in a workspace made here."""
+reference's generator that returns no tensor or raises, a ``ref_kernel`` that raises, a REFERENCE
+outside the workspace, a folder named like a kernel. Each through the real ``ktui run`` (CPU tier),
+in a workspace made here."""
 
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, REPO, by_kernel, finished, ktui, make_workspace, parse_events, rungs
@@ -36,6 +38,28 @@ def generate_input(seed: int, size: int):
 def ref_kernel(x):
     return x * 2
 '''
+# A reference that raises: in its generator on one shape (line 9), in ref_kernel on another (line 15).
+RAISES = '''import torch
+
+TESTS = [{"size": 16}, {"size": 8}, {"size": 4}]
+BENCHMARKS = [{"size": 16}]
+
+
+def generate_input(seed: int, size: int):
+    if size == GENERATOR_FAILS:
+        raise ValueError("no inputs of size %d" % size)
+    return (torch.randn(size, generator=torch.Generator().manual_seed(seed)),)
+
+
+def ref_kernel(x):
+    if x.numel() == REFERENCE_FAILS:
+        raise KeyError("triple")
+    return x * 2
+'''
+RAISING = {"genraises": (16, 0), "refraises": (0, 8)}  # (GENERATOR_FAILS, REFERENCE_FAILS)
+# Names of the contract misspelt: the required ones fail the pre-checks, an optional one is not read.
+MISSPELT = {"typos": [("TESTS = ", "TEST = "), ("def generate_input(", "def generate_inputs(")],
+            "optional": [("BENCHMARKS = ", "Benchmark = ")]}
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +73,17 @@ def worker_run(tmp_path_factory):
     for op, value in GENERATORS.items():
         (ws / "references" / f"{op}.py").write_text(REFERENCE.format(value=value))
         shutil.copy(FIXTURES / "kernels" / "badgen_triton.py", ws / "kernels" / f"{op}_triton.py")
+    for op, (generator, reference) in RAISING.items():
+        (ws / "references" / f"{op}.py").write_text(
+            RAISES.replace("GENERATOR_FAILS", str(generator)).replace("REFERENCE_FAILS", str(reference)))
+        shutil.copy(FIXTURES / "kernels" / "badgen_triton.py", ws / "kernels" / f"{op}_triton.py")
+    for op, changes in MISSPELT.items():
+        text = RAISES.replace("GENERATOR_FAILS", "0").replace("REFERENCE_FAILS", "0")
+        for right, wrong in changes:
+            text = text.replace(right, wrong)
+        (ws / "references" / f"{op}.py").write_text(text)
+        shutil.copy(FIXTURES / "kernels" / "badgen_triton.py", ws / "kernels" / f"{op}_triton.py")
+    (ws / "kernels" / "add_kernal.py").write_text(add.replace("def custom_kernel(", "def custom_kernal("))
     proc = ktui("run", "--no-audit", "--json", "--seed", "5", "kernels", cwd=ws, timeout=600)
     return ws, proc, by_kernel(parse_events(proc.stdout))
 
@@ -79,13 +114,76 @@ def test_history_and_the_summary_line_show_the_crash_s_last_line(worker_run):
                                       ("genstrings", "returned ('a', 'b') (tuple of str)")])
 def test_a_generator_that_returns_no_tensor_is_blamed_not_the_kernel(worker_run, op, said):
     _, _, kernels = worker_run
-    failed = [r for r in rungs(kernels[f"{op}_triton"]).values() if r["status"] == "failed"]
+    assert finished(kernels[f"{op}_triton"])["verdict"] == "error"
+    failed = [r for r in rungs(kernels[f"{op}_triton"]).values() if r["status"] == "error"]
     assert failed, kernels[f"{op}_triton"]
     first = failed[0]
-    assert first["message"].startswith("generate_input(") and said in first["message"]
+    assert first["message"].startswith("reference error: generate_input(") and said in first["message"]
     assert "tensor" in first["message"]
     location = (first.get("error") or {}).get("location")
     assert not location or not location["file"].endswith(f"{op}_triton.py")  # never the kernel's line
+
+
+@pytest.mark.parametrize("op, rung, said, line", [
+    ("genraises", "compile", "generate_input(seed=", 9),  # the traced call's inputs: the first benchmark shape
+    ("refraises", "correctness[size=8]", "ref_kernel raised KeyError: 'triple'", 15),
+])
+def test_a_reference_that_raises_is_a_reference_error_at_its_line_not_the_kernels_failure(worker_run, op, rung,
+                                                                                            said, line):
+    _, _, kernels = worker_run
+    events = kernels[f"{op}_triton"]
+    end, steps = finished(events), rungs(events)
+    assert end["verdict"] == "error", end
+    assert steps[rung]["status"] == "error"
+    assert steps[rung]["message"].startswith("reference error: ") and said in steps[rung]["message"]
+    assert steps[rung]["message"].endswith(f", at references/{op}.py:{line}")
+    assert Path(steps[rung]["error"]["location"]["file"]).name == f"{op}.py"
+    assert steps[rung]["error"]["location"]["line"] == line
+    assert not [r for r in steps.values() if r["status"] == "failed"]  # nothing blames the kernel
+    assert end["summary"]["first_failure"]["rung"] == rung
+
+
+def test_a_reference_error_exits_2_and_reads_as_one(worker_run, warm_ktui):
+    ws, _, _ = worker_run
+    proc = warm_ktui("run", "--no-audit", "--seed", "5", "kernels/refraises_triton.py", cwd=ws)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "[correctness[size=8]] error — reference error: ref_kernel raised KeyError: 'triple', at " \
+           "references/refraises.py:15" in lines
+    assert "[fresh-shapes, integrity, dependence] skipped — the reference raised in correctness[size=8]" in lines
+    summary = next(line for line in lines if line.startswith("refraises_triton v"))
+    assert " error · " in summary and "reference error: ref_kernel raised KeyError" in summary
+
+
+@pytest.mark.parametrize("kernel, said", [
+    ("add_kernal", "add_kernal.py defines no function custom_kernel(*inputs) (it defines custom_kernal: did you "
+                   "mean custom_kernel?)"),
+    ("typos_triton", "reference typos.py lacks generate_input, TESTS (it defines generate_inputs: did you mean "
+                     "generate_input?; TEST: did you mean TESTS?)"),
+])
+def test_a_misspelt_name_of_the_contract_fails_the_pre_checks_saying_which_was_meant(worker_run, kernel, said):
+    _, _, kernels = worker_run
+    pre = rungs(kernels[kernel])["pre-checks"]
+    assert (pre["status"], pre["message"]) == ("failed", said)
+
+
+def test_a_misspelt_optional_name_is_said_not_read(worker_run):
+    _, _, kernels = worker_run
+    pre = rungs(kernels["optional_triton"])["pre-checks"]
+    assert pre["status"] == "ok" and "0 benchmark shape(s)" in pre["message"]
+    assert "Benchmark is not a name ktui reads: did you mean BENCHMARKS?" in pre["message"]
+
+
+def test_a_kernel_that_printed_says_so_under_its_summary_and_where_the_output_is_kept(worker_run, warm_ktui):
+    ws, _, _ = worker_run
+    proc = warm_ktui("run", "--no-audit", "--no-bench", "kernels/crash_0_prints.py", cwd=ws)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    note = proc.stdout.splitlines()[-1]
+    assert note.startswith("  printed ") and note.endswith(" (-v prints them as they come)")
+    kept = ws / note.split(", kept in ")[1].split(" (")[0]
+    assert kept == ws / ".ktui" / "runs" / "crash_0_prints" / "1" / "output.txt"
+    assert "the previous kernel was here" in kept.read_text()
+    assert "the previous kernel was here" not in proc.stdout  # without -v, only where it is
 
 
 def test_a_reference_outside_the_workspace_fails_its_kernel_and_the_others_still_run(tmp_path):

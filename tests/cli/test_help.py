@@ -12,9 +12,10 @@ from ktui.cli.main import build_parser
 pytestmark = pytest.mark.unit
 
 # Options several commands take with a meaning of their own in each (what --json prints, what
-# --remote runs there, what a command's --timeout limits); every other shared option is worded once.
+# --remote runs there, what a command's --timeout limits, ktui --version beside ktui diff --version);
+# every other shared option is worded once.
 OWN_MEANING_IN_EACH = {"--json", "--strict", "-v", "--verbose", "--no-audit", "--warmup", "--remote", "--limit",
-                       "--timeout", "--reference", "--arch", "--seed"}
+                       "--timeout", "--reference", "--arch", "--seed", "--version"}
 
 
 def every_option(parser: argparse.ArgumentParser, command: str = "ktui"):

@@ -3,10 +3,14 @@ when it runs."""
 
 from __future__ import annotations
 
+import platform
+import re
+
 import pytest
+from conftest import REPO
 
 from ktui.cli.commands import COMMANDS
-from ktui.cli.main import build_parser
+from ktui.cli.main import build_parser, main
 
 pytestmark = pytest.mark.unit
 
@@ -24,3 +28,32 @@ def test_a_command_that_runs_gets_its_module_s_arguments(command):
     alone = parser_of([command])
     assert alone.format_help() == parser_of(COMMANDS).format_help()
     assert alone.format_help() != parser_of(()).format_help()  # the bare entry has none of its arguments
+
+
+def test_version_says_ktuis_version_as_the_package_declares_it_and_the_python_running_it(capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    declared = re.search(r'^version = "(.+)"$', (REPO / "pyproject.toml").read_text(), re.M).group(1)
+    assert exited.value.code == 0
+    assert capsys.readouterr().out.startswith(f"ktui {declared} (Python {platform.python_version()}, ")
+
+
+def test_a_bare_ktui_shows_every_command_and_a_bare_run_its_usage_and_what_to_give(capsys):
+    assert main([]) == 2
+    listing = capsys.readouterr().out
+    assert all(f"    {command}" in listing for command in COMMANDS)
+    with pytest.raises(SystemExit) as exited:
+        main(["run"])
+    said = capsys.readouterr().err
+    assert exited.value.code == 2
+    assert said.startswith("usage: ktui run ") and "ktui run: error: give the kernel files or folders to run, " \
+                                                       "e.g. `ktui run kernels/`" in said
+
+
+def test_a_kernel_outside_any_workspace_is_told_how_to_make_one(tmp_path, capsys, monkeypatch):
+    (tmp_path / "k.py").write_text("x = 1\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "k.py"]) == 2
+    said = capsys.readouterr().err
+    assert "k.py: no workspace found: no references/ or kernels/ folder here or above it" in said
+    assert "`ktui init DIR` creates one" in said

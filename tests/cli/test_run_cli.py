@@ -117,6 +117,8 @@ def test_plain_lines_name_each_rung_with_its_figures(tmp_path, warm_ktui):
     lines = proc.stdout.splitlines()
     line = next(x for x in lines if x.startswith("[correctness[rows=128,cols=1000]]"))
     assert re.fullmatch(r"\[correctness\[rows=128,cols=1000\]\] ok max_abs=\S+ max_rel=\S+ rmse=\S+ psnr=[\d.]+ cossim=1\.000000", line)
+    assert "[benchmark ×3] skipped — no GPU: timing needs CUDA (CPU tier)" in lines  # one line for one reason
+    assert not [x for x in lines if x.startswith("[benchmark[")]
     assert re.match(r"softmax_triton v1 passed · 6/6 correct · trust pending: reference not audited yet: a trivial "
                     r"kernel might pass its test · cpu sm_90a · [\d.]+ s", lines[-1])
 
@@ -272,7 +274,8 @@ def test_a_run_stopped_by_a_signal_is_recorded_cancelled_and_no_later_kernel_sta
         proc.kill()
     name = signal.Signals(sig).name
     assert proc.returncode == 128 + sig, out + err
-    assert "hang v1 cancelled" in out and f"cancelled: stopped by {name}" in out, out
+    assert "hang v1 cancelled" in out and f"stopped by {name}" in out, out
+    assert "cancelled: stopped" not in out  # the status is not said twice
     store = Store.of(ws / ".ktui")
     try:
         runs = store.runs()

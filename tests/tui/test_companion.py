@@ -9,10 +9,11 @@ import pytest
 from dashboard_fixture import replay_cpu_history
 from textual.widgets import DataTable, TabbedContent
 
-from ktui.protocol.events import RunFinished, RunStarted
+from ktui.protocol.events import RunFinished, RungFinished, RungStarted, RunStarted
 from ktui.tui.app import KtuiApp, WatchItem
 from ktui.tui.key_bar import KeyBar
 from ktui.tui.panes.history import _head
+from ktui.tui.panes.kernel_list import KernelList
 from ktui.tui.panes.output import printed
 from ktui.tui.panes.rungs import _rows
 from ktui.tui.panes.status_bar import StatusBar, StatusInfo
@@ -229,3 +230,92 @@ def test_kernels_running_on_two_gpus_at_once_are_both_shown_running_and_the_stat
     assert state.kernels["b"].run_id == "r1" and state.gpus == ("0", "1")
     assert device_text("cpu", "CPU (Triton interpreter)", "sm_90a", ("0", "1")) == \
         "CPU · Triton interpreter ×2 (GPUs 0,1) · sm_90a"
+
+
+def _start(view, run_id: str = "live") -> RunStarted:
+    return RunStarted(run_id, kernel=view.id, path=view.path, version=(view.version or 0) + 1, content_hash="c",
+                      reference="", reference_hash="", tier="gpu", device="NVIDIA H200", arch="sm_90a", run_dir="/r")
+
+
+def _state_cell(app: KtuiApp, kernel_id: str) -> str:
+    """The kernel's row of the list as drawn now: its state cell, as wide as its column."""
+    klist = app.query_one(KernelList)
+    row = klist.get_row_index(kernel_id) + 1  # under the header
+    width = next(iter(klist.columns.values())).width  # the state column comes first
+    return klist.render_line(row).text[1:1 + width].rstrip()
+
+
+def test_between_two_rungs_the_kernel_list_shows_the_last_one_finished_not_starting(tmp_path):
+    async def scenario():
+        app = viewer(tmp_path)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await pilot.pause()
+            view = app.state.kernels["softmax_triton"]
+            app.post_message(WatchItem(_start(view)))
+            await pilot.pause()
+            assert _state_cell(app, "softmax_triton") == "▶ starting"
+            for item in (RungFinished("live", rung="pre-checks", status="ok", figures={"tests": 6, "benchmarks": 3}),
+                         RungStarted("live", rung="compile"),
+                         RungFinished("live", rung="compile", status="ok"),
+                         RungFinished("live", rung="correctness[rows=1]", status="ok")):
+                app.post_message(WatchItem(item))
+            await pilot.pause()
+            assert _state_cell(app, "softmax_triton") == "▶ check 1/6 ✓"
+            app.post_message(WatchItem(RungStarted("live", rung="correctness[rows=3]")))
+            await pilot.pause()
+            assert _state_cell(app, "softmax_triton") == "▶ check 2/6"
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("size, shown", [((200, 48), "▶ bench 1/3 · calibrating the GPU"),
+                                         ((80, 24), "▶ bench 1/3 · calibratin…")])
+def test_the_state_column_takes_the_room_the_list_has_and_a_cut_state_ends_with_an_ellipsis(tmp_path, size, shown):
+    async def scenario():
+        app = viewer(tmp_path)
+        async with app.run_test(size=size) as pilot:
+            await pilot.pause()
+            view = app.state.kernels["softmax_triton"]
+            for item in (_start(view), RungFinished("live", rung="pre-checks", status="ok",
+                                                    figures={"tests": 6, "benchmarks": 3}),
+                         RungStarted("live", rung="benchmark[rows=4096]", note="calibrating the GPU: launch floor")):
+                app.post_message(WatchItem(item))
+            await pilot.pause()
+            await pilot.pause()
+            assert _state_cell(app, "softmax_triton") == shown
+            app.post_message(WatchItem(RunFinished("live", verdict="passed")))
+            await pilot.pause()
+            await pilot.pause()
+            assert _state_cell(app, "softmax_triton") == "✓ passed"
+            assert next(iter(app.query_one(KernelList).columns.values())).width == 13  # back to its least
+
+    asyncio.run(scenario())
+
+
+def test_a_passing_rungs_long_note_is_cut_after_two_lines_with_an_ellipsis_and_enter_shows_it_whole(tmp_path):
+    note = ("1 Triton kernel(s); 6 test shape(s), 3 benchmark shape(s); memory: needs ~0.739 GB per checked call "
+            "(inputs 0.134 GB ×2, outputs 0.134 GB ×2, workspace 0.202 GB) at rows=8192,cols=8192,dtype=bfloat16, "
+            "23.8 GB free on the host's RAM")
+
+    async def scenario():
+        app = viewer(tmp_path)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            view = app.state.kernels["softmax_triton"]
+            for item in (_start(view), RungFinished("live", rung="pre-checks", status="ok", message=note),
+                         RunFinished("live", verdict="failed")):
+                app.post_message(WatchItem(item))
+            await pilot.pause()
+            app._select("softmax_triton")
+            await pilot.press("2", "g")
+            await pilot.pause()
+            table = app.query_one("#rungs-table", DataTable)
+            cell = table.get_row_at(0)[2].plain.splitlines()
+            assert len(cell) == 2 and cell[1].endswith("…") and table.rows[next(iter(table.rows))].height == 2
+            detail = app.query_one("#rung-detail")
+            assert str(detail.render()) == "enter: show the whole note"
+            await pilot.press("enter")
+            await pilot.pause()
+            assert str(detail.render()).replace("\n", " ") == note
+
+    asyncio.run(scenario())

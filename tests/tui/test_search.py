@@ -8,10 +8,14 @@ import asyncio
 
 import pytest
 from dashboard_fixture import replay_cpu_history
+from textual.widgets import DataTable
 
+from ktui.tui.actions import NOTHING_TO_SEARCH
 from ktui.tui.app import KtuiApp
 from ktui.tui.panes.compile_errors import CompilePane
+from ktui.tui.panes.kernel_list import KernelList
 from ktui.tui.panes.output import OutputPane
+from ktui.tui.panes.rungs import RungsPane
 from ktui.tui.panes.sass_diff import SassPane
 from ktui.tui.search_bar import SearchBar
 from ktui.tui.searchable import PaneText, TextPane
@@ -263,18 +267,79 @@ def test_a_search_of_a_flood_of_output_marks_the_first_matches_only_and_says_the
     asyncio.run(scenario())
 
 
-def test_search_and_wrap_say_where_they_work_when_no_text_pane_has_the_focus(tmp_path):
+def test_slash_in_the_rungs_pane_finds_rungs_and_what_is_typed_after_it_is_never_a_key(tmp_path):
     async def scenario():
         app = viewer(tmp_path)
         async with app.run_test(size=(160, 48)) as pilot:
             await pilot.pause()
-            await pilot.press("slash")
-            await pilot.press("w")
+            app._select("softmax_triton")
+            await pilot.press("2")
             await pilot.pause()
-            assert not app.query_one(SearchBar).has_class("-open")
-            assert said(app) == ["no text pane here: / n N w work in 1 compile, 4 sass, 5 ncu, 6 output"] * 2
+            rungs = app.query_one(RungsPane)
+            table = rungs.query_one(DataTable)
+            keys_before = (app.diff_base, app.follow, app.options.strict, app.selected, dict(app.state.profiles))
+            # d cycles the diff base, f follow, s strict, p profiles, r re-runs: typed here, they are text
+            await pilot.press("slash", *"dfsprintegrity")
+            bar = app.query_one(SearchBar)
+            assert bar.has_class("-open") and bar.value == "dfsprintegrity"
+            assert (app.diff_base, app.follow, app.options.strict, app.selected, dict(app.state.profiles)) == keys_before
+            await pilot.press("escape")
+            await search(pilot, "integrity")
+            assert table.cursor_row == _row_of(table, "integrity") and app.focused is table
+            assert said(app)[-1] == "match 1/1 for 'integrity' · n next, N previous"
+            assert rungs.border_subtitle == "/integrity"
+            await search(pilot, "rows=")
+            first = table.cursor_row
+            await pilot.press("n")
+            await pilot.pause()
+            assert table.cursor_row > first and "rows=" in _row_text(table, table.cursor_row)
 
     asyncio.run(scenario())
+
+
+def test_slash_in_the_kernel_list_puts_the_cursor_on_the_kernel_named(tmp_path):
+    async def scenario():
+        app = viewer(tmp_path)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await pilot.pause()
+            app._select("add_cutedsl")
+            app.query_one(KernelList).focus()
+            await search(pilot, "softmax_t")
+            await pilot.pause()
+            assert app.selected == "softmax_triton"
+            await search(pilot, "no such kernel")
+            assert said(app)[-1] == "no match for 'no such kernel'" and app.selected == "softmax_triton"
+
+    asyncio.run(scenario())
+
+
+def test_slash_where_there_is_nothing_to_search_opens_the_input_all_the_same_and_says_where_search_works(tmp_path):
+    async def scenario():
+        app = viewer(tmp_path)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            app._select("softmax_h200")
+            await pilot.press("3")  # the history chart: nothing to search
+            await pilot.pause()
+            before = (app.diff_base, app.follow, app.options.strict, dict(app.state.profiles))
+            await pilot.press("slash", *"dfsp", "enter")
+            await pilot.pause()
+            assert (app.diff_base, app.follow, app.options.strict, dict(app.state.profiles)) == before
+            assert not app.query_one(SearchBar).has_class("-open")
+            assert said(app)[-1] == NOTHING_TO_SEARCH
+            await pilot.press("w")
+            await pilot.pause()
+            assert said(app)[-1] == "no text pane here: w wraps the long lines of 1 compile, 4 sass, 5 ncu, 6 output"
+
+    asyncio.run(scenario())
+
+
+def _row_text(table: DataTable, row: int) -> str:
+    return " ".join(cell.plain for cell in table.get_row_at(row))
+
+
+def _row_of(table: DataTable, word: str) -> int:
+    return next(i for i in range(table.row_count) if _row_text(table, i).startswith(word))
 
 
 def test_the_footer_at_160_columns_and_the_help_list_the_search_and_wrap_keys(tmp_path):

@@ -253,12 +253,30 @@ def test_headless_stops_when_its_reader_goes_away(tmp_path):
 
 
 @pytest.mark.worker
-def test_watch_on_a_path_that_does_not_exist_is_a_clear_error(tmp_path):
+@pytest.mark.parametrize("headless", [["--headless"], []], ids=["headless", "dashboard"])
+@pytest.mark.parametrize("where", ["outside a workspace", "in a workspace"])
+def test_watch_on_a_path_that_does_not_exist_is_a_clear_error(tmp_path, where, headless):
     from conftest import ktui
 
-    proc = ktui("watch", str(tmp_path / "nowhere"), "--headless", cwd=tmp_path, timeout=60)
-    assert proc.returncode == 2
-    assert "no such folder" in proc.stderr
+    ws = make_workspace(tmp_path / "ws") if where == "in a workspace" else tmp_path
+    proc = ktui("watch", "nope/", *headless, cwd=ws, timeout=60)  # a typo: never an empty dashboard
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.startswith("ktui: nope: no such folder (ktui watch takes a workspace") and "ktui init" in proc.stderr
+
+
+@pytest.mark.worker
+def test_watch_of_the_current_folder_waits_for_its_kernels_folder(tmp_path):
+    (tmp_path / "references").mkdir()  # a workspace being made: kernels/ comes later
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "ktui", "watch", "--headless", "--no-audit"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        first = json.loads(proc.stdout.readline())
+        assert first["type"] == "watch_workspace" and "no kernels/ folder in ." in first["message"]
+        assert json.loads(proc.stdout.readline())["type"] == "watch_state" and proc.poll() is None  # still watching
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=60)
 
 
 @pytest.mark.unit

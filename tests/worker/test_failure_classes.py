@@ -145,11 +145,13 @@ def test_a_python_error_in_custom_kernel_names_the_users_line(stream):
     assert run["error"]["location"]["file"].endswith("raises.py")
 
 
-def test_an_input_generator_that_raises_fails_only_its_shape(stream):
+def test_an_input_generator_that_raises_is_a_reference_error_on_its_shape_only(stream):
     r = rungs(stream[1]["badgen_triton"])
     assert r["correctness[size=16]"]["status"] == "ok"
     bad = r["correctness[size=-1]"]
-    assert bad["status"] == "failed" and "generate_input" in bad["message"]
+    assert bad["status"] == "error" and bad["message"].startswith("reference error: generate_input(")
+    assert bad["error"]["location"]["file"].endswith("badgen.py")
+    assert finished(stream[1]["badgen_triton"])["verdict"] == "error"
 
 
 def test_a_file_without_any_gpu_kernel_fails_pre_checks(stream):

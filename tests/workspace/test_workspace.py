@@ -85,6 +85,8 @@ def test_missing_and_empty_folders_say_what_to_do(tmp_path):
     assert "no references/ folder" in Workspace.at(bare).problem()
     with pytest.raises(ProblemError, match="no such folder"):
         Workspace.at(tmp_path / "nowhere" / "deeper")
+    with pytest.raises(ProblemError, match=r"nope: no such folder .*`ktui init DIR` creates a workspace"):
+        Workspace.at(ws / "nope")  # a typo beside references/ is no kernels/ folder to wait for
     with pytest.raises(ProblemError, match="not a folder"):
         Workspace.at(bare / "kernels" / "add_x.py")
 

@@ -2,22 +2,28 @@
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import DataTable
+from textual.widgets.data_table import ColumnKey
 
 from ktui.protocol.visible import visible
+from ktui.tui.searchable import RowSearch
 from ktui.tui.state import KernelView
 from ktui.tui.text import ago, speedup_text, state_label
 
-# (key, label, width); None sizes the column to its longest cell.
+# (key, label, width); None sizes the column to its longest cell. The state column's width is its
+# least: it grows to its longest cell (``▶ bench 1/3 · calibrating the GPU``) in the room the others leave.
 COLUMNS = (("state", "state", 13), ("kernel", "kernel", None), ("v", "v", 4), ("last", "last", 6),
            ("best", "best", 6), ("roof", "roof", 4), ("age", "age", 5))
+STATE = ColumnKey("state")
 
 
-class KernelList(DataTable):
-    """Rows keyed by kernel id; highlighting a row tells the app which kernel to show."""
+class KernelList(RowSearch, DataTable):
+    """Rows keyed by kernel id; highlighting a row tells the app which kernel to show; ``/`` finds a
+    kernel by any word of its row."""
 
     BORDER_TITLE = "kernels"
     BINDINGS = [Binding("enter", "select_cursor", "select", show=False)]
@@ -56,6 +62,7 @@ class KernelList(DataTable):
         if old is None:
             self.add_row(*cells, key=view.id)
             self._texts[view.id] = plain
+            self.fit_state_column()
             return
         if old == plain:
             return
@@ -63,6 +70,27 @@ class KernelList(DataTable):
             if before != after:
                 self.update_cell(view.id, key, cell, update_width=key == "kernel")
         self._texts[view.id] = plain
+        if old[0] != plain[0]:
+            self.fit_state_column()
+
+    def fit_state_column(self) -> None:
+        """The state column as wide as its longest cell, within the list's width less the other
+        columns (a cell wider than that ends with "…"); never narrower than its least width."""
+        column = self.columns.get(STATE)
+        if column is None:
+            return
+        others = sum(c.get_render_width(self) for key, c in self.columns.items() if key != STATE)
+        room = self.scrollable_content_region.width - others - 2 * self.cell_padding
+        longest = max((cell_len(cells[0]) for cells in self._texts.values()), default=0)
+        width = max(COLUMNS[0][2], min(longest, room))
+        if width != column.width:
+            column.width = width
+            self._clear_caches()
+            self._require_update_dimensions = True  # DataTable's own way to re-measure, on its next idle
+            self.refresh()
+
+    def on_resize(self) -> None:
+        self.fit_state_column()
 
     def select(self, kernel_id: str) -> None:
         if kernel_id in self._texts:

@@ -1,4 +1,5 @@
-"""The ladder as a table: rung, status, key figures, failure message; Enter shows the traceback.
+"""The ladder as a table: rung, status, key figures, failure message; Enter shows the traceback;
+``/`` puts the cursor on the rows that hold a word.
 Under a failed rung that judged an output wrong, its error map: where the output is wrong, in one
 line and as a heatmap (``ktui.tui.heatmap``). A last row says ``weak test`` when the audit of the
 reference says so; Enter shows why."""
@@ -15,13 +16,13 @@ from ktui.protocol.errormap import NONFINITE, UNWRITTEN, WRONG, ErrorMap
 from ktui.protocol.job import rung_family
 from ktui.protocol.lines import key_figures, summary_line
 from ktui.tui.heatmap import heatmap
-from ktui.tui.searchable import Shown
+from ktui.tui.searchable import RowSearch, Shown
 from ktui.tui.state import KernelView
 from ktui.tui.text import STATUS_LABELS, shown
 from ktui.tui.view import PaneView
 
 
-class RungsPane(Vertical):
+class RungsPane(RowSearch, Vertical):
     BORDER_TITLE = "2 rungs"
     BINDINGS = [Binding("enter", "toggle_traceback", "traceback")]
     COMPONENT_CLASSES = {"rungs-pane--ok", "rungs-pane--failed", "rungs-pane--muted", "rungs-pane--running",
@@ -31,6 +32,7 @@ class RungsPane(Vertical):
     view: reactive[PaneView | None] = reactive(None, always_update=True)
     expanded: reactive[bool] = reactive(False)
     _shown: tuple | None = None  # the (kernel, run, verdict) drawn last: a new one puts the cursor on its failure
+    _cut: set[int] = set()  # the rows whose note was cut to QUIET_LINES: Enter shows it whole
 
     def compose(self):
         yield Shown(id="rungs-head")
@@ -38,6 +40,9 @@ class RungsPane(Vertical):
         with VerticalScroll(id="rung-detail-scroll"):
             yield Static(id="rung-map")
             yield Shown(id="rung-detail")
+
+    def searched_table(self) -> DataTable:
+        return self.query_one("#rungs-table", DataTable)
 
     @property
     def kernel(self) -> KernelView | None:
@@ -55,7 +60,7 @@ class RungsPane(Vertical):
         # the rest and wrap onto more lines rather than lose their tail (psnr, cossim).
         table.clear(columns=True)
         width = max(40, self.content_size.width or 80) - 2
-        status_w = max((len(self._status_text(r["status"])) for r in rows), default=6)
+        status_w = max([len("status"), *(len(self._status_text(r["status"])) for r in rows)])  # its header whole
         rung_w = min(max((len(r["rung"]) for r in rows), default=8), max(14, width * 2 // 5))
         figures_w = max(10, width - rung_w - status_w - 6)
         table.add_column("rung", key="rung", width=rung_w)
@@ -63,11 +68,17 @@ class RungsPane(Vertical):
         table.add_column("figures / message", key="figures", width=figures_w)
         # Rows are found by position (see _selected), never by name: a history recorded before rung
         # names were unique (a shape listed twice) must still draw.
-        for record in rows:
+        self._cut = set()
+        for index, record in enumerate(rows):
             rung, status, figures = self._cells(record)
-            lines = len(figures.wrap(self.app.console, figures_w)) or 1
-            # a failure is shown whole; a passing rung's note gets two lines at most
-            lines = lines if record["status"] not in QUIET else min(lines, 2)
+            wrapped = figures.wrap(self.app.console, figures_w)
+            # figures and a failure are shown whole; a passing rung's note gets QUIET_LINES at most, ending "…"
+            note = not key_figures(record["rung"], record.get("figures") or {})
+            if record["status"] in QUIET and note and len(wrapped) > QUIET_LINES:
+                figures = cut_lines(wrapped, QUIET_LINES, figures_w)
+                wrapped = wrapped[:QUIET_LINES]
+                self._cut.add(index)
+            lines = len(wrapped) or 1
             table.add_row(rung, status, figures, height=max(lines, len(rung.wrap(self.app.console, rung_w))))
         if table.row_count:
             shown = (view.id, view.run_id, view.verdict) if view else None
@@ -109,7 +120,8 @@ class RungsPane(Vertical):
     def _show_detail(self) -> None:
         detail = self.query_one("#rung-detail", Static)
         record = self._selected()
-        text = _detail(record, self.expanded)
+        cut = record is not None and self.query_one("#rungs-table", DataTable).cursor_row in self._cut
+        text = _detail(record, self.expanded, self._cells(record)[2].plain if cut else "")
         detail.update(text)
         drawn = self._map(record)
         shown_map = self.query_one("#rung-map", Static)
@@ -153,6 +165,7 @@ class RungsPane(Vertical):
 
 
 QUIET = ("ok", "skipped", "running")
+QUIET_LINES = 2  # the most lines a passing, skipped or running rung's note takes in the table
 MAP_LINES = (6, 20)  # the error map's fewest and most lines
 TABLE_KEPT = 5  # lines of the pane left to its head, the table's header and rows, and the hint under the map
 # (two fifths of a taller pane)
@@ -214,13 +227,26 @@ def _head(view: KernelView | None) -> Text:
     return Text(line.splitlines()[0], no_wrap=True, overflow="ellipsis")
 
 
-def _detail(record: dict | None, expanded: bool) -> Text:
+def cut_lines(wrapped: list[Text], keep: int, width: int) -> Text:
+    """The first ``keep`` of a cell's wrapped lines, the last ending with "…": a cut row says so."""
+    last = wrapped[keep - 1].copy()
+    last.rstrip()
+    last.truncate(width - 1)
+    last.append("…")
+    return Text("\n").join([*wrapped[: keep - 1], last])
+
+
+def _detail(record: dict | None, expanded: bool, whole: str = "") -> Text:
+    """Under the table: a failure's message and traceback, or the whole of a note its row cut
+    (``whole``), on Enter; a hint before."""
     if record is None:
         return Text("")
     error = record.get("error") or {}
     message = (record.get("message") or "").strip()
-    if record["status"] in ("ok", "skipped", "running") and not error:
-        return Text("")
+    if record["status"] in QUIET and not error:
+        if not whole:
+            return Text("")
+        return Text(whole) if expanded else Text("enter: show the whole note", style="dim")
     if not expanded:
         extra = len(message.splitlines()) > 1 or error.get("traceback")
         what = "why" if record["status"] == "weak" else "the traceback"

@@ -25,7 +25,7 @@ from ktui.worker.context import RunContext
 from ktui.worker.errors import error_info, location
 from ktui.worker.leaves import Position, input_leaves
 from ktui.worker.metrics import compare, flat_chunks
-from ktui.worker.outcome import InputGenerationError
+from ktui.worker.outcome import InputGenerationError, ReferenceFault
 from ktui.worker.outputs import flatten
 from ktui.worker.tier import clone_tree, same_values, synchronize, tensors_in
 
@@ -88,12 +88,12 @@ def generate(ctx: RunContext, shape: dict, seed: int) -> tuple:
 
 def reference(ctx: RunContext, inputs: tuple, label: str, seed: int) -> Any:
     """The reference's answer for a private copy of ``inputs``."""
-    name = reference_name(ctx)
+    name = ctx.problem.reference_call
     try:
         out = ctx.ref_kernel(*clone_tree(inputs))
         synchronize(ctx.tier)
     except Exception as exc:
-        info = error_info(exc, ctx.user_files)
+        info = error_info(exc.__cause__ if isinstance(exc, ReferenceFault) and exc.__cause__ else exc, ctx.user_files)
         raise AuditError(_located(f"{name} raised on {label} (seed {seed}): {info.type}: {info.message}", info),
                          info) from None
     if not tensors_in(out):
@@ -102,10 +102,6 @@ def reference(ctx: RunContext, inputs: tuple, label: str, seed: int) -> Any:
         info = _at_definition(ctx, "reference", problem)
         raise AuditError(_located(problem.message, info), info)
     return out
-
-
-def reference_name(ctx: RunContext) -> str:
-    return "Model.forward" if ctx.job.format == KERNELBENCH else "ref_kernel"
 
 
 def answer_difference(ctx: RunContext, first: Any, second: Any) -> dict:

@@ -90,7 +90,7 @@ def _smallest(t: torch.Tensor) -> float | None:
 def conclude(ctx: RunContext, seen: list[tuple[str, dict]], ignored: dict[str, list[tuple[str, str, bool]]]
              ) -> list[CheckResult]:
     generator = "get_inputs()" if ctx.job.format == KERNELBENCH else "generate_input"
-    results = [_same_inputs(seen, generator), _same_answer(seen, draws.reference_name(ctx)),
+    results = [_same_inputs(seen, generator), _same_answer(seen, ctx.problem.reference_call),
                _seeds(seen, generator), _magnitude(seen)]
     results += [_influence(name, shapes) for name, shapes in ignored.items()]
     return results

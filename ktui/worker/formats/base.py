@@ -8,6 +8,7 @@ list ``get_inputs()`` returns. Everything a format does differently lives in its
 from __future__ import annotations
 
 import contextlib
+import difflib
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, ContextManager
@@ -54,7 +55,16 @@ class Problem:
             (lambda n: hasattr(self.reference, n))
         missing = [n for n in names if not present(n)]
         if missing:
-            raise RungFailure(f"{what} {self.reference_name} lacks {', '.join(missing)}")
+            raise RungFailure(f"{what} {self.reference_name} lacks {', '.join(missing)}"
+                              f"{misspelt_note(self.reference, missing)}")
+
+    def note_misspelt(self, optional: tuple[str, ...]) -> None:
+        """An optional name the reference defines under a close spelling (``BENCHMARK``) is not
+        read: said in the pre-checks message rather than silently meaning none."""
+        for name in optional:
+            found = None if hasattr(self.reference, name) else misspelt(self.reference, name)
+            if found:
+                self.notes.append(f"{found} is not a name ktui reads: did you mean {name}?")
 
     def split_cases(self, cases: list, where: str) -> tuple[list, list[int | None]]:
         """Test or benchmark cases as shapes without their ``seed``, and those seeds (None where a
@@ -108,6 +118,11 @@ class Problem:
         """How a failed input generation is named in its message."""
         return f"generate_input(seed={seed}, {shape_label(shape)})"
 
+    @property
+    def reference_call(self) -> str:
+        """How a message names the reference's answer: ``ref_kernel``, ``Model.forward``."""
+        return "ref_kernel"
+
     def ref_kernel(self, *inputs: Any) -> Any:
         raise NotImplementedError
 
@@ -139,3 +154,17 @@ class Problem:
     def check(self, inputs: tuple, output: Any) -> tuple[bool, str]:
         """The problem's own judgement of ``output`` for pristine ``inputs``: (passed, message)."""
         raise NotImplementedError
+
+
+def misspelt(module: ModuleType, name: str) -> str | None:
+    """The name ``module`` defines that is closest to ``name`` (``custom_kernal`` for
+    ``custom_kernel``, ``TEST`` for ``TESTS``), whatever the case; None when none is close."""
+    defined = {n.lower(): n for n in vars(module) if not n.startswith("__")}
+    close = difflib.get_close_matches(name.lower(), list(defined), n=1, cutoff=0.8)
+    return defined[close[0]] if close else None
+
+
+def misspelt_note(module: ModuleType, missing: list[str]) -> str:
+    """`` (it defines TEST: did you mean TESTS?)`` for each missing name with a close one, or ""."""
+    guesses = [f"{found}: did you mean {name}?" for name in missing if (found := misspelt(module, name))]
+    return f" (it defines {'; '.join(guesses)})" if guesses else ""

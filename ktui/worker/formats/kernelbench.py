@@ -64,6 +64,10 @@ class KernelBenchProblem(Problem):
     def describe_generate(self, shape: dict, seed: int) -> str:
         return f"get_inputs() (after torch.manual_seed({seed}))"
 
+    @property
+    def reference_call(self) -> str:
+        return "Model.forward"
+
     def ref_kernel(self, *inputs: Any) -> Any:
         with torch.no_grad():
             return self.model(*inputs)

@@ -8,9 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 from ktui.worker.errors import RungFailure
-from ktui.worker.formats.base import Problem
+from ktui.worker.formats.base import FRESH_SHAPES, Problem
 
 REQUIRED_IN_REFERENCE = ("generate_input", "ref_kernel", "TESTS")
+OPTIONAL_IN_REFERENCE = ("BENCHMARKS", "TOLERANCES", FRESH_SHAPES, "flops", "bytes_moved")
 
 
 class NativeProblem(Problem):
@@ -19,6 +20,7 @@ class NativeProblem(Problem):
     def __init__(self, job, tier, candidate, reference, next_seed):
         super().__init__(job, tier, candidate, reference, next_seed)
         self.require(REQUIRED_IN_REFERENCE)
+        self.note_misspelt(OPTIONAL_IN_REFERENCE)
         if not isinstance(reference.TESTS, (list, tuple)) or not reference.TESTS:
             raise RungFailure(f"reference {self.reference_name}: TESTS must be a non-empty list of shape dicts")
         self.declared_by = "TESTS"

@@ -13,7 +13,7 @@ from __future__ import annotations
 from ktui.worker import shapes
 from ktui.worker.context import RunContext
 from ktui.worker.errors import RungFailure, RungSkipped, error_info
-from ktui.worker.outcome import InputGenerationError, Outcome, shape_label
+from ktui.worker.outcome import Outcome, ReferenceFault, shape_label
 from ktui.worker.rungs import correctness
 from ktui.worker.tier import synchronize
 
@@ -35,7 +35,7 @@ def run(ctx: RunContext) -> Outcome:
         figures = {"shapes": [*tried, label], "skipped": skipped}
         try:
             correctness.check_once(ctx, shape, ctx.next_seed())
-        except InputGenerationError as exc:  # accepted on the first seed, rejected on this one
+        except ReferenceFault as exc:  # accepted on the first seed, rejected on this one
             skipped.append(label)
             rejected.append(f"{label} ({exc})")
             continue
@@ -103,8 +103,6 @@ def _rejected(ctx: RunContext, shape: dict) -> str:
         ctx.ref_kernel(*inputs)
         with ctx.phases.timing("reference"):
             synchronize(ctx.tier)
-    except InputGenerationError as exc:
+    except ReferenceFault as exc:
         return str(exc)
-    except Exception as exc:
-        return f"ref_kernel raised {type(exc).__name__}: {exc}"
     return ""

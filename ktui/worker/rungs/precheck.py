@@ -19,6 +19,7 @@ from ktui.worker import formats, integrity, memory
 from ktui.worker.context import RunContext
 from ktui.worker.dsl.registry import DSLS
 from ktui.worker.errors import RungFailure
+from ktui.worker.formats.base import misspelt_note
 from ktui.worker.modules import load_module, load_reference
 from ktui.worker.outcome import Outcome
 from ktui.worker.seeds import choice
@@ -59,7 +60,8 @@ def run(ctx: RunContext) -> Outcome:
             status="suspicious",
         )
     if not callable(getattr(ctx.kernel, fmt.entry, None)):
-        raise RungFailure(f"{Path(job.kernel_path).name} defines no {fmt.entry_text}")
+        raise RungFailure(f"{Path(job.kernel_path).name} defines no {fmt.entry_text}"
+                          f"{misspelt_note(ctx.kernel, [fmt.entry])}")
 
     ctx.problem = formats.load_problem(job, ctx.tier, ctx.kernel, ctx.reference, ctx.next_seed)
     bad = [t for t in [*ctx.tests, *ctx.benchmarks] if not isinstance(t, dict)]
