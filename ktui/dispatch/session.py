@@ -149,7 +149,8 @@ class Session:
 
     def _reference_moved(self, job: Job, event: RunFinished) -> RunFinished:
         """The run was judged by the reference as snapshotted (``job.reference_hash``); say so when
-        the files on disk differ by now (``reference_changed``: the caller may run it again). A run
+        the files on disk differ by now (``reference_changed``: the caller may run it again; files
+        removed since leave the verdict standing, judged by what was read). A run
         that is itself such a second run, during which the reference was written again, is
         suspicious: what keeps rewriting it is most likely the kernel's own code."""
         written = self._written.pop(job.run_id, None)
@@ -164,7 +165,8 @@ class Session:
                    f"likely the kernel's own code rewrites its reference (judged against the recorded {job.reference_hash})")
             event.verdict, event.message = SUSPICIOUS, why
             event.summary = {**event.summary, "first_failure": first_failure("reference", SUSPICIOUS, why)}
-        if now != job.reference_hash:
+        gone = not all(Path(p).exists() for p in job.reference_files)  # removed, not changed: no newer reference to run against
+        if now != job.reference_hash and not gone:
             event.summary = {**event.summary, "reference_changed": {"recorded": job.reference_hash, "now": now}}
         return event
 

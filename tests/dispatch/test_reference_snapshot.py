@@ -159,3 +159,18 @@ def test_a_reference_that_did_not_change_runs_once(tmp_path):
     assert len(runs_of(events)) == 1 and finished(events)["verdict"] == "passed"
     assert "reference_changed" not in finished(events)["summary"]
     assert Path(root / "references" / "add.py").read_bytes() == (REPO / "references" / "add.py").read_bytes()
+
+
+def test_a_reference_removed_during_the_run_leaves_the_verdict_judged_by_what_was_read(tmp_path):
+    # Removed is not changed: there is no newer reference to run against (a Ray node's driver may
+    # drop the files once shipped), so the run stands rather than ending with no verdict.
+    root = make_workspace(tmp_path / "ws", kernels=["add_triton"])
+    kernel = kernel_for(root / "kernels" / "add_triton.py")
+    session = Session(root)
+    try:
+        job = session.prepare(kernel, Options(seed=3, benchmark=False))
+        (root / "references" / "add.py").unlink()
+        events = list(session.events(job))
+    finally:
+        session.close()
+    assert events[-1].verdict == "passed" and "reference_changed" not in events[-1].summary
