@@ -199,15 +199,15 @@ def test_headless_runs_the_saves_of_a_kernels_folder_removed_and_made_again(tmp_
         seen: set[str] = set()
 
         def gone(e: dict) -> bool:  # its kernel gone and the folder no longer watched, in either order
-            if e["type"] == "watch_save" and e["content_hash"] is None and e["path"] == str(kernels / "add_triton.py"):
+            if e["type"] == "saved" and e["content_hash"] is None and e["path"] == str(kernels / "add_triton.py"):
                 seen.add("kernel gone")
-            if e["type"] == "watch_state" and str(kernels) not in e["folders"]:
+            if e["type"] == "watcher_state" and str(kernels) not in e["folders"]:
                 seen.add("folder unwatched")
             return len(seen) == 2
 
         until(gone)
         kernels.mkdir()
-        until(lambda e: e["type"] == "watch_state" and str(kernels) in e["folders"])
+        until(lambda e: e["type"] == "watcher_state" and str(kernels) in e["folders"])
         edited = ADD.replace("block = 1024", "block = 512")
         save_atomically(kernels / "add_triton.py", edited)
         started = until(lambda e: e["type"] == "run_started")
@@ -272,8 +272,8 @@ def test_watch_of_the_current_folder_waits_for_its_kernels_folder(tmp_path):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         first = json.loads(proc.stdout.readline())
-        assert first["type"] == "watch_workspace" and "no kernels/ folder in ." in first["message"]
-        assert json.loads(proc.stdout.readline())["type"] == "watch_state" and proc.poll() is None  # still watching
+        assert first["type"] == "workspace_note" and "no kernels/ folder in ." in first["message"]
+        assert json.loads(proc.stdout.readline())["type"] == "watcher_state" and proc.poll() is None  # still watching
     finally:
         proc.terminate()
         proc.communicate(timeout=60)

@@ -41,11 +41,11 @@ def test_the_headless_watch_says_so_at_start_and_on_a_save_and_keeps_running(tmp
     named_in_bytes(ws / "kernels", b"add_\xff.py")
     watch = Headless(ws, "--no-audit", "--no-bench")
     try:
-        note = watch.until(lambda e: e["type"] == "watch_workspace")
+        note = watch.until(lambda e: e["type"] == "workspace_note")
         assert note["message"].endswith("add_\\xff.py: left out: its name is not UTF-8 (rename it to run it)")
         assert watch.until(lambda e: e["type"] == "run_finished")["verdict"] == "passed"  # add_triton's catch-up
         named_in_bytes(ws / "kernels", b"add_\xfe.py")
-        note = watch.until(lambda e: e["type"] == "watch_workspace")
+        note = watch.until(lambda e: e["type"] == "workspace_note")
         assert note["message"].endswith("add_\\xfe.py: left out: its name is not UTF-8 (rename it to run it)")
         assert watch.proc.poll() is None
     finally:
