@@ -22,7 +22,8 @@
 # verdict through the watcher, with compile-ahead and without), watch-dsls (one compile of one
 # specialisation per DSL, then save → verdict for the CuTeDSL softmax and the TileLang softmax,
 # RMSNorm and GEMM, saves a second apart), contention (nvdisasm and a compile beside
-# busy processes), first (a new user's first calls: tests/benchmarks/first_contact.py), start (a worker's start by phase), tests (the
+# busy processes), first (a new user's first calls: tests/benchmarks/first_contact.py), confine (CUDA and nvcc
+# under the worker's confinement: tests/benchmarks/confine_probe.py), watch-tl (watch-dsls' TileLang kernels alone), start (a worker's start by phase), tests (the
 # GPU tests named in TESTS, alone; TESTS_LIMIT seconds, default 200). A step that
 # would end past DEADLINE seconds is not started; queue.log names what ran and what is left.
 #
@@ -136,7 +137,7 @@ case "${1:-}" in
     shift
     deadline="${DEADLINE:-540}"
     declare -A LIMIT=([gpu]=450 [gpu-timing]=330 [hotspots]=200 [roofline]=420 [latency]=150 [mcp]=150
-                      [memory]=170 [trust]=500 [watch]=220 [watch-dsls]=540 [first]=300 [start]=60 [contention]=120 [tests]=${TESTS_LIMIT:-200})
+                      [memory]=170 [trust]=500 [watch]=220 [watch-dsls]=540 [first]=300 [confine]=200 [watch-tl]=300 [start]=60 [contention]=120 [tests]=${TESTS_LIMIT:-200})
     for name in "$@"; do
       limit="${LIMIT[$name]:?unknown step $name}"
       if (( SECONDS + limit > deadline )); then echo "left: $name (needs ${limit} s, $((deadline - SECONDS)) s left)" >> "$OUT/queue.log"; continue; fi
@@ -165,6 +166,18 @@ case "${1:-}" in
         contention) machine contention.log  # nvdisasm and a Triton compile alone, and beside busy processes
              step contention.log "$limit" "$PY" tests/benchmarks/tool_contention.py \
                --busy spin:0,spin:4,spin:12,compile:4,compile:8 --json "$OUT/tool_contention.json" ;;
+        confine) machine confine.log  # CUDA and nvcc under the worker's confinement, then one plain run; where
+             # confined CUDA does not start, the steps after run unconfined and queue.log says so
+             step confine.log 150 "$PY" tests/benchmarks/confine_probe.py
+             step confine.log 60 "$PY" -m ktui run kernels/add_triton.py --no-bench --no-daemon --no-audit
+             if ! grep -Eq '^on +\+- +cuda: 1 ' "$OUT/confine.log"; then
+               export KTUI_NO_CONFINE=1; echo "confined CUDA failed: the steps after run with KTUI_NO_CONFINE=1" >> "$OUT/queue.log"
+             fi ;;
+        watch-tl) machine watch.log  # the TileLang kernels alone, saves a second apart
+             for kernel in softmax_tilelang rmsnorm_tilelang gemm_bf16_tilelang; do
+               step watch.log 100 "$PY" tests/benchmarks/watch_latency.py --kernel "$kernel" --reps 5 --settle 20 --gap 1 \
+                 --json "$OUT/watch_latency_$kernel.json"
+             done ;;
         first) machine first.log  # a fresh user cache and workspace: the first benchmark calibrates; a new reference's audit
              step first.log "$limit" "$PY" tests/benchmarks/first_contact.py --gpumode "${CORPORA:?}/gpumode/problems" \
                --json "$OUT/first_contact.json" ;;
