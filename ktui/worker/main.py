@@ -32,6 +32,7 @@ from ktui.protocol import processes
 from ktui.protocol.statedir import user_calibrations
 from ktui.worker import stack_request
 from ktui.worker.confine import confine, readable_from_env, writable_from_env
+from ktui.worker.tier_named import sandbox_named
 
 
 def protocol_channel() -> IO[str]:
@@ -82,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     phases.mark("torch")
     from ktui.worker.dsl.registry import for_user_code
 
-    tier = for_user_code(args.arch, force_cpu=args.cpu)
+    tier = sandbox_named(for_user_code(args.arch, force_cpu=args.cpu), confinement.confined)
     phases.mark("dsls")
 
     from ktui.protocol.job import Job

@@ -154,3 +154,42 @@ def test_a_host_compiler_outside_the_system_folders_is_read_from_its_install_fol
     (tmp_path / "links" / "cc").symlink_to(gcc)
     monkeypatch.setenv("PATH", f"{tmp_path / 'links'}{os.pathsep}{prefix / 'bin'}")
     assert compiler_paths() == [prefix, prefix]
+
+
+def test_the_gpu_nodes_the_driver_makes_on_first_use_are_made_before_the_sandbox(monkeypatch):
+    """Inside the sandbox cuInit cannot make /dev/nvidia-uvm (error 304 where the machine's first CUDA
+    program is confined): nvidia-modprobe makes it first, as libcuda would."""
+    import sys
+
+    rules_module = sys.modules["ktui.worker.confine.rules"]
+
+    calls = []
+    monkeypatch.setattr(rules_module.shutil, "which", lambda name: f"/opt/bin/{name}")
+    monkeypatch.setattr(rules_module.os.path, "exists", lambda p: p == "/dev/nvidia-uvm" and bool(calls))
+    assert rules_module.gpu_nodes_made(run=lambda argv, **kw: calls.append(argv))
+    assert calls == [["/opt/bin/nvidia-modprobe", "-u", "-c=0"]]
+
+
+def test_a_gpu_cuda_could_not_start_in_the_sandbox_is_named_with_the_way_out():
+    from dataclasses import dataclass
+
+    from ktui.worker.tier_named import sandbox_named
+
+    @dataclass(frozen=True)
+    class Tier:  # the fields of ktui.worker.tier.Tier, without torch
+        name: str
+        device: str
+        arch: str
+        torch_device: str
+
+        @property
+        def is_gpu(self) -> bool:
+            return self.name == "gpu"
+
+    failed = Tier("cpu", "CPU (Triton interpreter; CUDA did not start: Error 304)", "sm_90a", "cpu")
+    named = sandbox_named(failed, confined=True)
+    assert named.device.startswith("CPU (Triton interpreter; CUDA did not start: Error 304; inside ktui's sandbox: ")
+    assert "KTUI_NO_CONFINE=1" in named.device and named.device.endswith(")")
+    assert sandbox_named(failed, confined=False) == failed
+    plain = Tier("cpu", "CPU (Triton interpreter)", "sm_90a", "cpu")
+    assert sandbox_named(plain, confined=True) == plain

@@ -36,7 +36,7 @@ from ktui.worker.confine.landlock import (
     restrict,
     write_rights,
 )
-from ktui.worker.confine.rules import has_gpu_driver, rules
+from ktui.worker.confine.rules import gpu_nodes_made, has_gpu_driver, rules
 
 __all__ = ["IOCTL_DEV", "REFER", "TRUNCATE", "Confinement", "confine", "landlock_abi", "private_tmp",
            "readable_from_env", "writable_from_env", "write_rights"]
@@ -110,8 +110,11 @@ def confine(writable: Iterable[Path] = (), readable: Iterable[Path] = (), tmp_in
         return Confinement(False, f"not confined: {threads} threads were already running")
     open_network = bool(network_allowed or wrapped_by)
     cache_env = caches.environment(caches.folder(tmp if fresh_caches else None))
+    gpu = has_gpu_driver()
+    if gpu:
+        gpu_nodes_made()  # before the rules: they open the nodes that exist now, and the sandbox makes none
     folders = rules(abi, writable, readable, tmp, [Path(p) for p in cache_env.values()], system_tmp,
-                    network=open_network, gpu=has_gpu_driver(), shared_memory=bool(wrapped_by))
+                    network=open_network, gpu=gpu, shared_memory=bool(wrapped_by))
     try:
         restrict(abi, folders, network=open_network)
     except OSError as exc:

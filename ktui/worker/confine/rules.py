@@ -34,6 +34,7 @@ import glob
 import os
 import shutil
 import site
+import subprocess
 import sys
 from pathlib import Path
 from typing import Iterable
@@ -63,6 +64,22 @@ HOST_COMPILERS = ("cc", "c++", "gcc", "g++", "clang", "clang++")  # what nvcc (T
 def has_gpu_driver() -> bool:
     """Whether this machine has an NVIDIA driver's device nodes (or WSL's ``/dev/dxg``)."""
     return bool(glob.glob("/dev/nvidia*")) or os.path.exists("/dev/dxg")
+
+
+def gpu_nodes_made(run=subprocess.run) -> bool:
+    """Make the GPU's device nodes that the driver makes on first use (``/dev/nvidia-uvm`` and its
+    tools node, ``/dev/nvidia0``: ``nvidia-modprobe``, as libcuda would), while this process may still
+    make them: inside the sandbox ``cuInit`` cannot, and fails with error 304 where a machine's first
+    CUDA program is a confined one. True where they exist afterwards."""
+    if os.path.exists("/dev/nvidia-uvm"):
+        return True
+    tool = shutil.which("nvidia-modprobe")
+    if tool:
+        try:
+            run([tool, "-u", "-c=0"], capture_output=True, timeout=20, check=False)
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return os.path.exists("/dev/nvidia-uvm")
 
 
 def rules(abi: int, writable: Iterable[Path], readable: Iterable[Path], tmp: Path, caches: Iterable[Path],
