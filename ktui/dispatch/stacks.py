@@ -26,6 +26,7 @@ from ktui.protocol.events import ErrorInfo, SourceLocation
 from ktui.protocol.processes import STACK_SIGNAL_ASIDE
 
 STACK_WAIT_S = 5.0  # how long the dump may take to arrive in full
+STACK_WAIT_ENV = "KTUI_STACK_WAIT_S"  # another limit: a starved machine (tests beside other work) needs more
 ASIDE_AFTER_S = 1.5  # silence after the first request that sends the second (the worker's own thread)
 POLL_S = 0.02
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
@@ -49,11 +50,20 @@ class Dump:
     waited_s: float = STACK_WAIT_S  # the longest it was waited for
 
 
-def ask_for_stack(worker, wait_s: float = STACK_WAIT_S) -> Dump:
+def stack_wait_s() -> float:
+    """``STACK_WAIT_S``, or the seconds ``KTUI_STACK_WAIT_S`` says (the wait ends as soon as the dump is whole)."""
+    try:
+        return float(os.environ.get(STACK_WAIT_ENV) or STACK_WAIT_S)
+    except ValueError:
+        return STACK_WAIT_S
+
+
+def ask_for_stack(worker, wait_s: float | None = None) -> Dump:
     """Signal ``worker`` (a ``WorkerProcess``) and read its dump until it is complete, for at most
     ``wait_s``: what arrived by then, and whether that was all of it. When no line answers the
     first request within ``ASIDE_AFTER_S``, the request goes again to the thread the worker keeps
     for it (``ktui.worker.stack_request``)."""
+    wait_s = stack_wait_s() if wait_s is None else wait_s
     seen = worker.lines_seen
     try:
         worker.signal_stack()  # a remote worker is signalled on its own host

@@ -38,7 +38,7 @@ from ktui.protocol.events import (
     first_failure,
 )
 from ktui.protocol.rungs import BY_NAME, RUNGS, rung_family
-from ktui.worker import memory
+from ktui.worker import memory, stack_request
 from ktui.worker.ahead.pool import submit_run
 from ktui.worker.context import RunContext
 from ktui.worker.errors import RungFailure, RungSkipped, error_info
@@ -73,6 +73,7 @@ class Ladder:
     def _step(self, name: str, fn: Callable[..., Outcome], args: tuple, turn: dict[str, Any]) -> RungFinished:
         ctx = self.ctx
         ctx.rung = name
+        stack_request.rearm()  # a compile may have loaded LLVM, which takes the stack request's signals
         ctx.emit(RungStarted(ctx.job.run_id, rung=name, timeout_s=ctx.job.options.timeout_for(name)))
         started = time.perf_counter()
         ctx.phases.take()  # nothing before this rung counts as its own

@@ -11,10 +11,19 @@ exists (every later thread, CUDA's and user code's included, inherits the mask) 
 one thread that only waits: the kernel can deliver it nowhere else, and the handler (C, no GIL
 needed) writes every stack from there. The parent sends it when the first request went unanswered.
 Processes the worker starts inherit the blocked signal; the compile-ahead helpers unblock it.
+
+LLVM, loaded in this process by a compiler (Triton's, on its first compile), installs handlers of its
+own for both signals (SIGUSR1 is one of its "info" signals, SIGUSR2 one it re-raises): the first
+request then went unanswered and the second was written from the waiting thread while the kernel's
+thread ran on, ending mid-stack (and, reading frames that moved, in a fault). LLVM takes them at its
+first use, in whichever thread compiles (the dumps' thread compiles while the run rung runs), so the
+thread that waits for requests sets them back every ``REARM_S`` and the ladder before every rung
+(``rearm``).
 """
 
 from __future__ import annotations
 
+import ctypes
 import faulthandler
 import signal
 import threading
@@ -22,21 +31,53 @@ from typing import IO
 
 from ktui.protocol.processes import STACK_SIGNAL, STACK_SIGNAL_ASIDE
 
+_LIBC = ctypes.CDLL(None, use_errno=True)
+REARM_S = 0.5  # how soon the handlers are back after a compiler's LLVM took them
+_answering: list[IO[str]] = []  # the file the dumps go to, once ``listen`` ran
+
 
 def listen(file: IO[str]) -> threading.Thread:
     """Make both requests dump every thread's stack on ``file``, the second received by a thread of
     its own. Call it from the main thread before any other thread starts."""
     signal.pthread_sigmask(signal.SIG_BLOCK, {STACK_SIGNAL_ASIDE})
-    for signum in (STACK_SIGNAL, STACK_SIGNAL_ASIDE):
-        faulthandler.register(signum, file=file, all_threads=True)
+    _answering[:] = [file]
+    rearm()
     ready = threading.Event()
 
     def wait_for_requests() -> None:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {STACK_SIGNAL_ASIDE})
         ready.set()
-        threading.Event().wait()
+        while not threading.Event().wait(REARM_S):
+            rearm()
 
     thread = threading.Thread(target=wait_for_requests, name="ktui-stack-request", daemon=True)
     thread.start()
     ready.wait()
     return thread
+
+
+_ours: dict[int, int | None] = {}  # each signal's handler as faulthandler set it
+
+
+def rearm() -> None:
+    """Set a handler that another took (a compiler's LLVM) back to faulthandler's. ``faulthandler.register``
+    alone keeps a registration it has, so the signal is unregistered first: the moment between is
+    the only one a request could meet the default action, and only after a takeover, when it
+    would have gone unanswered anyway."""
+    for file in _answering:
+        for signum in (STACK_SIGNAL, STACK_SIGNAL_ASIDE):
+            current = _handler(signum)
+            if signum in _ours and current == _ours[signum]:
+                continue
+            if signum in _ours:
+                faulthandler.unregister(signum)
+            faulthandler.register(signum, file=file, all_threads=True)
+            _ours[signum] = _handler(signum)
+
+
+def _handler(signum: int) -> int | None:
+    """The address of the process's handler of ``signum`` (sigaction's first field), None if unknown."""
+    action = ctypes.create_string_buffer(256)  # larger than any libc's struct sigaction
+    if _LIBC.sigaction(signum, None, action) != 0:
+        return None
+    return ctypes.c_void_p.from_buffer(action).value

@@ -145,7 +145,7 @@ def test_ray_with_no_address_before_a_path_takes_it_as_the_kernels_to_run(tmp_pa
 
 def test_ktui_run_with_no_paths_at_all_says_they_are_required(tmp_path):
     proc = ktui("run", "--ray", cwd=make_workspace(tmp_path / "ws"))
-    assert proc.returncode == 2 and "required: paths" in proc.stderr
+    assert proc.returncode == 2 and "give the kernel files or folders to run" in proc.stderr
 
 
 def test_an_address_with_nothing_listening_is_refused_at_once(tmp_path):

@@ -104,7 +104,9 @@ def test_a_kernel_hanging_inside_its_triton_loop_is_placed_on_its_line_every_tim
     for name in names:  # four timeouts, each in a worker of its own
         (ws / "kernels" / f"{name}.py").write_text(source)
     (ws / "kernels" / "hang_in_jit.py").unlink()
-    proc = ktui("run", "--no-audit", "kernels", "--json", "--cpu", "--no-bench", "--seed", "0", "--timeout", "run=3", cwd=ws)
+    # Each dump is waited for until it is whole (the event), however starved the machine is.
+    proc = ktui("run", "--no-audit", "kernels", "--json", "--cpu", "--no-bench", "--seed", "0", "--timeout", "run=3", cwd=ws,
+                env={"KTUI_STACK_WAIT_S": "300"})
     kernels = by_kernel(parse_events(proc.stdout))
     assert sorted(kernels) == names, proc.stderr
     for name in names:

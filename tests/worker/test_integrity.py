@@ -69,8 +69,9 @@ def test_suspicious_has_its_own_exit_code(stream):
 
 def test_strict_mode_runs_more_seeds_in_a_fresh_process(tmp_path):
     root = make_workspace(tmp_path / "ws", kernels=["add_triton"])
-    proc = ktui("run", "--no-audit", "--json", "--strict", "kernels/add_triton.py", cwd=root)
-    assert proc.returncode == 0
+    # --strict also waits for the reference's audit: a pass it cannot trust would exit 4
+    proc = ktui("run", "--json", "--strict", "kernels/add_triton.py", cwd=root)
+    assert proc.returncode == 0, proc.stderr
     events = parse_events(proc.stdout)
     assert events[0]["strict"] is True
     seeds = rungs(events)["correctness[size=1000]"]["figures"]["seeds"]

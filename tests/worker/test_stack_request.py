@@ -78,3 +78,26 @@ def test_a_first_request_no_thread_can_take_is_answered_through_the_kept_thread(
         assert frame is not None and frame.function == "wait" and frame.line == 5, dump.lines
     finally:
         worker.kill()
+
+
+@pytest.mark.worker
+def test_a_handler_a_compiler_took_is_given_back_and_the_request_answered(tmp_path):
+    """LLVM (loaded by Triton's first compile) installs its own SIGUSR1 handler: the request then went
+    unanswered in a confined worker with a cold compiler cache. ``rearm`` takes it back."""
+    import os
+    import subprocess
+
+    program = textwrap.dedent('''
+        import os, signal, sys
+        from ktui.protocol.processes import STACK_SIGNAL
+        from ktui.worker import stack_request
+        stack_request.listen(sys.stderr)
+        signal.signal(STACK_SIGNAL, signal.SIG_IGN)  # another handler takes the signal, as LLVM's does
+        stack_request.rearm()
+        os.kill(os.getpid(), STACK_SIGNAL)
+        print("asked", file=sys.stderr, flush=True)
+    ''')
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=SAFETY_S,
+                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])})
+    assert done.returncode == 0, done.stderr
+    assert "most recent call first" in done.stderr and '<string>", line 8 in <module>' in done.stderr
