@@ -117,7 +117,7 @@ def _looks_like_ray_address(value: str) -> bool:
 
 
 def add_ray_flag(parser: argparse.ArgumentParser) -> None:
-    """``--ray [ADDRESS]``: the run queue's runners are Ray actors, one per GPU (``ktui.dispatch.ray_pool``)."""
+    """``--ray [ADDRESS]``: the run queue's runners are Ray actors, one per GPU (``ktui.dispatch.ray.pool``)."""
     parser.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS", action=RayAddress,
                         help="run the kernels in parallel on Ray, one warm worker per GPU (per CPU on the CPU tier): "
                              "a local Ray instance, or join a cluster with ADDRESS (auto, ray://host:port); "

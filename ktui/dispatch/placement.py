@@ -147,7 +147,7 @@ def _local(placement: Placement, root: Path | None, session: bool) -> list[Runne
 def _ray_pool(placement: Placement, session: bool):
     """The ``RayPool`` that ``--ray`` asks for: one actor per GPU of the cluster (per CPU on the
     CPU tier), each a runner of the run queue; ValueError saying why there is none."""
-    from ktui.dispatch.ray_pool import RayMissing, RayPool  # deferred: Ray is an optional extra
+    from ktui.dispatch.ray.pool import RayMissing, RayPool  # deferred: Ray is an optional extra
 
     config = placement.worker_config(session)  # its own ValueError says what is wrong, not "could not join"
     try:

@@ -33,7 +33,7 @@ sys.path.insert(0, str(REPO / "tests" / "run"))
 from conftest import make_workspace  # noqa: E402
 from ray_driven import judged  # noqa: E402
 
-from ktui.dispatch.ray_pool import RayPool  # noqa: E402
+from ktui.dispatch.ray.pool import RayPool  # noqa: E402
 from ktui.dispatch.runner import WorkerConfig  # noqa: E402
 from ktui.protocol.job import Options  # noqa: E402
 from ktui.workspace.kernels import discover  # noqa: E402

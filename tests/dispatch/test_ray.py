@@ -20,7 +20,7 @@ ray = pytest.importorskip("ray")  # in the `test` extra: CI always has it
 
 from ray_driven import judged  # noqa: E402
 
-from ktui.dispatch.ray_pool import RayPool  # noqa: E402
+from ktui.dispatch.ray.pool import RayPool  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 
@@ -197,7 +197,7 @@ def test_an_address_where_something_other_than_ray_listens_is_refused_within_sec
 
 
 def test_a_real_ray_cluster_passes_the_address_probe(local_ray):
-    from ktui.dispatch.ray_pool import _reachable
+    from ktui.dispatch.ray.pool import _reachable
 
     _reachable(local_ray.get_runtime_context().gcs_address)  # raises where the probe would refuse Ray
 

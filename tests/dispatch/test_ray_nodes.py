@@ -25,7 +25,7 @@ ray = pytest.importorskip("ray")  # in the `test` extra: CI always has it
 from ray.cluster_utils import Cluster  # noqa: E402
 from ray_driven import judged  # noqa: E402
 
-from ktui.dispatch.ray_pool import RayPool  # noqa: E402
+from ktui.dispatch.ray.pool import RayPool  # noqa: E402
 from ktui.dispatch.runner import LocalRunner  # noqa: E402
 from ktui.dispatch.session import Session  # noqa: E402
 

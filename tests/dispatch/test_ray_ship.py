@@ -1,5 +1,5 @@
 """What the driver ships of a workspace to a Ray node, read without Ray: the version's hash, the
-imports that a node could not resolve, the workspace copy an actor writes (``ray_ship``, ``ray_files``)."""
+imports that a node could not resolve, the workspace copy an actor writes (``ray.ship``, ``ray.files``)."""
 
 import os
 import shutil
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, make_workspace
 
-from ktui.dispatch.ray_files import ScratchRun, WorkspaceCopies, write_shipped
-from ktui.dispatch.ray_ship import bundle_of, module_imports, refusals
+from ktui.dispatch.ray.files import ScratchRun, WorkspaceCopies, write_shipped
+from ktui.dispatch.ray.ship import bundle_of, module_imports, refusals
 from ktui.dispatch.runner import LocalRunner
 from ktui.dispatch.session import Session
 from ktui.protocol.job import Options

@@ -6,7 +6,7 @@ reads what a run elsewhere needs — ``ktui.workspace.shipped.run_files``, the o
 module kept outside the workspace — and puts those bytes in Ray's object store once per
 workspace version, keyed by their content hash; each job carries a reference to them. The actor
 writes a version into its node's scratch folder the first time one of its jobs needs it
-(``ray_files.WorkspaceCopies``) and runs the job there.
+(``ray.files.WorkspaceCopies``) and runs the job there.
 
 What a node could not run is refused here, the reason in the run's result: a file over the size
 limit, a reference that is not shipped, and a module-level import of the kernel or its reference
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from ktui.dispatch.ray_files import MAX_FILE_BYTES, OUTSIDE, mib
+from ktui.dispatch.ray.files import MAX_FILE_BYTES, OUTSIDE, mib
 from ktui.protocol.job import Job
 from ktui.protocol.sourcelines import parse as parse_python
 from ktui.workspace.shipped import moved_job, outside_modules, outside_name, run_files

@@ -14,7 +14,7 @@ files are kilobytes to a few megabytes, which on the driver's own node travel th
 memory. A file over ``MAX_FILE_BYTES``, or past ``MAX_RUN_BYTES`` in all, stays behind; the run's
 message and its summary (``not_shipped``) say which and why.
 
-The other way, the workspace the job reads comes with the job (``ray_ship``): ``WorkspaceCopies``
+The other way, the workspace the job reads comes with the job (``ray.ship``): ``WorkspaceCopies``
 writes each version once into the actor's scratch folder, and the scratch run's Job names the
 copy; its events name the driver's files again.
 """

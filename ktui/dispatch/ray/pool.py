@@ -16,9 +16,9 @@ reaches one of its ports can run code as this user. Joining a cluster is only ev
 explicit address (``auto`` or ``host:port``); what that exposes is that cluster's, as set up.
 
 No node needs the workspace: each job's workspace files are shipped with it, once per version
-(``ray_ship``), and the actor runs the job from its own copy. An actor's worker writes its run
+(``ray.ship``), and the actor runs the job from its own copy. An actor's worker writes its run
 folder in a scratch folder of its own node; the files come back with the events and land where
-a local run puts them (``ray_files``).
+a local run puts them (``ray.files``).
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from ktui.dispatch.ray_files import MAX_FILE_BYTES, MAX_RUN_BYTES, ScratchRun, WorkspaceCopies, scratch_root
-from ktui.dispatch.ray_runner import RayRunner
-from ktui.dispatch.ray_ship import Bundle, Shipper
+from ktui.dispatch.ray.files import MAX_FILE_BYTES, MAX_RUN_BYTES, ScratchRun, WorkspaceCopies, scratch_root
+from ktui.dispatch.ray.runner import RayRunner
+from ktui.dispatch.ray.ship import Bundle, Shipper
 from ktui.dispatch.runner import LocalRunner, WorkerConfig
 from ktui.protocol.job import Job
 
@@ -91,7 +91,7 @@ class EvalWorker:
 
     def run(self, job: dict[str, Any], shipment: dict[str, Any]) -> Iterator[dict[str, Any]]:
         """One job, streamed, run from this node's copy of its workspace (``shipment``, from
-        ``ray_ship.Shipper``): for each event, ``{"files": ..., "event": ..., "where": ...}`` with
+        ``ray.ship.Shipper``): for each event, ``{"files": ..., "event": ..., "where": ...}`` with
         the run folder's files written since the previous event (so a file is here before the
         event that follows it, and all of them before ``run_finished``)."""
         import ray

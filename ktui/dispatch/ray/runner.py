@@ -1,6 +1,6 @@
 """One Ray actor as a runner of the run queue (``RayRunner``): the queue hands it a job when the
 previous one has ended, as it does a ``DevicePool``'s pinned runners; the actors and what they
-share (Ray, the shipper, the limits) are the ``RayPool``'s (``ktui.dispatch.ray_pool``)."""
+share (Ray, the shipper, the limits) are the ``RayPool``'s (``ktui.dispatch.ray.pool``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from ktui.dispatch.never_ran import never_ran
-from ktui.dispatch.ray_files import write_shipped
+from ktui.dispatch.ray.files import write_shipped
 from ktui.dispatch.runner import REPLACED
 from ktui.protocol.events import CRASHED, ERROR, Event, RunFinished, RunStarted, event_from_json
 from ktui.protocol.job import Job
