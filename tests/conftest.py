@@ -55,11 +55,11 @@ class WarmRunner:
     of their own."""
 
     def __init__(self, under: Path):
-        from ktui.dispatch.runner import LocalRunner, WorkerConfig
+        from ktui.dispatch.runner import WorkerConfig, WorkerRunner
 
         under = under.resolve()
 
-        class Shared(LocalRunner):
+        class Shared(WorkerRunner):
             def _allow_writes(self, job) -> bool:
                 from ktui.protocol.statedir import runs_root
 
@@ -77,7 +77,7 @@ class WarmRunner:
                 pass  # each `ktui run` closes its runner: this one is the session's
 
             def shut(self) -> None:
-                LocalRunner.close(self)
+                WorkerRunner.close(self)
 
         # this host's default worker, and the CPU tier's (--cpu); each starts on its first run
         # it reads the session's folder whole: each entry of the folder above it (a workspace may be

@@ -20,7 +20,7 @@ import anyio
 
 from ktui.dispatch.auditor import STRONG, WEAK, AuditOptions, Auditor, AuditTarget
 from ktui.dispatch.first_audit import short_reason
-from ktui.dispatch.runner import WorkerStartError
+from ktui.dispatch.worker_protocol import WorkerStartError
 from ktui.protocol.events import Event, RunFinished, RungFinished
 from ktui.workspace.kernels import ProblemError
 

@@ -80,7 +80,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def _audited(targets, auditor, printer) -> int:
-    from ktui.dispatch.runner import WorkerStartError  # deferred for start-up speed
+    from ktui.dispatch.worker_protocol import WorkerStartError  # deferred for start-up speed
     from ktui.workspace.kernels import ProblemError
 
     verdicts = []

@@ -110,8 +110,8 @@ def _verdicts(stream, printer) -> list[str]:
     # deferred for start-up speed
     from ktui.dispatch.owner import OwnerGone
     from ktui.dispatch.queue import NoVerdict
-    from ktui.dispatch.runner import WorkerStartError
     from ktui.dispatch.runs import is_verdict
+    from ktui.dispatch.worker_protocol import WorkerStartError
     from ktui.protocol.events import RunFinished, RunStarted
 
     verdicts: list[str] = []

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import queue
-import sys
 import threading
 import time
 import uuid
@@ -24,7 +23,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ktui.dispatch.readable import ReadRules
-from ktui.dispatch.runner import WorkerProcess
+from ktui.dispatch.transport import Command, LocalProcess
+from ktui.dispatch.worker_protocol import WorkerProcess
 from ktui.protocol.bounds import QUOTE_CHARS, cut
 from ktui.protocol.events import ERROR, FAILED, Event, Output, RunFinished, RungFinished, event_from_json
 from ktui.protocol.files import write_atomic
@@ -209,13 +209,17 @@ def _store(target: AuditTarget, digest: str, options: AuditOptions, events: list
 # -- the audit process -----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class AuditConfig:
-    """How ``WorkerProcess`` starts the audit process instead of the worker."""
+    """The audit process's command line, spoken to as a worker is (``WorkerProcess``)."""
 
     options: AuditOptions
     readable: tuple[str, ...] = ()  # the workspaces (and files elsewhere) it reads (``dispatch.readable``)
 
-    def argv(self) -> list[str]:
-        args = [sys.executable, "-m", "ktui.worker.audit", "--timeout", f"{self.options.step_timeout_s:g}"]
+    def command(self) -> Command:
+        """It sees every GPU, and writes nothing of the workspaces it reads."""
+        return Command("ktui.worker.audit", tuple(self._args()), readable=self.readable)
+
+    def _args(self) -> list[str]:
+        args = ["--timeout", f"{self.options.step_timeout_s:g}"]
         if self.options.arch:
             args += ["--arch", self.options.arch]
         if self.options.force_cpu:
@@ -289,11 +293,11 @@ class Auditor:
                 yield Output(job.run_id, text=payload)
                 continue
             if kind == "eof":
-                process.proc.wait()
+                status = process.exit_status()
                 last = process.last_output(lines=40)
                 self._discard()
                 if not finished:
-                    yield from _failure(job, _died(step, process.proc.returncode, last, job, process.killed_by_oom()),
+                    yield from _failure(job, _died(step, status, last, job, process.killed_by_oom()),
                                         started)
                 return
             if kind != "msg":
@@ -313,7 +317,7 @@ class Auditor:
     def _ready(self) -> WorkerProcess:
         if self._process is None or not self._process.alive():
             self._discard()
-            process = WorkerProcess(AuditConfig(self.options, self._reads.paths))  # type: ignore[arg-type]
+            process = WorkerProcess(LocalProcess(AuditConfig(self.options, self._reads.paths).command()))
             with self._lock:
                 self._process, cancelled = process, self._cancelled
             if cancelled:  # cancelled while it started: it never gets a job

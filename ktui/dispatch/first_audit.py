@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ktui.dispatch.auditor import STRONG, WEAK, AuditOptions, Auditor, AuditTarget, cached, kernel_target
-from ktui.dispatch.runner import WorkerStartError
+from ktui.dispatch.worker_protocol import WorkerStartError
 from ktui.protocol.events import ERROR, RunFinished
 from ktui.protocol.job import Options
 from ktui.workspace.kernels import Kernel, ProblemError, state_dir

@@ -36,11 +36,6 @@ class OomWatch:
         started = None if ticks is None else ticks * 1_000_000 // os.sysconf("SC_CLK_TCK")
         return cls(pid, started, memory_cgroup(pid))
 
-    @classmethod
-    def elsewhere(cls) -> OomWatch:
-        """For a worker on another host: its kernel log and cgroup are not readable from here."""
-        return cls(0, None, None)
-
     def job_started(self) -> None:
         self.kills = self.cgroup.oom_kills() if self.cgroup is not None else None
 

@@ -4,7 +4,7 @@ Every command that runs kernels (run, serve, watch, mcp) turns its flags into a 
 (``ktui.cli.options.placement_of``) and hands it on: the workspace's owner compares the one a
 caller asks for with its own as values, the daemon is started with it, and ``place`` builds its
 runners — a ``RayPool``'s actors with ``--ray``, a ``RemoteRunner`` with ``--remote``, one pinned
-``LocalRunner`` per GPU where several are picked or visible, else one ``LocalRunner``. A test
+``WorkerRunner`` per GPU where several are picked or visible, else one ``WorkerRunner``. A test
 gives runners of its own through ``RunnerSource`` (the CLI's ``main(argv, runners=...)``).
 """
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ktui.dispatch.runner import LocalRunner, Runner, WorkerConfig
+from ktui.dispatch.runner import Runner, WorkerConfig, WorkerRunner
 from ktui.protocol.processes import COMPILE_AHEAD_ENV, compile_ahead_helpers
 from ktui.protocol.statedir import runs_folder
 
@@ -141,7 +141,7 @@ def _local(placement: Placement, root: Path | None, session: bool) -> list[Runne
     if devices:
         config = dataclasses.replace(config, gpu=devices[0].index, gpu_uuid=devices[0].uuid,
                                      pin_gpu=placement.gpus is not None)
-    return [LocalRunner(config, fresh_each_run=placement.cold)]
+    return [WorkerRunner(config, fresh_each_run=placement.cold)]
 
 
 def _ray_pool(placement: Placement, session: bool):
@@ -161,14 +161,4 @@ def _ray_pool(placement: Placement, session: bool):
 def reached(placed: Placed) -> str | None:
     """A ``--remote`` host is reached once before any kernel: why not, in one line (its runner
     then closed), or None when it answered or there is no host to reach."""
-    link = getattr(placed.runner, "link", None)
-    if link is None:
-        return None
-    from ktui.dispatch.remote.link import LinkDown  # deferred: ssh only when asked for
-
-    try:
-        link.connect()
-    except LinkDown as exc:
-        placed.runner.close()
-        return str(exc)
-    return None
+    return placed.runner.reach()

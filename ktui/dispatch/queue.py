@@ -32,10 +32,11 @@ import threading
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, NamedTuple
 
-from ktui.dispatch.runner import REPLACED, Runner, WorkerStartError
+from ktui.dispatch.runner import REPLACED, Runner
 from ktui.dispatch.session import Consumer, Session
+from ktui.dispatch.worker_protocol import WorkerStartError
 from ktui.protocol.events import Event, RunFinished, RunStarted
 from ktui.protocol.job import Options
 from ktui.protocol.notices import JobProblem, Notice, QueueChanged, RunnerReady
@@ -65,24 +66,31 @@ class NoVerdict(RuntimeError):
     """A kernel a caller asked for ended without a verdict (the queue stopped, its file was removed)."""
 
 
+class _Ended(NamedTuple):
+    """A batch's entry is over (``why``: how it may have ended without a verdict)."""
+
+    path: Path
+    why: str
+
+
 class Batch:
     """What one ``batch`` call waits on: each of its entries ends here, with a verdict or without;
     a caller that holds it can cancel that batch's runs alone (``RunQueue.cancel``)."""
 
     def __init__(self, heard: Callable[[Event], None] | None = None, reference: Path | None = None) -> None:
-        self.items: queue.Queue[tuple[str, object]] = queue.Queue()
+        self.items: queue.Queue[tuple[Kernel, RunFinished] | BaseException | _Ended] = queue.Queue()
         self.heard = heard  # each event of the batch's runs, as it comes (a caller over the owner's socket)
         self.reference = reference  # the one reference its kernels are judged against (``--reference``), if named
 
     def finished(self, kernel: Kernel, event: RunFinished) -> None:
-        self.items.put(("finished", (kernel, event)))
+        self.items.put((kernel, event))
 
     def failed(self, exc: BaseException) -> None:
-        self.items.put(("failed", exc))
+        self.items.put(exc)
 
     def ended(self, path: Path, why: str) -> None:
         """The entry of the kernel at ``path`` is over; ``why`` it may have ended without a verdict."""
-        self.items.put(("ended", (path, why)))
+        self.items.put(_Ended(path, why))
 
 
 @dataclass
@@ -217,17 +225,16 @@ class RunQueue:
         missing: list[str] = []
         try:
             while left:
-                what, item = batch.items.get()
-                if what == "ended":
+                item = batch.items.get()
+                if isinstance(item, BaseException):
+                    raise item
+                if isinstance(item, _Ended):
                     left -= 1
-                    path, why = item  # type: ignore[misc]
-                    if path not in answered:
-                        missing.append(f"{path.name}: {why}")
-                elif what == "finished":
-                    answered.add(item[0].path)  # type: ignore[index]
-                    yield item  # type: ignore[misc]
+                    if item.path not in answered:
+                        missing.append(f"{item.path.name}: {item.why}")
                 else:
-                    raise item  # type: ignore[misc]
+                    answered.add(item[0].path)
+                    yield item
         finally:
             if left:
                 self.cancel(STOPPED, batch)
@@ -254,11 +261,13 @@ class RunQueue:
                 cur.cancel.set()
                 if cur.live:
                     kills.append((self.runners[slot], cur.run_id))
-            for entry in left:
-                entry.batches.remove(batch)  # type: ignore[arg-type]
+            if batch is not None:  # ``left`` holds entries only then
+                for entry in left:
+                    entry.batches.remove(batch)
             self._cond.notify_all()
-        for entry in left:
-            batch.ended(entry.path, reason)  # type: ignore[union-attr]
+        if batch is not None:
+            for entry in left:
+                batch.ended(entry.path, reason)
         for entry in dropped:
             _ended(entry, reason)
         for runner, run_id in kills:
@@ -287,7 +296,7 @@ class RunQueue:
             _ended(entry, "ktui is stopping")
             return
         if kill is not None:
-            # LocalRunner.cancel may wait for its lock while a worker starts: never block the caller.
+            # WorkerRunner.cancel may wait for its lock while a worker starts: never block the caller.
             runner, run_id = kill
             threading.Thread(target=_cancel, args=(runner, run_id), name="ktui-cancel", daemon=True).start()
         self._notify_queue()
@@ -542,7 +551,7 @@ class RunQueue:
             self._emit(JobProblem("", str(exc)))
             return
         if slot == 0:
-            gpus = tuple(getattr(getattr(r, "config", None), "gpu", "") for r in self.runners)
+            gpus = tuple(r.gpu for r in self.runners)
             self._emit(RunnerReady(tier=info.get("tier", "?"), device=info.get("device", "?"), arch=info.get("arch", "?"),
                                    gpus=gpus if len(self.runners) > 1 else (), confined=info.get("confined"),
                                    confinement=info.get("confinement", "")))
@@ -651,7 +660,4 @@ def _content(path: Path) -> str | None:
 
 def _cancel(runner: Runner, run_id: str, reason: str = REPLACED) -> None:
     """Cancel ``run_id`` on ``runner``, if it is still the run in flight there."""
-    try:
-        runner.cancel(reason, run_id=run_id)  # type: ignore[call-arg]
-    except TypeError:  # a runner that only knows its run in flight
-        runner.cancel(reason)
+    runner.cancel(reason, run_id=run_id)

@@ -6,7 +6,7 @@ A confined process reads a workspace as its rules were made when it started
 file made at the workspace's root afterwards, or one replaced by a save (an editor's atomic
 rename), is out of its reach. The parent names the folders and files a job needs read; a worker
 that does not yet read them, or whose rules were made before such a change, is replaced before the
-job runs, as one that may not yet write its run folder is (``LocalRunner``).
+job runs, as one that may not yet write its run folder is (``WorkerRunner``).
 """
 
 from __future__ import annotations

@@ -1,41 +1,36 @@
-"""Running jobs in worker processes: the warm worker, timeouts, crashes and cancellation.
+"""Running jobs in workers: the warm worker, timeouts, crashes and cancellation.
 
-The process that shows results never runs user code. A ``LocalRunner`` keeps one warm worker
-(``python -m ktui.worker.main``) in its own process group, sends it a job and turns what comes back
-into events. When the worker dies mid-run (segfault, ``os._exit``, killed) the run ends
-``crashed`` with the signal and the last lines it printed; when a rung outlives its limit the whole
-process group is killed and the run ends ``timed_out``; ``cancel`` kills it and the run ends
-``cancelled``. A worker that ended any of these ways is replaced before the next job.
+The process that shows results never runs user code. A ``WorkerRunner`` keeps one warm worker
+(``python -m ktui.worker.main``), sends it a job and turns what comes back into events: the worker
+protocol (``worker_protocol``) over a transport (``transport``: a local process in its own process
+group by default; ``remote.RemoteRunner`` gives it ssh's). When the worker dies mid-run (segfault,
+``os._exit``, killed) the run ends ``crashed`` with the signal and the last lines it printed; when
+a rung outlives its limit the whole process group is killed and the run ends ``timed_out``;
+``cancel`` kills it and the run ends ``cancelled``. A worker that ended any of these ways is
+replaced before the next job.
 
-A remote GPU will be another class with the same ``run``/``cancel``/``close``.
+``Runner`` is what the run queue drives: this, a ``RemoteRunner``, a Ray actor's ``RayRunner``,
+the tests' ``ScriptedRunner``.
 """
 
 from __future__ import annotations
 
-import collections
 import dataclasses
-import json
 import os
 import queue
-import shutil
-import signal
 import socket
-import subprocess
-import sys
-import tempfile
 import threading
 import time
-import uuid
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import IO, Any, Iterator, Protocol
+from typing import Any, Callable, Iterator
 
 from ktui.dispatch import stacks
-from ktui.dispatch.oom import OomWatch
-from ktui.dispatch.proc import child_env, end_tree
 from ktui.dispatch.readable import ReadRules
+from ktui.dispatch.transport import Command, LocalProcess, Transport
+from ktui.dispatch.worker_protocol import WorkerProcess, crash_message
 from ktui.measure.masks import unmasked_of, with_hint
-from ktui.protocol import processes, statedir
-from ktui.protocol.bounds import LINE_CHARS, QUOTE_CHARS, cut, dropped_note
+from ktui.protocol import statedir
 from ktui.protocol.events import (
     CANCELLED,
     CRASHED,
@@ -50,17 +45,10 @@ from ktui.protocol.events import (
     first_failure,
 )
 from ktui.protocol.job import Job, rung_family
-from ktui.protocol.processes import describe_exit
 
-READY_TIMEOUT_S = 240.0  # importing torch + triton on a cold machine
 OUTPUT_END_GRACE_S = 2.0  # after job_done, how long the end of the job's printed output may lag
 BETWEEN_RUNGS_TIMEOUT_S = 120.0
-STDERR_TAIL = 400  # lines: a crash message uses the last few, a stack dump up to all
 REPLACED = "cancelled: a newer version replaced this run"  # why the dashboard cancels a run
-
-
-class WorkerStartError(RuntimeError):
-    pass
 
 
 @dataclass(frozen=True)
@@ -76,11 +64,13 @@ class WorkerConfig:
     allow_network: bool = False  # user code may use the network (``--allow-network``)
     fresh_caches: bool = False  # compiler caches of its own, removed with it (a strict run's worker)
 
-    def env(self) -> dict[str, str]:
-        return {"CUDA_VISIBLE_DEVICES": self.gpu} if self.pin_gpu and self.gpu else {}
+    def command(self) -> Command:
+        """The worker's command line and what it may touch; pinned, it sees only its GPU."""
+        env = {"CUDA_VISIBLE_DEVICES": self.gpu} if self.pin_gpu and self.gpu else {}
+        return Command("ktui.worker.main", tuple(self._args()), env, self.writable, self.readable)
 
-    def argv(self) -> list[str]:
-        args = [sys.executable, "-m", "ktui.worker.main"]
+    def _args(self) -> list[str]:
+        args: list[str] = []
         if self.arch:
             args += ["--arch", self.arch]
         if self.force_cpu:
@@ -94,166 +84,64 @@ class WorkerConfig:
         return args
 
 
-class WorkerProcess:
-    """One ``python -m ktui.worker.main`` child with reader threads for its two output streams."""
-
-    def __init__(self, config: WorkerConfig):
-        self.config = config
-        self.messages: queue.Queue[tuple[str, Any]] = queue.Queue()
-        self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
-        self.lines_seen = 0  # every stderr line so far (the tail keeps the last STDERR_TAIL)
-        self.token = uuid.uuid4().hex
-        pinned = config.env() if isinstance(config, WorkerConfig) else {}  # other processes (an audit) see every GPU
-        # Its private temp folder is made and removed here: confined, it could not remove it itself.
-        self.tmp = tempfile.mkdtemp(prefix="ktui-worker-")
-        writable = os.pathsep.join(getattr(config, "writable", ()))
-        readable = os.pathsep.join(getattr(config, "readable", ()))
-        env = child_env({**_tree_env(self.token), **pinned, processes.TMP_ENV: self.tmp,
-                         processes.WRITABLE_ENV: writable, processes.READABLE_ENV: readable})
-        self.proc = subprocess.Popen(
-            config.argv(),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            encoding="utf-8",
-            errors="replace",
-            bufsize=1,
-            env=env,
-            start_new_session=True,  # its own process group: killing it kills what user code spawned
-        )
-        self.info: dict[str, Any] = {}
-        self.oom = OomWatch.of(self.proc.pid)  # a SIGKILL's likely sender, found when it dies
-        threading.Thread(target=self._read_stdout, daemon=True).start()
-        self._stderr_reader = threading.Thread(target=self._read_stderr, daemon=True)
-        self._stderr_reader.start()
-
-    def _read_stdout(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            try:
-                self.messages.put(("msg", json.loads(line)))
-            except json.JSONDecodeError:
-                self._output(line)
-        self.messages.put(("eof", None))
-
-    def _read_stderr(self) -> None:
-        assert self.proc.stderr is not None
-        for line in bounded_lines(self.proc.stderr, LINE_CHARS):  # the last line is read even without its newline
-            self._output(line)
-
-    def _output(self, line: str) -> None:
-        """A line the worker printed: forwarded, and kept for the message if the worker dies.
-        ``OUTPUT_END`` ends a job's output; text before it on its line is that job's last line."""
-        line = line.rstrip("\n")
-        ended = line.endswith(processes.OUTPUT_END)
-        line = cut(line[: -len(processes.OUTPUT_END)] if ended else line, LINE_CHARS)
-        if ended:
-            if line:
-                self.stderr_tail.append(line)
-                self.lines_seen += 1
-                self.messages.put(("stderr", line))
-            self.messages.put(("output_end", None))
-            return
-        self.stderr_tail.append(line)
-        self.lines_seen += 1
-        self.messages.put(("stderr", line))
-
-    def last_output(self, lines: int = 12) -> list[str]:
-        """What the worker printed last in this job, once its stderr is read to the end: a dying
-        process's last words (``realloc(): invalid pointer``) can reach us after its stdout closed."""
-        self._stderr_reader.join(timeout=2.0)
-        return [line for line in list(self.stderr_tail)[-lines:] if line.strip()]
-
-    def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                self.kill()
-                raise WorkerStartError(f"the worker did not start within {timeout:.0f} s")
-            try:
-                kind, payload = self.messages.get(timeout=remaining)
-            except queue.Empty:
-                continue
-            if kind == "msg" and payload.get("type") == "ready":
-                self.info = payload
-                return payload
-            if kind == "eof":
-                self.proc.wait()
-                tail = "\n".join(self.stderr_tail)
-                raise WorkerStartError(f"the worker exited during start-up ({describe_exit(self.proc.returncode)}):\n{tail}")
-
-    def signal_stack(self, signum: int = processes.STACK_SIGNAL) -> None:
-        """Ask the worker for every thread's Python stack on its stderr (``ktui.dispatch.stacks``)."""
-        os.kill(self.proc.pid, signum)
-
-    def send(self, job: Job) -> None:
-        assert self.proc.stdin is not None
-        self.stderr_tail.clear()  # a crash names what this job printed, not the previous kernel
-        self.oom.job_started()
-        self.proc.stdin.write(json.dumps(job.to_json()) + "\n")
-        self.proc.stdin.flush()
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def killed_by_oom(self) -> str:
-        """Evidence that the out-of-memory killer ended this dead worker, in words; "" with none."""
-        return self.oom.evidence() if self.proc.returncode == -signal.SIGKILL else ""
-
-    def kill(self) -> None:
-        """Kill the worker and everything user code started (also in sessions of its own, and
-        what was reparented away from it); safe to call on a worker that is already dead."""
-        end_tree(self.proc)
-        _kill_orphans(self.token)
-        shutil.rmtree(self.tmp, ignore_errors=True)
-
-    def close(self) -> None:
-        """End the worker for good, at once: it is idle (its last job's events are read) and what
-        it would do on its way out (torch's and Triton's exit hooks, the GPU context's release)
-        concerns no one, yet waiting for it kept ``ktui run`` seconds past its verdicts. Its tree
-        is killed now and reaped on a thread, which an exiting ``ktui`` does not wait for."""
-        end_tree(self.proc, reap=False)
-        _kill_orphans(self.token)
-        shutil.rmtree(self.tmp, ignore_errors=True)
-        threading.Thread(target=self.proc.wait, name="ktui-reap-worker", daemon=True).start()
+Launcher = Callable[[WorkerConfig], Transport]  # how a runner starts its worker's process
 
 
-def _tree_env(token: str) -> dict[str, str]:
-    """What the worker needs to know to keep its descendants in check (``ktui.protocol.processes``):
-    a token its descendants inherit, and the parent to outlive no longer than."""
-    return {processes.TOKEN_ENV: token, processes.PARENT_ENV: str(os.getpid())}
+def local_process(config: WorkerConfig) -> Transport:
+    """A worker on this machine: a child process."""
+    return LocalProcess(config.command())
 
 
-def _kill_orphans(token: str) -> None:
-    """After a worker died, what it started was reparented out of its tree: find it by the token."""
-    processes.kill_all(processes.tagged(token))
+class Runner(ABC):
+    """What the run queue drives: a Job in, the loop's events out, one job at a time."""
 
-
-class Runner(Protocol):
-    """Anything that turns a Job into the loop's events."""
-
-    def describe(self) -> dict[str, Any]: ...
+    @abstractmethod
+    def describe(self) -> dict[str, Any]:
+        """Where its runs happen (tier, device, arch, confinement), its worker started if need be;
+        WorkerStartError when it cannot start."""
 
     @property
+    @abstractmethod
     def warm(self) -> bool:
         """A worker is running, ready for the next job (what an idle daemon lets go)."""
-        ...
 
+    @abstractmethod
     def run(self, job: Job) -> Iterator[Event]: ...
 
-    def cancel(self, reason: str = ..., run_id: str | None = ...) -> None: ...
+    @abstractmethod
+    def cancel(self, reason: str = REPLACED, run_id: str | None = None) -> None:
+        """Stop the run in flight (from any thread), ended ``cancelled`` with ``reason``; with
+        ``run_id``, only if that run is the one in flight."""
 
+    @abstractmethod
     def close(self) -> None: ...
 
+    @property
+    def gpu(self) -> str:
+        """The GPU its runs are recorded on (an index, ``ktui.dispatch.gpus``); "" when unknown."""
+        return ""
 
-class LocalRunner:
-    """Runs jobs in a warm local worker; ``fresh_each_run`` gives every run a new process (strict)."""
+    @property
+    def runs_here(self) -> bool:
+        """Its worker runs this machine's Python: what that Python compiles, it compiles."""
+        return False
 
-    def __init__(self, config: WorkerConfig | None = None, fresh_each_run: bool = False, prestart: bool = False):
+    def reach(self) -> str | None:
+        """Reach where it runs, once before any kernel: why that failed, in one line (the runner
+        then closed), or None."""
+        return None
+
+
+class WorkerRunner(Runner):
+    """Runs jobs in a warm worker: the worker protocol over the transport ``launch`` starts (a local
+    process by default; ``remote.RemoteRunner`` gives ssh's). ``fresh_each_run`` gives every run a
+    new process (strict)."""
+
+    def __init__(self, config: WorkerConfig | None = None, fresh_each_run: bool = False, prestart: bool = False,
+                 launch: Launcher = local_process):
         self.config = config or WorkerConfig()
         self.fresh_each_run = fresh_each_run
+        self._launch = launch
         self._worker: WorkerProcess | None = None
         self._lock = threading.Lock()
         self._cancelled = threading.Event()
@@ -267,6 +155,19 @@ class LocalRunner:
         return dict(self._ensure_worker().info)
 
     @property
+    def gpu(self) -> str:
+        return self.config.gpu
+
+    @property
+    def runs_here(self) -> bool:
+        return self._launch is local_process
+
+    @property
+    def cancelled(self) -> bool:
+        """The run in flight (or the last) was cancelled."""
+        return self._cancelled.is_set()
+
+    @property
     def warm(self) -> bool:
         with self._lock:
             return self._worker is not None and self._worker.alive()
@@ -276,12 +177,17 @@ class LocalRunner:
             if self._worker is None or not self._worker.alive():
                 if self._worker is not None:
                     self._worker.kill()  # died between jobs: end what it left behind before replacing it
-                worker = WorkerProcess(self.config)
-                worker.wait_ready()
+                worker = WorkerProcess(self._launch(self.config))
+                try:
+                    worker.wait_ready()
+                except BaseException:
+                    worker.kill()  # what it left behind too (a remote worker, a temp folder)
+                    raise
                 self._worker = worker
             return self._worker
 
-    def _discard_worker(self) -> None:
+    def discard_worker(self) -> None:
+        """End the warm worker (it is replaced on the next run)."""
         with self._lock:
             if self._worker is not None:
                 self._worker.kill()
@@ -321,7 +227,7 @@ class LocalRunner:
         fresh = self.fresh_each_run or job.options.strict
         widened = [self._allow_writes(job), self._allow_reads(job), self._sandbox_for(job)]
         if fresh or any(widened):  # strict: nothing a previous version left in the process survives
-            self._discard_worker()
+            self.discard_worker()
         worker = self._ensure_worker()
         info = worker.info
         yield RunStarted(
@@ -350,10 +256,10 @@ class LocalRunner:
         except GeneratorExit:
             # Nobody reads this run any more (``ktui run | head -1``): the worker would climb on
             # for no one, and its late events would reach the next job.
-            self._discard_worker()
+            self.discard_worker()
             raise
         if fresh:
-            self._discard_worker()
+            self.discard_worker()
 
     def _placed(self, event: Event) -> Event:
         """A worker pinned to one GPU of several names it in the run's summary (``ran_on``, as a Ray run's does)."""
@@ -382,10 +288,11 @@ class LocalRunner:
     def _sandbox_for(self, job: Job) -> bool:
         """The network and the compiler caches the job's options ask for (``--allow-network``; a
         strict run's caches of its own); True when the warm worker was confined otherwise."""
-        wanted = {"allow_network": job.options.allow_network, "fresh_caches": job.options.strict}
-        if all(getattr(self.config, name) == value for name, value in wanted.items()):
+        wanted = dataclasses.replace(self.config, allow_network=job.options.allow_network,
+                                     fresh_caches=job.options.strict)
+        if wanted == self.config:
             return False
-        self.config = dataclasses.replace(self.config, **wanted)
+        self.config = wanted
         return True
 
     def _follow(self, worker: WorkerProcess, job: Job, started: float) -> Iterator[Event]:
@@ -430,14 +337,14 @@ class LocalRunner:
                 output_ended = True
                 continue
             if kind == "eof":
-                worker.proc.wait()
+                status = worker.exit_status()
                 worker.kill()  # dead already: what it started is still to be ended
                 self._drop(worker)
                 if self._cancelled.is_set():
                     message = self._cancel_reason
                     verdict = CANCELLED
                 else:
-                    message = with_hint(crash_message(rung, worker.proc.returncode, worker.last_output(),
+                    message = with_hint(crash_message(rung, status, worker.last_output(),
                                                       worker.killed_by_oom()), rung or "",
                                         worker.info.get("tier", ""), unmasked, os.path.relpath(job.kernel_path, job.root))
                     verdict = CRASHED
@@ -478,42 +385,6 @@ class LocalRunner:
         with self._lock:
             if self._worker is worker:
                 self._worker = None
-
-
-def bounded_lines(stream: IO[str], chars: int) -> Iterator[str]:
-    """The lines of ``stream``, each cut to its first ``chars`` characters: the rest of a longer
-    line is read in pieces and dropped, counted, so one 50 MB line is never held whole. A job's
-    end mark (``OUTPUT_END``) after a cut line stays at its end."""
-    mark = processes.OUTPUT_END
-    while True:
-        line = stream.readline(chars)
-        if not line:
-            return
-        if line.endswith("\n") or len(line) < chars:
-            yield line
-            continue
-        dropped, tail = 0, ""
-        while more := stream.readline(chars):
-            dropped += len(more)
-            tail = (tail + more)[-(len(mark) + 1):]
-            if more.endswith("\n"):
-                break
-        end = mark if tail.rstrip("\n").endswith(mark) else ""
-        dropped -= len(end) + tail.endswith("\n")
-        yield (line + dropped_note(dropped) if dropped else line) + end + "\n"
-
-
-def crash_message(rung: str | None, returncode: int | None, last: list[str], oom: str = "") -> str:
-    """How a dead worker is reported. The first line is what one-line views show (the CLI's rung
-    line, the summary, ``ktui history``), so it carries the last thing the worker printed; the
-    lines before it follow. ``oom``: the evidence that the out-of-memory killer sent its SIGKILL."""
-    message = f"the worker died in {rung or 'the ladder'} ({describe_exit(returncode)})" + (f": {oom}" if oom else "")
-    if not last:
-        return message
-    message += f"; its last output: {cut(last[-1].strip(), QUOTE_CHARS)}"
-    if len(last) > 1:
-        message += "\n" + "\n".join(cut(line, QUOTE_CHARS) for line in last)
-    return message
 
 
 def _since(started: float) -> float:

@@ -1,6 +1,6 @@
 """A runner that plays a script instead of running a kernel: no worker, no process, no user code.
 
-It is a ``Runner`` like ``LocalRunner`` (``describe``, ``run``, ``cancel``, ``close``), so the run
+It is a ``Runner`` like ``WorkerRunner`` (``describe``, ``run``, ``cancel``, ``close``), so the run
 queue and its callers can be driven through restarts, cancels, pre-emption and crashes in
 milliseconds. A script is the rungs a run reports, each after its own delay; a step of
 ``HANG`` seconds waits until the run is cancelled, and a run's verdict may be ``crashed`` (its
@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from ktui.dispatch.runner import REPLACED
+from ktui.dispatch.runner import REPLACED, Runner
 from ktui.protocol.events import CANCELLED, CRASHED, PASSED, Event, RunFinished, RungFinished, RungStarted, RunStarted
 from ktui.protocol.job import Job
 
@@ -56,7 +56,7 @@ class Played:
 
 
 @dataclass
-class ScriptedRunner:
+class ScriptedRunner(Runner):
     """Plays ``script(job)`` for each job (default: one passing rung at once)."""
 
     script: Callable[[Job], Script] = field(default=lambda job: Script())
@@ -88,7 +88,7 @@ class ScriptedRunner:
 
     def close(self) -> None:
         self.closed = True
-        self._worker = next(_PIDS)  # a later run is a fresh worker's, as LocalRunner's would be
+        self._worker = next(_PIDS)  # a later run is a fresh worker's, as WorkerRunner's would be
 
     def _wait(self, step: Step) -> bool:
         """Play ``step``'s wait: True when the run was cancelled during it."""
@@ -123,5 +123,5 @@ class ScriptedRunner:
             played.ended = time.monotonic()
         played.verdict = verdict
         if verdict in (CRASHED, CANCELLED):
-            self._worker = next(_PIDS)  # its worker died or was killed: the next run gets a new one, as LocalRunner's would
+            self._worker = next(_PIDS)  # its worker died or was killed: the next run gets a new one, as WorkerRunner's would
         yield RunFinished(job.run_id, verdict=verdict, message=message)

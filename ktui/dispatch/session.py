@@ -15,7 +15,7 @@ from typing import Callable, Iterable, Iterator
 from ktui.dispatch.auditor import weak_test
 from ktui.dispatch.compare import VersionComparer
 from ktui.dispatch.never_ran import never_ran
-from ktui.dispatch.runner import LocalRunner, Runner
+from ktui.dispatch.runner import Runner, WorkerRunner
 from ktui.dispatch.trust import current, with_trust
 from ktui.history.reports import ReportWriter
 from ktui.history.store import Store
@@ -54,7 +54,7 @@ class Session:
         except StateError:
             self.store.close()
             raise
-        self.runner: Runner = runner or LocalRunner()
+        self.runner: Runner = runner or WorkerRunner()
         self.consumers: list[Consumer] = [self.store.record, _unless_disk_full(ReportWriter(self.state), self.store),
                                           *consumers]
         # Labels benchmark figures against earlier versions before anyone sees them.
@@ -195,7 +195,7 @@ class Session:
         """The kernel's or the reference's syntax error, found by compiling their text here (no user
         code runs) when the worker runs this same Python: reported without waiting for a worker.
         A worker elsewhere (``--remote``, Ray) may run another Python, whose grammar decides there."""
-        if not isinstance(runner, LocalRunner):
+        if not runner.runs_here:
             return None
         files = [(job.source, job.kernel_path)]
         try:

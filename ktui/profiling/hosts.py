@@ -189,9 +189,7 @@ class RemoteHost:
 
     def local_text(self, text: str) -> str:
         """The remote's paths in ``text`` as the local ones (the tool's messages name our files)."""
-        for remote, local in (self._staged.back if self._staged else []):
-            text = text.replace(remote, local)
-        return text
+        return self._staged.back.text(text) if self._staged else text
 
     def collect(self) -> None:
         """The remote run folder (reports, logs, dumps) into the local one."""

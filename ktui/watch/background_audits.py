@@ -31,7 +31,7 @@ from typing import Callable
 
 from ktui.dispatch.auditor import STRONG, WEAK, AuditOptions, Auditor, AuditTarget, cached, kernel_target
 from ktui.dispatch.queue import Listener, RunQueue
-from ktui.dispatch.runner import WorkerStartError
+from ktui.dispatch.worker_protocol import WorkerStartError
 from ktui.protocol.events import RunFinished
 from ktui.protocol.job import Options
 from ktui.protocol.notices import AuditFinished

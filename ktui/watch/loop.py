@@ -19,7 +19,7 @@ from watchdog.observers import Observer
 from ktui.dispatch.owner import OwnerServer
 from ktui.dispatch.placement import Placement
 from ktui.dispatch.queue import Listener, RunQueue, Task
-from ktui.dispatch.runner import LocalRunner, Runner, WorkerConfig
+from ktui.dispatch.runner import Runner, WorkerConfig, WorkerRunner
 from ktui.dispatch.session import Session
 from ktui.history.current import is_current
 from ktui.history.store import Store
@@ -79,7 +79,7 @@ class WatchLoop:
         self._owns_queue = queue is None
         if queue is None:
             runs = (str(runs_folder(workspace.root)),)  # where its worker may write, from its start
-            runners = runners or [LocalRunner(WorkerConfig(arch=options.arch, force_cpu=options.force_cpu,
+            runners = runners or [WorkerRunner(WorkerConfig(arch=options.arch, force_cpu=options.force_cpu,
                                                            writable=runs, readable=(str(workspace.root),),
                                                            allow_network=options.allow_network,
                                                            compile_ahead=True))]

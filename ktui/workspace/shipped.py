@@ -4,7 +4,8 @@ The one definition for every way a kernel is judged away from its files — ``--
 over ssh) and ``--ray`` (shipped as Ray objects): the workspace's files (``workspace_files``),
 its calibration, the GPU MODE ``files:`` modules a problem keeps outside it (``outside_modules``,
 named in a copy by ``outside_name``),
-and a Job whose paths name the copy instead of the originals (``moved_job``, ``moved_modules``).
+and a Job whose paths name the copy instead of the originals (``moved_job``, by the one rule of
+``relocation``).
 Text and paths only: nothing here imports user code.
 """
 
@@ -13,9 +14,9 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Any
 
 from ktui.protocol.statedir import CALIBRATION, STATE_DIR, calibration_file
+from ktui.workspace.relocation import Relocation
 
 MAX_FILES = 5000
 TEXTS = ("source", "reference_files")  # a Job's file texts: never rewritten as paths
@@ -52,28 +53,23 @@ def run_files(root: Path) -> list[str]:
     return names
 
 
-def moved_job(data: dict, root: str, new_root: str, run_dir: str, new_run: str, who: str) -> dict:
-    """A Job's JSON with its workspace paths under ``new_root`` and its run folder at ``new_run``
-    (the source texts are left as they are). ValueError when the kernel or its reference lies outside
-    the workspace: ``who`` (``a remote run``) receives the workspace only."""
-    def move(value: Any) -> Any:
-        if isinstance(value, str):
-            if value == run_dir or value.startswith(run_dir + "/"):
-                return new_run + value[len(run_dir):]
-            if value == root or value.startswith(root + "/"):
-                return new_root + value[len(root):]
-            return value
-        if isinstance(value, dict):
-            return {k: move(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [move(v) for v in value]
-        return value
+def job_relocation(data: dict, new_root: str, new_run: str, placed: dict[str, str] | None = None) -> Relocation:
+    """How a Job's JSON moves elsewhere: its workspace to ``new_root``, its run folder to
+    ``new_run``, and each module kept outside the workspace to its copy (``placed``: original →
+    copy). Its ``back`` turns what comes from there into this machine's paths."""
+    return Relocation({data["run_dir"]: new_run, data["root"]: new_root, **(placed or {})})
 
-    out = {k: (v if k in TEXTS else move(v)) for k, v in data.items()}
+
+def moved_job(data: dict, relocation: Relocation, who: str) -> dict:
+    """A Job's JSON with its paths moved by ``relocation`` (``job_relocation``); its source texts
+    are left as they are. ValueError when the kernel or its reference lies outside the workspace:
+    ``who`` (``a remote run``) receives the workspace only."""
+    out = {k: (v if k in TEXTS else relocation.json(v)) for k, v in data.items()}
     if data.get("reference_files"):  # its keys are paths, its values the texts: only the paths move
-        out["reference_files"] = {move(path): text for path, text in data["reference_files"].items()}
+        out["reference_files"] = {relocation.text(path): text for path, text in data["reference_files"].items()}
+    root = data["root"]
     for key in ("kernel_path", "reference_path"):
-        if data[key] and out[key] == data[key]:
+        if data[key] and not (data[key] == root or data[key].startswith(root + "/")):
             raise ValueError(f"{data[key]} is outside the workspace {root}: {who} sends the workspace only")
     return out
 
@@ -90,14 +86,3 @@ def outside_name(original: str) -> str:
     holds such copies: a folder named by its path's hash, so two ``utils.py`` never meet."""
     digest = hashlib.sha256(original.encode("utf-8", "surrogateescape")).hexdigest()[:16]
     return f"{digest}/{Path(original).name}"
-
-
-def moved_modules(data: dict, placed: dict[str, str]) -> dict:
-    """A Job's JSON whose problem modules at the paths of ``placed`` (original → copy) name the
-    copies, in its reference snapshot too (a ``files:`` module is part of what judges the kernel)."""
-    modules = (data.get("problem") or {}).get("modules")
-    if not modules:
-        return data
-    moved = {name: placed.get(path, path) for name, path in modules.items()}
-    files = {placed.get(path, path): text for path, text in (data.get("reference_files") or {}).items()}
-    return {**data, "problem": {**data["problem"], "modules": moved}, "reference_files": files}

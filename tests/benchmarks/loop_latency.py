@@ -26,7 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from ktui.dispatch.runner import LocalRunner, WorkerConfig  # noqa: E402
+from ktui.dispatch.runner import WorkerConfig, WorkerRunner  # noqa: E402
 from ktui.dispatch.session import Session  # noqa: E402
 from ktui.protocol.events import RunFinished, RunStarted  # noqa: E402
 from ktui.protocol.job import Options  # noqa: E402
@@ -54,7 +54,7 @@ def edit(path: Path, i: int, mode: str) -> None:
 
 def measure(mode: str, reps: int, force_cpu: bool) -> tuple[list[float], dict]:
     root = make_workspace()
-    runner = LocalRunner(WorkerConfig(force_cpu=force_cpu), fresh_each_run=(mode == "cold"), prestart=(mode == "warm"))
+    runner = WorkerRunner(WorkerConfig(force_cpu=force_cpu), fresh_each_run=(mode == "cold"), prestart=(mode == "warm"))
     session = Session(root, runner=runner)
     path = root / "kernels" / "softmax_triton.py"
     samples, info = [], {}

@@ -191,7 +191,7 @@ def test_a_worker_dying_mid_run_ends_that_run_crashed_and_the_next_gets_a_new_wo
 
 
 def test_a_runner_that_cannot_start_is_raised_to_the_batch_caller(tmp_path):
-    from ktui.dispatch.runner import WorkerStartError
+    from ktui.dispatch.worker_protocol import WorkerStartError
 
     root = _workspace(tmp_path, ["add_triton"])
 

@@ -9,7 +9,7 @@ import pytest
 from conftest import REPO, ktui, make_workspace, parse_events
 from waits import SAFETY_S, gone
 
-from ktui.dispatch.runner import LocalRunner
+from ktui.dispatch.runner import WorkerRunner
 from ktui.dispatch.session import Session
 from ktui.history.store import Store
 from ktui.protocol.job import Options
@@ -51,7 +51,7 @@ def address(local_ray) -> str:
 def serial_verdicts(tmp_path_factory):
     """The eight kernels judged one after another by one local warm worker: what Ray must match."""
     ws = make_workspace(tmp_path_factory.mktemp("serial") / "ws", SHIPPED, FIXTURES)
-    session = Session(ws, runner=LocalRunner())
+    session = Session(ws, runner=WorkerRunner())
     try:
         return {kernel.id: session.run(kernel, OPTIONS).verdict for kernel in discover([ws / "kernels"])}
     finally:

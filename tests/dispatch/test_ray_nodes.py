@@ -26,7 +26,7 @@ from ray.cluster_utils import Cluster  # noqa: E402
 from ray_driven import judged  # noqa: E402
 
 from ktui.dispatch.ray.pool import RayPool  # noqa: E402
-from ktui.dispatch.runner import LocalRunner  # noqa: E402
+from ktui.dispatch.runner import WorkerRunner  # noqa: E402
 from ktui.dispatch.session import Session  # noqa: E402
 
 pytestmark = pytest.mark.e2e
@@ -183,7 +183,7 @@ def rung_results(events: list) -> list[tuple[str, str]]:
 def test_a_node_without_the_workspace_judges_a_kernel_and_its_helper_as_a_local_run_does(two_nodes, tmp_path):
     here = helped_workspace(tmp_path / "here")
     local_events: list = []
-    session = Session(here, runner=LocalRunner(), consumers=[local_events.append])
+    session = Session(here, runner=WorkerRunner(), consumers=[local_events.append])
     try:
         [kernel] = discover([here / "kernels"])
         local = session.run(kernel, OPTIONS)

@@ -10,7 +10,7 @@ from conftest import FIXTURES, make_workspace
 
 from ktui.dispatch.ray.files import ScratchRun, WorkspaceCopies, write_shipped
 from ktui.dispatch.ray.ship import bundle_of, module_imports, refusals
-from ktui.dispatch.runner import LocalRunner
+from ktui.dispatch.runner import WorkerRunner
 from ktui.dispatch.session import Session
 from ktui.protocol.job import Options
 from ktui.workspace.kernels import discover, kernel_for
@@ -57,7 +57,7 @@ def helped_workspace(root: Path, extra: str = "") -> Path:
 
 def prepared(ws: Path):
     """Each kernel's Job, as ``ktui run`` prepares it (nothing runs)."""
-    session = Session(ws, runner=LocalRunner())
+    session = Session(ws, runner=WorkerRunner())
     try:
         return [session.prepare(kernel, Options(seed=7)) for kernel in discover([ws / "kernels"])]
     finally:
@@ -152,7 +152,7 @@ def test_an_actor_writes_each_workspace_version_once_and_forgets_the_oldest(tmp_
 def test_a_gpumode_module_kept_outside_the_problem_travels_and_its_path_comes_back(tmp_path):
     shutil.copytree(FIXTURES / "gpumode", tmp_path / "gpumode")  # scaleadd/task.yml: utils.py from ../utils.py
     problem = tmp_path / "gpumode" / "scaleadd"
-    session = Session(problem, runner=LocalRunner())
+    session = Session(problem, runner=WorkerRunner())
     try:
         job = session.prepare(kernel_for(problem / "submission.py"), Options(seed=7))
     finally:

@@ -11,7 +11,7 @@ import pytest
 from conftest import REPO, make_workspace
 
 from ktui.dispatch.readable import ReadRules, reads_of, state
-from ktui.dispatch.runner import LocalRunner
+from ktui.dispatch.runner import WorkerRunner
 from ktui.dispatch.session import Session
 from ktui.protocol.job import Job, Options
 from ktui.workspace.kernels import kernel_at
@@ -68,7 +68,7 @@ def test_a_warm_worker_is_replaced_to_read_a_root_module_saved_after_it_started(
     assert "    block = 1024\n" in text
     (root / "kernels" / "add_blocks.py").write_text("from blocks import BLOCK\n" + text.replace("    block = 1024\n",
                                                                                                 "    block = BLOCK\n"))
-    runner = LocalRunner()
+    runner = WorkerRunner()
     session = Session(root, runner=runner)
     try:
         kernel = kernel_at(root / "kernels" / "add_blocks.py")

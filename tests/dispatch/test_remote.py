@@ -196,7 +196,7 @@ def test_cancel_kills_the_remote_worker_group_and_the_next_run_is_warm_again(ssh
     try:
         job = session.prepare(kernel_at(ws / "kernels" / "hang.py"), Options(timeouts={"compile": 120}))
         tokens = []
-        verdicts, _ = _hang_until(session, runner, job, lambda: (tokens.append(runner._worker.token), runner.cancel()))
+        verdicts, _ = _hang_until(session, runner, job, lambda: (tokens.append(runner.worker._worker.proc.token), runner.cancel()))
         assert verdicts == ["cancelled"]
         assert not gone(lambda: tagged(tokens[0]))  # the remote worker and all it started
         good = session.run(kernel_at(ws / "kernels" / "add_triton.py"), Options(seed=5, benchmark=False))
@@ -215,7 +215,7 @@ def test_a_dropped_link_ends_the_run_interrupted_leaves_nothing_behind_and_the_n
         job = session.prepare(kernel_at(ws / "kernels" / "hang.py"), Options(timeouts={"compile": 3600}))
         tokens = []
         verdicts, messages = _hang_until(session, runner, job,
-                                         lambda: (tokens.append(runner._worker.token), server.stop()))
+                                         lambda: (tokens.append(runner.worker._worker.proc.token), server.stop()))
         assert verdicts == ["interrupted"]  # not the compile limit's timed_out: the link's end is noticed
         assert "the link to localhost dropped during compile" in messages[0]
         assert not gone(lambda: tagged(tokens[0]))  # nothing left running on the remote
@@ -391,7 +391,7 @@ def test_a_gpumode_module_kept_beside_the_problem_folder_is_synced_and_named_by_
         staged = runner.stage(job)
         there = staged.job.problem["modules"]["utils"]
         assert there.startswith(staged.base + "/outside/") and Path(there).read_text() == utils.read_text()
-        assert (there, str(utils)) in staged.back  # a message naming the copy names the local file
+        assert staged.back.text(f'File "{there}", line 1') == f'File "{utils}", line 1'  # a message naming the copy names the local file
         utils.write_text(utils.read_text() + "\nEDITED = True\n")
         assert Path(runner.stage(job).job.problem["modules"]["utils"]).read_text().endswith("EDITED = True\n")
     finally:

@@ -11,7 +11,7 @@ import pytest
 from conftest import REPO, finished, ktui, make_workspace, parse_events, rungs
 from waits import gone
 
-from ktui.dispatch.runner import LocalRunner
+from ktui.dispatch.runner import WorkerRunner
 from ktui.dispatch.session import Session
 from ktui.history.store import Store
 from ktui.protocol.events import RunFinished, RungStarted
@@ -45,7 +45,7 @@ def test_a_hanging_kernel_times_out_with_its_limit_and_the_worker_group_is_kille
 
 
 def test_the_warm_worker_is_reused_and_replaced_after_a_crash(ws):
-    runner = LocalRunner()
+    runner = WorkerRunner()
     session = Session(ws, runner=runner)
     try:
         good = kernel_at(ws / "kernels" / "add_triton.py")
@@ -64,7 +64,7 @@ def test_the_warm_worker_is_reused_and_replaced_after_a_crash(ws):
 
 
 def test_cancel_ends_the_run_in_flight_as_cancelled(ws):
-    runner = LocalRunner()
+    runner = WorkerRunner()
     session = Session(ws, runner=runner)
     try:
         # an hour's compile limit: the next run passing at all did not wait for it
@@ -115,7 +115,7 @@ def test_processes_started_by_user_code_do_not_outlive_the_run(tmp_path, monkeyp
     seconds = f"302.{os.getpid()}{int(dies)}"
     monkeypatch.setenv("KTUI_TEST_SLEEP", seconds)
     monkeypatch.setenv("KTUI_TEST_EXIT", "1" if dies else "0")
-    runner = LocalRunner()
+    runner = WorkerRunner()
     session = Session(ws, runner=runner)
     try:
         end = session.run(kernel_at(ws / "kernels" / "spawner.py"), Options(seed=1, benchmark=False))
@@ -187,7 +187,7 @@ def _run_with_output(session, kernel, seed):
 @pytest.mark.parametrize("ends", [False, True], ids=["left_running", "ended_by_itself"])
 def test_a_run_that_leaves_a_thread_running_replaces_the_worker_and_the_next_output_is_its_own(ws, ends):
     (ws / "kernels" / "add_leaky.py").write_text(ENDS_ITS_THREAD if ends else LEAKS_A_THREAD)
-    runner = LocalRunner()
+    runner = WorkerRunner()
     session = Session(ws, runner=runner)
     try:
         assert _run_with_output(session, kernel_at(ws / "kernels" / "add_triton.py"), seed=0)[0].verdict == "passed"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import make_workspace
 
-from ktui.dispatch.runner import LocalRunner, WorkerConfig
+from ktui.dispatch.runner import WorkerConfig, WorkerRunner
 from ktui.dispatch.session import Session
 from ktui.protocol.events import RunFinished, RungFinished, RunStarted
 from ktui.protocol.job import Options
@@ -42,7 +42,7 @@ def new_workers():
 @pytest.fixture
 def session(tmp_path):
     root = make_workspace(tmp_path / "ws", kernels=["add_triton"], fixtures=["syntax_error"])
-    session = Session(root, runner=LocalRunner(WorkerConfig(force_cpu=True)))
+    session = Session(root, runner=WorkerRunner(WorkerConfig(force_cpu=True)))
     yield session
     session.close()
 

@@ -4,7 +4,6 @@ a pause in the middle of the dump (a loaded machine) is not its end."""
 from __future__ import annotations
 
 import os
-import sys
 import textwrap
 import time
 
@@ -13,7 +12,8 @@ from conftest import by_kernel, finished, ktui, make_workspace, parse_events, ru
 from waits import until
 
 from ktui.dispatch import stacks
-from ktui.dispatch.runner import WorkerProcess
+from ktui.dispatch.transport import Command, LocalProcess
+from ktui.dispatch.worker_protocol import WorkerProcess
 
 # Spins like a hung kernel, in ``ws/spin.py`` (the workspace). Its dump goes through a relay that
 # stops for PAUSE seconds after the first lines, as a dump read on a loaded machine does.
@@ -43,16 +43,6 @@ spin()
 '''
 
 
-class Spinner:
-    """What ``WorkerProcess`` needs to start a process: its command line."""
-
-    def __init__(self, pause_s: float):
-        self.pause_s = pause_s
-
-    def argv(self) -> list[str]:
-        return [sys.executable, "-m", "slow_dump", str(self.pause_s)]
-
-
 @pytest.fixture
 def spinning(tmp_path, monkeypatch):
     (tmp_path / "slow_dump.py").write_text(textwrap.dedent(SLOW_DUMP))
@@ -63,7 +53,7 @@ def spinning(tmp_path, monkeypatch):
     started = []
 
     def start(pause_s: float) -> WorkerProcess:
-        worker = WorkerProcess(Spinner(pause_s))
+        worker = WorkerProcess(LocalProcess(Command("slow_dump", (str(pause_s),))))
         started.append(worker)
         assert until(lambda: (tmp_path / "spinning").exists() or not worker.alive()), "it never began to spin"
         return worker

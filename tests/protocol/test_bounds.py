@@ -7,7 +7,7 @@ import io
 
 import pytest
 
-from ktui.dispatch.runner import bounded_lines
+from ktui.dispatch.worker_protocol import bounded_lines
 from ktui.protocol.bounds import LINE_CHARS, MESSAGE_CHARS, MESSAGE_LINE_CHARS, QUOTE_CHARS, cut, cut_message
 from ktui.protocol.events import ErrorInfo, Output, RunFinished, RungFinished, event_from_json
 from ktui.protocol.processes import OUTPUT_END

@@ -14,7 +14,7 @@ import shutil
 import pytest
 from conftest import FIXTURES, REPO, make_workspace
 
-from ktui.dispatch.runner import LocalRunner
+from ktui.dispatch.runner import WorkerRunner
 from ktui.dispatch.session import Session
 from ktui.protocol.events import Output, RungFinished
 from ktui.protocol.job import Options
@@ -35,7 +35,7 @@ def session(tmp_path):
     text = text.replace(SAYS_SEED, SAYS_SEED + '    print(f"inputs from seed {seed} size {size}")\n')
     text = re.sub(r"BENCHMARKS = \[.*?\]\n", "BENCHMARKS = [{'size': 4096}]\n", text, flags=re.S)
     reference.write_text(text)
-    session = Session(root, runner=LocalRunner())
+    session = Session(root, runner=WorkerRunner())
     yield session
     session.close()
 
@@ -92,7 +92,7 @@ def test_inputs_made_ahead_come_from_the_seeds_the_problems_own_seeds_allow(tmp_
     # inputs made between runs come from their span, as the run's own draws do (``ktui.worker.seeds``)
     root = make_workspace(tmp_path / "ws")
     shutil.copytree(FIXTURES / "gpumode", root / "gpumode")
-    session = Session(root, runner=LocalRunner())
+    session = Session(root, runner=WorkerRunner())
     try:
         kernel = kernel_at(root / "gpumode" / "seedsort" / "submission.py")
         compiled = []

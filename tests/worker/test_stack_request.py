@@ -12,7 +12,9 @@ import pytest
 from waits import SAFETY_S, until
 
 from ktui.dispatch import stacks
-from ktui.dispatch.runner import WorkerConfig, WorkerProcess
+from ktui.dispatch.runner import WorkerConfig
+from ktui.dispatch.transport import Command, LocalProcess
+from ktui.dispatch.worker_protocol import WorkerProcess
 from ktui.protocol.processes import STACK_SIGNAL, STACK_SIGNAL_ASIDE
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads thread masks from /proc")
@@ -45,7 +47,7 @@ def threads_that_can_receive(pid: int, signum: int) -> list[str]:
 
 @pytest.mark.worker
 def test_a_ready_worker_keeps_one_thread_alone_able_to_take_the_second_request():
-    worker = WorkerProcess(WorkerConfig(force_cpu=True))
+    worker = WorkerProcess(LocalProcess(WorkerConfig(force_cpu=True).command()))
     try:
         worker.wait_ready()
         threads = len(list(Path(f"/proc/{worker.proc.pid}/task").iterdir()))
@@ -56,18 +58,13 @@ def test_a_ready_worker_keeps_one_thread_alone_able_to_take_the_second_request()
         worker.kill()
 
 
-class Unreachable:
-    def argv(self) -> list[str]:
-        return [sys.executable, "-m", "unreachable"]
-
-
 @pytest.mark.worker
 def test_a_first_request_no_thread_can_take_is_answered_through_the_kept_thread(tmp_path, monkeypatch):
     (tmp_path / "unreachable.py").write_text(textwrap.dedent(UNREACHABLE))
     (tmp_path / "ws").mkdir()
     (tmp_path / "ws" / "waiting.py").write_text("import time\n\n\ndef wait():\n    time.sleep(600)\n")
     monkeypatch.chdir(tmp_path)
-    worker = WorkerProcess(Unreachable())
+    worker = WorkerProcess(LocalProcess(Command("unreachable")))
     try:
         # its listener started, then its main thread asleep in wait() (the kernel's name for that sleep)
         asleep = Path(f"/proc/{worker.proc.pid}/wchan")

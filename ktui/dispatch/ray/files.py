@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ktui.protocol.job import Job
-from ktui.workspace.shipped import moved_job, moved_modules
+from ktui.workspace.relocation import Relocation
+from ktui.workspace.shipped import job_relocation, moved_job
 
 MAX_FILE_BYTES = 32 * 2**20
 MAX_RUN_BYTES = 128 * 2**20
@@ -55,12 +56,14 @@ class ScratchRun:
         self.path = Path(root) / job.run_id
         self.path.mkdir(parents=True)
         (self.path / SOURCE).write_text(job.source, encoding="utf-8")  # as the driver's run folder has it
-        self.pairs = [(str(self.path), self.local_run)]  # (this node's path, the driver's), longest first
-        if copy is None:
-            self.job = Job.from_json({**job.to_json(), "run_dir": str(self.path)})
+        data = job.to_json()
+        if copy is None:  # the workspace where the driver has it (a test's single node)
+            there = Relocation({job.run_dir: str(self.path)})
         else:
-            self.job, pairs = _in_copy(job, Path(copy), outside or {}, self.path)
-            self.pairs += pairs
+            placed = {original: str(Path(copy) / name) for original, name in (outside or {}).items()}
+            there = job_relocation(data, str(copy), str(self.path), placed)
+        self.job = Job.from_json(moved_job(data, there, "a Ray run"))
+        self.home = there.back  # this node's paths as the driver's
         self.max_file_bytes = max_file_bytes
         self.max_run_bytes = max_run_bytes
         self.shipped_bytes = 0
@@ -106,8 +109,7 @@ class ScratchRun:
     def back(self, event: dict[str, Any], where: str = "") -> dict[str, Any]:
         """An event of the scratch run as the driver's: its paths name the driver's run folder;
         a ``run_finished`` says which files stayed behind on ``where``."""
-        for here, there in self.pairs:
-            event = _replaced(event, here, there)
+        event = self.home.json(event)
         if event.get("type") == "run_finished" and self.not_shipped:
             reasons = [f"{reason} ({where})" if where else reason for reason in self.not_shipped.values()]
             event["message"] = "\n".join(filter(None, [event.get("message", ""), *reasons]))
@@ -116,15 +118,6 @@ class ScratchRun:
 
     def close(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
-
-
-def _in_copy(job: Job, copy: Path, outside: dict[str, str], run: Path) -> tuple[Job, list[tuple[str, str]]]:
-    """``job`` with its workspace at ``copy`` and its run folder at ``run``; the (copy's path,
-    driver's path) pairs that turn the copy's paths back."""
-    data = moved_job(job.to_json(), job.root, str(copy), job.run_dir, str(run), "a Ray run")
-    data = moved_modules(data, {original: str(copy / name) for original, name in outside.items()})
-    pairs = [(str(copy / name), original) for original, name in outside.items()]
-    return Job.from_json(data), [*pairs, (str(copy), job.root)]
 
 
 class WorkspaceCopies:
@@ -188,16 +181,6 @@ def write_shipped(run_dir: str, files: dict[str, bytes | None], atomic: bool = T
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
-
-
-def _replaced(value: Any, old: str, new: str) -> Any:
-    if isinstance(value, str):
-        return value.replace(old, new)
-    if isinstance(value, dict):
-        return {k: _replaced(v, old, new) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_replaced(v, old, new) for v in value]
-    return value
 
 
 def mib(size: int) -> str:

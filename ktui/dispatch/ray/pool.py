@@ -1,7 +1,7 @@
 """Ray as a placement of the run queue (``--ray`` of ``ktui run``, ``serve``, ``watch`` and ``mcp``): one warm worker per GPU.
 
 Ray places the work; ktui keeps its rules. Each GPU gets one long-lived actor (``num_gpus=1``)
-holding a ``LocalRunner``, so its compile caches stay warm; the CPU tier gets one actor per CPU.
+holding a ``WorkerRunner``, so its compile caches stay warm; the CPU tier gets one actor per CPU.
 Each actor is the body of one ``RayRunner``, and the run queue (``ktui.dispatch.queue``) drives those
 runners as it drives a ``DevicePool``'s: a job reaches an actor only when the previous one has
 ended, never two timed runs on one GPU. The queue prepares every Job (versions, run folders) and
@@ -34,7 +34,7 @@ from typing import Any, Callable, Iterator
 from ktui.dispatch.ray.files import MAX_FILE_BYTES, MAX_RUN_BYTES, ScratchRun, WorkspaceCopies, scratch_root
 from ktui.dispatch.ray.runner import RayRunner
 from ktui.dispatch.ray.ship import Bundle, Shipper
-from ktui.dispatch.runner import LocalRunner, WorkerConfig
+from ktui.dispatch.runner import WorkerConfig, WorkerRunner
 from ktui.protocol.job import Job
 
 INSTALL_HINT = "--ray needs Ray: pip install -e '.[ray]' (or pip install 'ray>=2.40')"
@@ -67,7 +67,7 @@ def import_ray(local: bool = False):
 
 
 class EvalWorker:
-    """The body of one Ray actor: a warm ``LocalRunner``, the place it runs (node, GPU), and the
+    """The body of one Ray actor: a warm ``WorkerRunner``, the place it runs (node, GPU), and the
     node-private scratch folder its runs write into."""
 
     def __init__(self, config: dict[str, Any], fresh_each_run: bool = False,
@@ -76,7 +76,7 @@ class EvalWorker:
 
         self.scratch = scratch_root()
         # its worker writes only this node's scratch folder: the runs' folders and the workspace copies
-        self.runner = LocalRunner(WorkerConfig(**{**config, "writable": (str(self.scratch),)}),
+        self.runner = WorkerRunner(WorkerConfig(**{**config, "writable": (str(self.scratch),)}),
                                   fresh_each_run=fresh_each_run)
         self.workspaces = WorkspaceCopies(self.scratch)
         self.limits = (max_file_bytes, max_run_bytes)

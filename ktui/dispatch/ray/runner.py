@@ -9,14 +9,14 @@ from typing import Any, Iterator
 
 from ktui.dispatch.never_ran import never_ran
 from ktui.dispatch.ray.files import write_shipped
-from ktui.dispatch.runner import REPLACED
+from ktui.dispatch.runner import REPLACED, Runner
 from ktui.protocol.events import CRASHED, ERROR, Event, RunFinished, RunStarted, event_from_json
 from ktui.protocol.job import Job
 
 STOPPED = "cancelled: the driver stopped following this run"
 
 
-class RayRunner:
+class RayRunner(Runner):
     """A ``Runner`` whose worker is one Ray actor of a ``RayPool``: the run queue hands it a job
     when the previous one has ended, and it yields the actor's events as they stream back (their
     files written first). The job's workspace is shipped before it is dispatched; a job that cannot
@@ -80,7 +80,7 @@ class RayRunner:
             self.actor = self.pool.replace(run.actor)
             return events, True
         except ray.exceptions.RayTaskError as exc:  # the actor lives; its worker could not start
-            cause = getattr(exc, "cause", None) or exc
+            cause = exc.cause or exc  # what the actor raised
             return _closing(job, run, ERROR, f"the Ray actor could not run it: {type(cause).__name__}: {cause}",
                             type(cause).__name__), True
         write_shipped(job.run_dir, item["files"])

@@ -28,7 +28,7 @@ from typing import Any, Iterator
 from ktui.dispatch.ray.files import MAX_FILE_BYTES, OUTSIDE, mib
 from ktui.protocol.job import Job
 from ktui.protocol.sourcelines import parse as parse_python
-from ktui.workspace.shipped import moved_job, outside_modules, outside_name, run_files
+from ktui.workspace.shipped import job_relocation, moved_job, outside_modules, outside_name, run_files
 
 KEEP_VERSIONS = 8  # workspace versions whose objects the driver keeps in Ray's store
 WHO = "a Ray run"
@@ -84,7 +84,8 @@ def bundle_of(root: str, jobs: list[Job], max_file_bytes: int = MAX_FILE_BYTES) 
 def refusals(job: Job, bundle: Bundle) -> list[str]:
     """Why a Ray node could not run ``job`` from ``bundle`` (nothing when it could)."""
     try:
-        moved_job(job.to_json(), job.root, "/shipped", job.run_dir, "/run", WHO)
+        data = job.to_json()
+        moved_job(data, job_relocation(data, "/shipped", "/run"), WHO)
     except ValueError as exc:
         return [str(exc)]
     reference = _relative(job.reference_path, job.root)

@@ -2,6 +2,7 @@
 
 ``address`` parses ``--remote``, ``link`` holds the one multiplexed ssh connection, ``sync``
 copies the workspace and ktui itself, ``agent`` is what runs on the remote (started as
-``python -m ktui.dispatch.remote.agent``), ``worker`` and ``runner`` are the parent's side of a
-remote worker, ``check`` is ``ktui remote check``.
+``python -m ktui.dispatch.remote.agent``), ``transport`` is a worker there as the parent reaches it
+(``ssh host agent launch``), ``runner`` stages each job there and runs it over that transport,
+``check`` is ``ktui remote check``.
 """

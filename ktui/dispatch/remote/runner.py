@@ -3,8 +3,8 @@
 Before each run it syncs ktui's own package (so the remote runs exactly this version of ktui)
 and the workspace into ``<remote dir>/<workspace hash>/`` (``pkg/``, ``ws/``, ``runs/``, and
 ``outside/`` for the GPU MODE ``files:`` modules a problem keeps beside its folder: nothing is
-written outside it), rewrites the Job's paths to the remote's, follows the remote worker as
-``LocalRunner`` follows a local one, rewrites the events' paths back, copies the remote run folder
+written outside it), rewrites the Job's paths to the remote's, runs it in a ``WorkerRunner`` whose
+transport is ssh (``transport.SshProcess``), rewrites the events' paths back, copies the remote run folder
 into the local one before ``run_finished``, and records the host in the run's summary
 (``summary["host"]``). A link that drops ends the run ``interrupted``; the next run reconnects.
 """
@@ -22,8 +22,10 @@ from ktui.dispatch.never_ran import never_ran
 from ktui.dispatch.remote.address import RemoteAddress
 from ktui.dispatch.remote.link import Link, LinkDown
 from ktui.dispatch.remote.sync import Syncer
-from ktui.dispatch.remote.worker import RemoteWorker
-from ktui.dispatch.runner import LocalRunner, WorkerConfig, WorkerProcess, WorkerStartError
+from ktui.dispatch.remote.transport import SshProcess
+from ktui.dispatch.runner import REPLACED, Runner, WorkerConfig, WorkerRunner
+from ktui.dispatch.transport import Transport
+from ktui.dispatch.worker_protocol import WorkerStartError
 from ktui.protocol.events import (
     CRASHED,
     ERROR,
@@ -34,7 +36,8 @@ from ktui.protocol.events import (
     event_from_json,
 )
 from ktui.protocol.job import Job
-from ktui.workspace.shipped import moved_job, moved_modules, outside_modules, outside_name, run_files
+from ktui.workspace.relocation import Relocation
+from ktui.workspace.shipped import job_relocation, moved_job, outside_modules, outside_name, run_files
 
 PACKAGE = Path(ktui.__file__).resolve().parent
 DEFAULT_DIR = "~/.ktui-remote"
@@ -43,18 +46,20 @@ DEFAULT_DIR = "~/.ktui-remote"
 @dataclass(frozen=True)
 class Staged:
     """A job made ready on the remote: its folder there, the Job as the remote sees it, its run
-    folder there, and the (remote, local) path pairs that turn the remote's paths back into ours."""
+    folder there, and how the remote's paths turn back into ours."""
 
     base: str
     job: Job
     remote_run: str
-    back: list[tuple[str, str]]
+    back: Relocation
 
 
-class RemoteRunner(LocalRunner):
+class RemoteRunner(Runner):
+    """Jobs staged on a remote host and run there by a warm worker over ssh (``worker``)."""
+
     def __init__(self, address: RemoteAddress, config: WorkerConfig | None = None, fresh_each_run: bool = False,
                  ssh_config: str | None = None, python: str = "python3", sync: str = "auto", root: Path | None = None):
-        super().__init__(config, fresh_each_run=fresh_each_run)
+        self.worker = WorkerRunner(config, fresh_each_run=fresh_each_run, launch=self._launch)
         self.root = root  # the workspace ``describe`` starts the worker for (a run names its own)
         self.address = address
         self.link = Link(address, ssh_config)
@@ -90,22 +95,29 @@ class RemoteRunner(LocalRunner):
                 self._setup(self._base)
         except (LinkDown, RuntimeError, ValueError, OSError) as exc:
             raise WorkerStartError(str(exc)) from exc
-        return {**self._ensure_worker().info, "host": self.host}
+        return {**self.worker.describe(), "host": self.host}
 
-    def _ensure_worker(self) -> WorkerProcess:
-        assert self._base is not None
-        with self._lock:
-            if self._worker is None or not self._worker.alive():
-                if self._worker is not None:
-                    self._worker.kill()
-                worker = RemoteWorker(self.config, self.link, self._base, self.python)
-                try:
-                    worker.wait_ready()
-                except BaseException:
-                    worker.kill()
-                    raise
-                self._worker = worker
-            return self._worker
+    @property
+    def warm(self) -> bool:
+        return self.worker.warm
+
+    @property
+    def gpu(self) -> str:
+        return self.worker.gpu
+
+    def reach(self) -> str | None:
+        try:
+            self.link.connect()
+        except LinkDown as exc:
+            self.close()
+            return str(exc)
+        return None
+
+    def _launch(self, config: WorkerConfig) -> Transport:
+        """The worker, started by the agent in the workspace's remote folder."""
+        if self._base is None:
+            raise WorkerStartError(f"{self.host}: no workspace folder there yet (a run or describe makes it)")
+        return SshProcess(config.command(), self.link, self._base, self.python)
 
     def _setup(self, base: str) -> None:
         """The workspace's remote folder, with this ktui in it: once a session (and after a reconnect)."""
@@ -123,7 +135,7 @@ class RemoteRunner(LocalRunner):
         self.link.connect()
         base = self.base_for(root)
         if base != self._base:
-            self._discard_worker()  # its folder is another workspace's
+            self.worker.discard_worker()  # its folder is another workspace's
         self._base = base
         self._setup(base)
         return base
@@ -132,7 +144,7 @@ class RemoteRunner(LocalRunner):
         """Everything a remote run of ``job`` needs, there: this ktui, the workspace (and its
         calibration), an empty run folder; the Job with the remote's paths. LinkDown, RuntimeError,
         ValueError or OSError when that fails. Used by runs and by the tools (profile, sanitize)."""
-        local_root, local_run = job.root, job.run_dir
+        local_root = job.root
         base = self.connect_to(local_root)
         names = run_files(Path(local_root))  # the workspace and its calibration
         self.syncer.send(Path(local_root), names, f"{base}/ws")
@@ -140,10 +152,10 @@ class RemoteRunner(LocalRunner):
         remote_run = f"{base}/runs/{job.run_id}"
         self.link.run([*self.agent_command(base), "prepare", f"{base}/ws", remote_run],
                       input="\0".join(names).encode("utf-8", "surrogateescape"))
-        moved = moved_job(job.to_json(), local_root, f"{base}/ws", local_run, remote_run, "a remote run")
-        remote_job = Job.from_json(moved_modules(moved, placed))
-        back = [(remote_run, local_run), *((there, here) for here, there in placed.items()), (f"{base}/ws", local_root)]
-        return Staged(base, remote_job, remote_run, back)
+        data = job.to_json()
+        there = job_relocation(data, f"{base}/ws", remote_run, placed)
+        remote_job = Job.from_json(moved_job(data, there, "a remote run"))
+        return Staged(base, remote_job, remote_run, there.back)
 
     def _send_outside(self, job: Job, base: str) -> dict[str, str]:
         """The job's GPU MODE modules kept outside its workspace, each synced to
@@ -172,11 +184,11 @@ class RemoteRunner(LocalRunner):
             yield from self._not_started(job, exc)
             return
         remote_job, remote_run, back = staged.job, staged.remote_run, staged.back
-        stream = super().run(remote_job)
+        stream = self.worker.run(remote_job)
         held: RungFinished | None = None
         try:
             for event in self._unless_link_dropped(stream, job):
-                event = _rewrite(event, back)
+                event = event_from_json(back.json(event.to_json()))
                 if isinstance(event, RungFinished) and event.status == CRASHED:
                     held = event  # decided with the run's end: a crash or a dropped link
                     continue
@@ -203,7 +215,7 @@ class RemoteRunner(LocalRunner):
             yield from stream
 
     def _finish(self, event: RunFinished, held: RungFinished | None, remote_run: str, local_run: str) -> RunFinished:
-        if event.verdict == CRASHED and not self._cancelled.is_set() and not self.link.master_alive():
+        if event.verdict == CRASHED and not self.worker.cancelled and not self.link.master_alive():
             self.link.state = "down"
             where = held.rung if held is not None else "the ladder"
             message = (f"the link to {self.host} dropped during {where}; the remote worker was ended "
@@ -234,24 +246,12 @@ class RemoteRunner(LocalRunner):
         message = str(exc)
         yield from never_ran(job, verdict, message, device=self.host, summary={"host": self.host})
 
+    def cancel(self, reason: str = REPLACED, run_id: str | None = None) -> None:
+        self.worker.cancel(reason, run_id=run_id)
+
     def close(self) -> None:
         try:
-            super().close()
+            self.worker.close()
         finally:
             self.link.close()
 
-
-def _rewrite(event: Event, pairs: list[tuple[str, str]]) -> Event:
-    """An event from the remote with the remote's paths (in any text) as the local ones."""
-    def back(value: Any) -> Any:
-        if isinstance(value, str):
-            for remote, local in pairs:
-                value = value.replace(remote, local)
-            return value
-        if isinstance(value, dict):
-            return {k: back(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [back(v) for v in value]
-        return value
-
-    return event_from_json(back(event.to_json()))
