@@ -174,7 +174,7 @@ def test_the_calibration_s_time_is_reported_apart_from_the_run_s():
 # What a worker's benchmark does, in a process confined as a worker is (``ktui.worker.main``), which may
 # also write the fake GPU's log (the folder ``argv[2]``).
 HOLDER = ("import json, sys; from pathlib import Path; from ktui.worker.confine import confine; "
-          "from ktui.protocol.statedir import user_calibrations; confine([user_calibrations(), Path(sys.argv[2])]); "
+          "from ktui.protocol.statedir import user_calibrations; confine([user_calibrations(), Path(sys.argv[2])], [Path(sys.argv[3])]); "
           "from ktui.worker.timing.calibrate import for_benchmark; "
           "got = for_benchmark(Path(sys.argv[1]), lambda text: print('progress', text, flush=True)); "
           "print(json.dumps({'measured': got.measured_s is not None, 'path': str(got.path), "
@@ -189,7 +189,8 @@ def test_two_processes_calibrating_one_gpu_kind_at_once_measure_it_once(tmp_path
                      "FAKE_GPU_HOLD": str(hold)})
 
     def start(name):
-        return subprocess.Popen([sys.executable, "-c", HOLDER, str(make_workspace(tmp_path / name)), str(log.parent)],
+        return subprocess.Popen([sys.executable, "-c", HOLDER, str(make_workspace(tmp_path / name)), str(log.parent),
+                                 str(FAKE_GPU)],  # readable as a file named, not through sys.path: CI's install is not on PYTHONPATH
                                 cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     first = start("one")
