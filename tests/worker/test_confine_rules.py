@@ -193,3 +193,17 @@ def test_a_gpu_cuda_could_not_start_in_the_sandbox_is_named_with_the_way_out():
     assert sandbox_named(failed, confined=False) == failed
     plain = Tier("cpu", "CPU (Triton interpreter)", "sm_90a", "cpu")
     assert sandbox_named(plain, confined=True) == plain
+
+
+def test_on_a_gpu_machine_proc_is_writable_with_truncation_as_the_driver_names_its_threads(tmp_path, places):
+    """cuInit opens ``/proc/<pid>/task/<tid>/comm`` with O_TRUNC: from Landlock ABI 3 truncation is a
+    right of its own, and without it CUDA fails to start (error 304) in every confined worker."""
+    _, workspace = places
+    runs, tmp, cache = workspace / ".ktui" / "runs", tmp_path / "private", tmp_path / "caches" / "triton"
+
+    def proc_rights(gpu: bool) -> int:
+        made = rules(7, [runs], [workspace], tmp, [cache], tmp_path / "tmp", network=False, gpu=gpu)
+        return next(r.rights for r in made if r.path == Path("/proc"))
+
+    assert proc_rights(gpu=True) & (landlock.WRITE_FILE | landlock.TRUNCATE) == landlock.WRITE_FILE | landlock.TRUNCATE
+    assert proc_rights(gpu=False) == landlock.READ  # without a driver nothing there is written

@@ -17,8 +17,9 @@ A kernel under test needs to compute, and to be built and run; so its process ma
 - **write** (and read) only its run folders, its private temp folder, ktui's compiler caches
   (``caches``), ktui's GPU lock folder in ``/dev/shm``, ``/dev/null`` and ``/dev/zero``; on a
   machine with an NVIDIA driver also the GPU's device nodes (``/dev/nvidia*``, ``/dev/dxg``) and
-  ``/proc`` (the driver names its threads in ``/proc/<pid>/task/<tid>/comm`` as it starts:
-  ``cuInit`` fails with 304 without it), and read ``/run/nvidia-persistenced``.
+  ``/proc`` (the driver names its threads in ``/proc/<pid>/task/<tid>/comm`` as it starts, opened
+  for writing with truncation, a right of its own from Landlock ABI 3: ``cuInit`` fails with 304
+  without either), and read ``/run/nvidia-persistenced``.
 
 Nothing else: not the user's home (``~/.ssh``, ``~/.triton``), not ``/etc/shadow``, not ``/tmp``,
 not ``.ktui/`` beyond its run folders (the history, the owner's socket and token), not another
@@ -42,7 +43,16 @@ from typing import Iterable
 import ktui
 from ktui.protocol.dsls import dsls
 from ktui.protocol.statedir import RUNS, STATE_DIR, STATE_DIR_ENV, calibration_file, readable_entries
-from ktui.worker.confine.landlock import READ, READ_DIR, READ_EXECUTE, READ_FILE, WRITE_FILE, Rule, handled_rights
+from ktui.worker.confine.landlock import (
+    READ,
+    READ_DIR,
+    READ_EXECUTE,
+    READ_FILE,
+    TRUNCATE,
+    WRITE_FILE,
+    Rule,
+    handled_rights,
+)
 from ktui.worker.timing import gpu_lock
 
 SYSTEM = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/opt/nvidia")
@@ -105,7 +115,7 @@ def rules(abi: int, writable: Iterable[Path], readable: Iterable[Path], tmp: Pat
     out += [Rule(Path("/etc") / name, READ) for name in ETC + (ETC_NETWORK if network else ())]
     out += workspace_rules(readable, states, refused)
     out += device_rules(gpu)
-    out += [Rule(Path("/proc"), READ | (WRITE_FILE if gpu else 0)), Rule(Path("/sys"), READ)]
+    out += [Rule(Path("/proc"), READ | (WRITE_FILE | TRUNCATE if gpu else 0)), Rule(Path("/sys"), READ)]
     if gpu:
         mps = Path(os.environ.get("CUDA_MPS_PIPE_DIRECTORY") or "/tmp/nvidia-mps")
         out += [Rule(Path(p), READ) for p in GPU_READ] + [Rule(mps, READ | WRITE_FILE)]
