@@ -32,7 +32,7 @@ from ktui.measure.stats import StoppingRule, summarize
 from ktui.worker.timing import bandwidth as _bandwidth
 from ktui.worker.timing import gpu_lock
 from ktui.worker.timing import launchfloor as _launchfloor
-from ktui.worker.timing.clocks import ClockMonitor, driver_version
+from ktui.worker.timing.clocks import ClockMonitor, driver_version, settle
 from ktui.worker.timing.device_id import mig_of
 from ktui.worker.timing.sampler import Flush, Sampler, l2_bytes
 
@@ -114,6 +114,7 @@ def _measured(kind: DeviceIdentity, time_s: float, progress: Callable[[str], Non
             details[f"matmul_{key}"] = {"error": f"{type(exc).__name__}: {exc}".splitlines()[0][:200]}
         finally:
             torch.cuda.empty_cache()
+    details["settled"] = settle(clocks, progress)
     return Calibration(
         device=kind.device,
         driver=kind.driver,

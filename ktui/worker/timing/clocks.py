@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from ktui.worker.timing.device_id import pci_bus_id_of, uuid_of
 
@@ -188,3 +189,35 @@ def driver_version() -> tuple[str, str]:
 
     api = torch._C._cuda_getDriverVersion() if hasattr(torch._C, "_cuda_getDriverVersion") else 0
     return (f"cuda-api-{api}" if api else "unknown"), "torch (CUDA driver API version, not the release)"
+
+
+SETTLE_LIMIT_S = 15.0  # the longest a calibration waits for the clocks to recover
+SETTLE_QUIET_S = 1.0  # how long no throttling reason may be seen before they count as recovered
+
+
+def settle(clocks: ClockMonitor, progress: Callable[[str], None] = lambda _: None, limit_s: float = SETTLE_LIMIT_S,
+           quiet_s: float = SETTLE_QUIET_S, every_s: float = 0.1,
+           now: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> dict[str, Any]:
+    """Wait until the GPU has left its power cap or thermal limit (no throttling reason for
+    ``quiet_s``), at most ``limit_s``. A calibration ends with minutes' worth of matmul power in
+    seconds; the first benchmark after it otherwise runs at capped clocks and reads a launch-bound
+    kernel as short of its roofline (seen on the H200: 80% where 94% is its steady figure)."""
+    if not clocks.available:
+        return {"settled": None, "why": clocks.source}
+    started = now()
+    quiet_since, seen, told = started, set(), False
+    while True:
+        reading = clocks.read()
+        reasons = [r for r in reason_names(reading.reasons) if r in THROTTLING] if reading else []
+        t = now()
+        if reasons:
+            seen.update(reasons)
+            quiet_since = t
+            if not told:
+                progress(f"letting the GPU's clocks recover ({', '.join(reasons)})")
+                told = True
+        elif t - quiet_since >= quiet_s:
+            return {"settled": True, "waited_s": round(t - started, 2), "reasons": sorted(seen)}
+        if t - started >= limit_s:
+            return {"settled": False, "waited_s": round(t - started, 2), "reasons": sorted(seen)}
+        sleep(every_s if clocks.cheap else max(every_s, 0.5))
