@@ -23,7 +23,8 @@
 # specialisation per DSL, then save → verdict for the CuTeDSL softmax and the TileLang softmax,
 # RMSNorm and GEMM, saves a second apart), contention (nvdisasm and a compile beside
 # busy processes), first (a new user's first calls: tests/benchmarks/first_contact.py), confine (CUDA and nvcc
-# under the worker's confinement: tests/benchmarks/confine_probe.py), watch-tl (watch-dsls' TileLang kernels alone), start (a worker's start by phase), tests (the
+# under the worker's confinement: tests/benchmarks/confine_probe.py), watch-tl (watch-dsls' TileLang kernels alone), shots (the H200
+# screenshots, calibrated, with an ncu profile), start (a worker's start by phase), tests (the
 # GPU tests named in TESTS, alone; TESTS_LIMIT seconds, default 200). A step that
 # would end past DEADLINE seconds is not started; queue.log names what ran and what is left.
 #
@@ -137,7 +138,7 @@ case "${1:-}" in
     shift
     deadline="${DEADLINE:-540}"
     declare -A LIMIT=([gpu]=450 [gpu-timing]=330 [hotspots]=200 [roofline]=420 [latency]=150 [mcp]=150
-                      [memory]=170 [trust]=500 [watch]=220 [watch-dsls]=540 [first]=300 [confine]=200 [watch-tl]=300 [start]=60 [contention]=120 [tests]=${TESTS_LIMIT:-200})
+                      [memory]=170 [trust]=500 [watch]=220 [watch-dsls]=540 [first]=300 [confine]=200 [watch-tl]=300 [shots]=280 [start]=60 [contention]=120 [tests]=${TESTS_LIMIT:-200})
     for name in "$@"; do
       limit="${LIMIT[$name]:?unknown step $name}"
       if (( SECONDS + limit > deadline )); then echo "left: $name (needs ${limit} s, $((deadline - SECONDS)) s left)" >> "$OUT/queue.log"; continue; fi
@@ -181,6 +182,10 @@ case "${1:-}" in
         first) machine first.log  # a fresh user cache and workspace: the first benchmark calibrates; a new reference's audit
              step first.log "$limit" "$PY" tests/benchmarks/first_contact.py --gpumode "${CORPORA:?}/gpumode/problems" \
                --json "$OUT/first_contact.json" ;;
+        shots) machine shots.log  # the H200 screenshots: the shipped softmax and add, calibrated, with an ncu profile
+             step shots.log "$limit" "$PY" screenshots/make_screenshots.py --name h200 --profile --panes 3,5 \
+               --kernels softmax_triton,add_triton --out "$OUT/shots"
+             tar -czf "$OUT/screenshots.tgz" -C "$OUT" shots 2>> "$OUT/shots.log" && rm -rf "$OUT/shots" ;;
         start) machine latency.log  # where a cold worker's start goes, phase by phase
              step latency.log "$limit" "$PY" tests/benchmarks/worker_start.py --runs 5 ;;
         latency) machine latency.log
