@@ -6,9 +6,10 @@ event lines on a private copy of the original stdout. The user's prints go to st
 print can corrupt the protocol. Anything that kills this process — a segfault, an illegal
 memory access, ``os._exit`` — is turned into a verdict by the parent (see ``ktui.dispatch.runner``).
 
-It may write only its run folders, its temp folder, the compilers' caches, the user's calibrations
-and /dev (``ktui.worker.confine``): the history is the parent's alone. The first benchmark on a GPU
-kind with no calibration asks the parent, whose measuring process keeps one (``ktui.worker.parent``).
+It may write only its run folders, its temp folder, the compilers' caches and /dev
+(``ktui.worker.confine``): the history is the parent's alone. It reads the user's calibrations and
+never writes them: the first benchmark on a GPU kind with none asks the parent, whose measuring
+process keeps one (``ktui.worker.parent``).
 
 Protocol lines (worker → parent), besides the run's events:
     {"type": "ready", "tier": ..., "device": ..., "arch": ..., "pid": ..., "confined": bool, "confinement": ...,
@@ -126,9 +127,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def sandbox(allow_network: bool = False, fresh_caches: bool = False) -> Confinement:
-    """The worker's confinement (``ktui.worker.confine``): it writes the run folders the parent named
-    and the user's calibrations, and reads the workspaces it named."""
-    return confine([*writable_from_env(), user_calibrations()], readable_from_env(), fresh_caches=fresh_caches,
+    """The worker's confinement (``ktui.worker.confine``): it writes the run folders the parent named,
+    reads the workspaces it named, and reads the user's calibrations, which it never writes."""
+    return confine(writable_from_env(), readable_from_env(), read_only=[user_calibrations()], fresh_caches=fresh_caches,
                    network_allowed="--allow-network" if allow_network else "")
 
 
