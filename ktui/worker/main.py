@@ -2,8 +2,8 @@
 
 It imports torch and Triton once (and holds the CUDA context on a GPU), then waits for jobs on a
 private copy of the original stdin, one JSON line each (``ktui.worker.parent``), and answers with
-event lines on a private copy of the original stdout. The user's prints go to stderr, which the parent forwards as ``output`` events, so no
-print can corrupt the protocol. Anything that kills this process — a segfault, an illegal
+event lines on a private copy of the original stdout. The user's prints go to stderr, which the
+parent forwards as ``output`` events, so no print can corrupt the protocol. Anything that kills this process — a segfault, an illegal
 memory access, ``os._exit`` — is turned into a verdict by the parent (see ``ktui.dispatch.runner``).
 
 It may write only its run folders, its temp folder, the compilers' caches and /dev

@@ -12,8 +12,8 @@ The first benchmark on a GPU kind with no calibration has one measured (``device
 for every workspace of the user, in an exclusive turn on the GPU, before the rung allocates its inputs,
 by the measuring process the worker's parent starts beside it (the worker may not write the user's
 calibrations: ``ktui.worker.parent``), its progress told as the rung's notes; its time is the rung's
-``calibration`` phase and ``calibration_s`` figure, apart from the timing's. A roofline without a launch floor is provisional
-(``roofline_provisional``): the summary then makes no stop decision.
+``calibration`` phase and ``calibration_s`` figure, apart from the timing's. A roofline without a
+launch floor is provisional (``roofline_provisional``): the summary then makes no stop decision.
 
 Comparing with the kernel's earlier versions happens in the process that owns the history
 (``ktui.dispatch.compare``), which adds the ``label`` figures to these.
