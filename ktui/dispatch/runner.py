@@ -7,7 +7,9 @@ group by default; ``remote.RemoteRunner`` gives it ssh's). When the worker dies 
 ``os._exit``, killed) the run ends ``crashed`` with the signal and the last lines it printed; when
 a rung outlives its limit the whole process group is killed and the run ends ``timed_out``;
 ``cancel`` kills it and the run ends ``cancelled``. A worker that ended any of these ways is
-replaced before the next job.
+replaced before the next job. A worker whose first benchmark on a GPU kind finds no calibration asks
+for one: the runner has it measured beside the worker while the run is in flight, by a process that
+is not confined (``first_calibration``).
 
 ``Runner`` is what the run queue drives: this, a ``RemoteRunner``, a Ray actor's ``RayRunner``,
 the tests' ``ScriptedRunner``.
@@ -26,9 +28,11 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from ktui.dispatch import stacks
+from ktui.dispatch.first_calibration import Measuring
 from ktui.dispatch.readable import ReadRules
 from ktui.dispatch.transport import Command, LocalProcess, Transport
 from ktui.dispatch.worker_protocol import WorkerProcess, crash_message
+from ktui.measure.calibrate import ASK
 from ktui.measure.masks import unmasked_of, with_hint
 from ktui.protocol import statedir
 from ktui.protocol.events import (
@@ -147,6 +151,7 @@ class WorkerRunner(Runner):
         self._cancelled = threading.Event()
         self._cancel_reason = REPLACED
         self._run_id = ""  # the job in flight (or last run)
+        self._measuring: Measuring | None = None  # the calibration the run in flight asked for
         self._reads = ReadRules(self.config.readable)
         if prestart:
             self._ensure_worker()
@@ -258,8 +263,20 @@ class WorkerRunner(Runner):
             # for no one, and its late events would reach the next job.
             self.discard_worker()
             raise
+        finally:
+            self._end_measuring()  # a calibration ends with the run that asked for it
         if fresh:
             self.discard_worker()
+
+    def _measure(self, worker: WorkerProcess) -> None:
+        """The worker asked for its GPU's calibration: measured beside it, one at a time."""
+        if self._measuring is None or not self._measuring.running:
+            self._measuring = Measuring(worker)
+
+    def _end_measuring(self) -> None:
+        if self._measuring is not None:
+            self._measuring.stop()
+            self._measuring = None
 
     def _placed(self, event: Event) -> Event:
         """A worker pinned to one GPU of several names it in the run's summary (``ran_on``, as a Ray run's does)."""
@@ -357,6 +374,9 @@ class WorkerRunner(Runner):
             if kind == "job_done":
                 done = payload
                 deadline = time.monotonic() + OUTPUT_END_GRACE_S
+                continue
+            if kind == ASK:
+                self._measure(worker)
                 continue
             event = event_from_json(payload)
             if isinstance(event, RungStarted):

@@ -3,7 +3,9 @@
 A transport carries the worker protocol (``ktui.dispatch.worker_protocol``: a job as one JSON line
 in, events as JSON lines out, printed output on stderr) and knows nothing of it. ``LocalProcess``
 is a child of this process; ``remote.transport.SshProcess`` is ``ssh host agent launch``, whose
-pipes are the remote worker's; a Ray actor holds a ``LocalProcess`` on its own node.
+pipes are the remote worker's; a Ray actor holds a ``LocalProcess`` on its own node. A transport
+also starts ktui's own processes beside its worker, on the same host and for the same GPU, not
+confined (``beside``: the calibration's measuring process the worker asks for).
 """
 
 from __future__ import annotations
@@ -77,6 +79,12 @@ class Transport(ABC):
         return False
 
     @abstractmethod
+    def beside(self, command: Command) -> subprocess.Popen:
+        """``command`` started beside the worker: on its host, for its GPU, in a session of its own,
+        not confined, with no input; its stdout and stderr piped here as text. It runs ktui's code,
+        never user code (the calibration's measuring process). ``end_tree`` ends it."""
+
+    @abstractmethod
     def job_started(self) -> None:
         """A job was sent (what an out-of-memory kill is counted from)."""
 
@@ -90,6 +98,7 @@ class LocalProcess(Transport):
     token its descendants inherit, so that what it started is found and ended with it."""
 
     def __init__(self, command: Command):
+        self.command = command
         self.token = uuid.uuid4().hex
         # Its private temp folder is made and removed here: confined, it could not remove it itself.
         self.tmp = tempfile.mkdtemp(prefix="ktui-worker-")
@@ -140,6 +149,13 @@ class LocalProcess(Transport):
         _kill_orphans(self.token)
         shutil.rmtree(self.tmp, ignore_errors=True)
         threading.Thread(target=self.popen.wait, name="ktui-reap-worker", daemon=True).start()
+
+    def beside(self, command: Command) -> subprocess.Popen:
+        """A child of this process with the worker's GPU (its pinned ``CUDA_VISIBLE_DEVICES``), none
+        of the worker's sandbox: no folders named to write or read, no temp folder of its own."""
+        return subprocess.Popen(command.argv(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, encoding="utf-8", errors="replace", bufsize=1,
+                                env=child_env({**self.command.env, **command.env}), start_new_session=True)
 
     def job_started(self) -> None:
         self.oom.job_started()

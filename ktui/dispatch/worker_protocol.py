@@ -2,7 +2,9 @@
 
 The worker says ``ready`` (its tier, device, confinement) as one JSON line on stdout; a job goes
 to it as one JSON line on stdin; its events come back as JSON lines on stdout, ``job_done`` last;
-what user code prints arrives on stderr, a job's output ended by ``OUTPUT_END``. ``WorkerProcess``
+what user code prints arrives on stderr, a job's output ended by ``OUTPUT_END``. During a job the
+worker may ask for a calibration of its GPU (``ktui.measure.calibrate.ASK``), which it may not
+measure and keep itself: the answers go to it on stdin (``answer``; ``ktui.dispatch.calibrate``). ``WorkerProcess``
 reads both streams on threads of their own into one queue of messages, and keeps the last lines
 printed for the message of a worker that dies. Where the process runs, and how it is signalled
 and ended, is its transport's (``ktui.dispatch.transport``).
@@ -40,6 +42,7 @@ class WorkerProcess:
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
         self.lines_seen = 0  # every stderr line so far (the tail keeps the last STDERR_TAIL)
         self.info: dict[str, Any] = {}
+        self._input = threading.Lock()  # one line at a time on its stdin: a job, or an answer to its ask
         threading.Thread(target=self._read_stdout, daemon=True).start()
         self._stderr_reader = threading.Thread(target=self._read_stderr, daemon=True)
         self._stderr_reader.start()
@@ -109,8 +112,20 @@ class WorkerProcess:
     def send(self, job: Job) -> None:
         self.stderr_tail.clear()  # a crash names what this job printed, not the previous kernel
         self.proc.job_started()
-        self.proc.stdin.write(json.dumps(job.to_json()) + "\n")
-        self.proc.stdin.flush()
+        with self._input:
+            self.proc.stdin.write(json.dumps(job.to_json()) + "\n")
+            self.proc.stdin.flush()
+
+    def answer(self, message: dict[str, Any]) -> bool:
+        """Write one line of an answer to what the worker asked (from any thread); False when the
+        worker is gone (its run ends as a dead worker's does)."""
+        try:
+            with self._input:
+                self.proc.stdin.write(json.dumps(message) + "\n")
+                self.proc.stdin.flush()
+        except (OSError, ValueError):  # a broken pipe, or its stdin closed by a kill
+            return False
+        return True
 
     def alive(self) -> bool:
         return self.proc.poll() is None

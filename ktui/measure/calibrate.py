@@ -13,10 +13,13 @@ as the device allows. So ktui measures two ceilings the way a kernel would meet 
 - **launch floor** (``ktui.measure.launchfloor``): the shortest launch to completion, and which
   model of floor and transfer fits copies from tiny to large, stored as ``launch_floor``.
 
-All are timed with the benchmark's own timer (``ktui.worker.timing.calibrate``): by the first
-benchmark on a GPU kind that has none, inside the worker, or by ``ktui calibrate``'s measuring
-process. This module — the files, the lock, the report, the measuring process's replies — never
-imports torch or runs a kernel.
+All are timed with the benchmark's own timer (``ktui.worker.timing.calibrate``), always in the
+measuring process ``python -m ktui.worker.timing.calibrate``, which is not confined: ``ktui
+calibrate`` starts it, and so does the process that started a worker whose first benchmark on a GPU
+kind finds none (the worker asks it: ``ASK``; a worker may read the user's calibrations, never
+write them, so that no kernel under test can forge the ceilings later verdicts are held to). This
+module — the files, the lock, the report, the measuring process's replies — never imports torch or
+runs a kernel.
 
 A calibration is kept per user, ``<user_dir>/calibration/<device key>.json``
 (``ktui.protocol.statedir.user_calibrations``), so every workspace, and every GPU of the same kind
@@ -244,6 +247,28 @@ class Obtained:
             out["calibration_note"] = self.note
         return out
 
+    def to_json(self) -> dict[str, Any]:
+        """Its JSON form, as the measuring process answers a worker's first benchmark (``from_json``)."""
+        return {"calibration": asdict(self.calibration) if self.calibration is not None else None,
+                "path": str(self.path) if self.path is not None else None, "shared": self.shared, "note": self.note,
+                "measured_s": self.measured_s, "waited_s": self.waited_s}
+
+    @classmethod
+    def from_json(cls, record: dict[str, Any]) -> Obtained:
+        """What ``to_json`` wrote; a record that holds no calibration reads as none, saying why."""
+        note = str(record.get("note") or "")
+        calibration = None
+        if isinstance(record.get("calibration"), dict):
+            try:
+                calibration = Calibration(**record["calibration"])
+            except TypeError as exc:
+                note = _joined(note, f"the measuring process returned a malformed calibration ({exc})")
+        measured = record.get("measured_s")
+        return cls(calibration, Path(record["path"]) if record.get("path") and calibration is not None else None,
+                   shared=bool(record.get("shared", True)), note=note,
+                   measured_s=float(measured) if isinstance(measured, (int, float)) else None,
+                   waited_s=float(record.get("waited_s") or 0.0))
+
     def without_launch_floor(self) -> str:
         """Why the roofline has no launch floor, and what to do about it; "" when it has one."""
         cal = self.calibration
@@ -403,6 +428,14 @@ def describe(cal: Calibration) -> list[str]:
     return lines + _launchfloor.describe(cal.launch_floor)
 
 
+# A worker's first benchmark on a GPU kind with no calibration asks the process that started it
+# (the worker may read the user's calibrations, never write them: ``ktui.worker.confine``). Its ask
+# and the answers, besides a run's events, each one JSON line of the worker protocol:
+ASK = "calibration_wanted"  # worker → parent, on the worker's stdout: {"type": ASK}
+PROGRESS = "calibration_progress"  # parent → worker, on its stdin: {"type": PROGRESS, "text": one step}
+ANSWER = "calibration"  # parent → worker, last: {"type": ANSWER, "obtained": Obtained.to_json()}
+
+
 @dataclass
 class Reply:
     """What the measuring process said: its calibration's fields, or why there is none."""
@@ -412,6 +445,7 @@ class Reply:
     note: str = ""  # why it was not kept, or a file passed over
     error: str = ""
     no_gpu: bool = False
+    obtained: dict[str, Any] | None = None  # ``--first``: the benchmark's calibration (``Obtained.to_json``)
 
 
 def read_reply(lines: Iterable[str], progress: Callable[[str], None]) -> Reply:
@@ -427,6 +461,8 @@ def read_reply(lines: Iterable[str], progress: Callable[[str], None]) -> Reply:
             continue
         if "progress" in message:
             progress(str(message["progress"]))
+        elif isinstance(message.get("obtained"), dict):
+            reply.obtained = message["obtained"]
         elif isinstance(message.get("calibration"), dict):
             reply.record = message["calibration"]
             reply.kept, reply.note = str(message.get("kept") or ""), str(message.get("note") or "")

@@ -150,5 +150,6 @@ def user_dir() -> Path:
 
 def user_calibrations() -> Path:
     """``<user_dir>/calibration``, not created: each GPU kind's calibration, one file per device key
-    (``ktui.measure.calibrate``); the worker may write it (``ktui.worker.confine``)."""
+    (``ktui.measure.calibrate``); the worker reads it and never writes it (``ktui.worker.confine``):
+    the measuring process keeps what it measured there."""
     return user_dir() / CALIBRATIONS

@@ -70,6 +70,7 @@ class RunContext:
     phases: Phases = field(default_factory=Phases)  # where the current rung's time goes
     rung: str = ""  # the rung in flight, as its events name it
     calibration: Any = None  # the GPU's calibration as the run's first benchmark found or measured it (Obtained)
+    parent: Any = None  # the process that started the worker (``ktui.worker.parent.Parent``): it measures a calibration
     peaks: Any = None  # memory.Peaks: the run's and each rung's memory high-water mark
     fresh_plan: Any = None  # the fresh-shapes rung's shapes, or why it has none (``fresh.plan``)
     ahead: Any = None  # the worker's compile-ahead helpers (``ktui.worker.ahead.pool``), if it keeps any

@@ -1,18 +1,20 @@
 """The worker: a child process that runs user code, one job after another, and streams events.
 
-It imports torch and Triton once (and holds the CUDA context on a GPU), then waits for jobs on
-stdin, one JSON line each, and answers with event lines on a private copy of the original
-stdout. The user's prints go to stderr, which the parent forwards as ``output`` events, so no
-print can corrupt the protocol. Anything that kills this process — a segfault, an illegal
+It imports torch and Triton once (and holds the CUDA context on a GPU), then waits for jobs on a
+private copy of the original stdin, one JSON line each (``ktui.worker.parent``), and answers with
+event lines on a private copy of the original stdout. The user's prints go to stderr, which the
+parent forwards as ``output`` events, so no print can corrupt the protocol. Anything that kills this process — a segfault, an illegal
 memory access, ``os._exit`` — is turned into a verdict by the parent (see ``ktui.dispatch.runner``).
 
-It may write only its run folders, its temp folder, the compilers' caches, the user's calibrations
-(the first benchmark on a GPU kind keeps one there) and /dev (``ktui.worker.confine``): the history
-is the parent's alone.
+It may write only its run folders, its temp folder, the compilers' caches and /dev
+(``ktui.worker.confine``): the history is the parent's alone. It reads the user's calibrations and
+never writes them: the first benchmark on a GPU kind with none asks the parent, whose measuring
+process keeps one (``ktui.worker.parent``).
 
 Protocol lines (worker → parent), besides the run's events:
     {"type": "ready", "tier": ..., "device": ..., "arch": ..., "pid": ..., "confined": bool, "confinement": ...,
      "start_s": {phase: seconds}}
+    {"type": "calibration_wanted"}  (answered on stdin: ``ktui.measure.calibrate.ASK``)
     {"type": "job_done", "run_id": ..., "healthy": bool}
 """
 
@@ -31,7 +33,8 @@ from typing import IO
 from ktui.protocol import processes
 from ktui.protocol.statedir import user_calibrations
 from ktui.worker import stack_request
-from ktui.worker.confine import confine, readable_from_env, writable_from_env
+from ktui.worker.confine import Confinement, confine, readable_from_env, writable_from_env
+from ktui.worker.parent import Parent, private_input
 from ktui.worker.tier_named import sandbox_named
 
 
@@ -60,8 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     phases = StartPhases()
     # First of all: Landlock binds this thread and those it starts, not threads already running.
-    confinement = confine([*writable_from_env(), user_calibrations()], readable_from_env(), fresh_caches=args.fresh_caches,
-                          network_allowed="--allow-network" if args.allow_network else "")
+    confinement = sandbox(args.allow_network, args.fresh_caches)
     # A kernel past its time limit: the parent asks for every thread's Python stack before the
     # kill (see ktui.dispatch.stacks), written on the stderr pipe whatever user code does to
     # sys.stderr; before any other thread starts (see ktui.worker.stack_request).
@@ -75,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     def send(obj: dict) -> None:
         channel.write(json.dumps(obj, allow_nan=False, default=str) + "\n")
         channel.flush()
+
+    parent = Parent(send, private_input())
 
     phases.mark("confine")
     # Heavy imports happen once, here: this is what makes the worker warm.
@@ -106,13 +110,11 @@ def main(argv: list[str] | None = None) -> int:
     inputs = InputsAhead()
     idle = IdleHelpers(ahead, helpers_idle_s())
     try:
-        for line in sys.stdin:
-            line = line.strip()
-            if not line:
-                continue
+        for line in parent.jobs():
             with idle.busy():
                 job = Job.from_json(json.loads(line))
-                healthy = run_job(job, tier, lambda event: send(event.to_json()), guard, confinement, ahead, inputs)
+                healthy = run_job(job, tier, lambda event: send(event.to_json()), guard, confinement, ahead, inputs,
+                                  parent)
                 send({"type": "job_done", "run_id": job.run_id, "healthy": healthy})
                 if not healthy:
                     return 0
@@ -122,6 +124,13 @@ def main(argv: list[str] | None = None) -> int:
         idle.stop()
         ahead.close()
     return 0
+
+
+def sandbox(allow_network: bool = False, fresh_caches: bool = False) -> Confinement:
+    """The worker's confinement (``ktui.worker.confine``): it writes the run folders the parent named,
+    reads the workspaces it named, and reads the user's calibrations, which it never writes."""
+    return confine(writable_from_env(), readable_from_env(), read_only=[user_calibrations()], fresh_caches=fresh_caches,
+                   network_allowed="--allow-network" if allow_network else "")
 
 
 def helpers_idle_s() -> float:
@@ -183,8 +192,10 @@ class StartPhases:
         self._last = now
 
 
-def run_job(job, tier, emit, guard=None, confinement=None, ahead=None, inputs=None) -> bool:
-    """Climb the ladder for one job; return whether this process may take another one."""
+def run_job(job, tier, emit, guard=None, confinement=None, ahead=None, inputs=None, parent=None) -> bool:
+    """Climb the ladder for one job; return whether this process may take another one. ``parent``:
+    the process that started this one (``ktui.worker.parent.Parent``), which measures a calibration
+    the benchmark asks for."""
     from ktui.protocol.events import COMPILED, RunFinished, compile_only_text
     from ktui.worker import memory
     from ktui.worker.context import RunContext
@@ -192,7 +203,7 @@ def run_job(job, tier, emit, guard=None, confinement=None, ahead=None, inputs=No
     from ktui.worker.modules import job_imports
 
     started = time.perf_counter()
-    ctx = RunContext(job=job, tier=tier, emit=emit, guard=guard, ahead=ahead, inputs_ahead=inputs)
+    ctx = RunContext(job=job, tier=tier, emit=emit, guard=guard, ahead=ahead, inputs_ahead=inputs, parent=parent)
     ctx.peaks = memory.Peaks(tier)
     threads_before = set(threading.enumerate())
     with job_imports(job):

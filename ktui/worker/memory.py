@@ -22,7 +22,7 @@ import contextlib
 import json
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 
@@ -355,17 +355,6 @@ class Peaks:
         self.run, self.rung = max(self.run, peak), max(self.rung, peak)
         torch.cuda.reset_peak_memory_stats()
         return peak
-
-    @contextlib.contextmanager
-    def set_aside(self) -> Iterator[None]:
-        """Memory that is ktui's own, not the problem's (the benchmark's one-time calibration of the
-        GPU): what came before is folded in, the block's own peak is not."""
-        self.split()
-        try:
-            yield
-        finally:
-            if self.gpu:
-                torch.cuda.reset_peak_memory_stats()
 
     def start_rung(self) -> None:
         self.split()

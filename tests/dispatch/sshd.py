@@ -81,11 +81,12 @@ def make_sshd(folder: Path) -> Sshd:
         f"AuthorizedKeysFile {folder / 'authorized_keys'}\nPidFile {folder / 'sshd.pid'}\n"
         "StrictModes no\nUsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
         "PubkeyAuthentication yes\nPermitRootLogin yes\nSubsystem sftp internal-sftp\nLogLevel ERROR\n"
-        # a test may point the remote at a tool; the remote's ktui keeps its per-user files in the session's folder
-        "AcceptEnv KTUI_NCU KTUI_COMPUTE_SANITIZER KTUI_USER_DIR\n")
+        # a test may point the remote at a tool or a fake GPU to calibrate; the remote's ktui keeps its
+        # per-user files in the session's folder
+        "AcceptEnv KTUI_NCU KTUI_COMPUTE_SANITIZER KTUI_USER_DIR KTUI_CALIBRATION_MEASURE FAKE_GPU_*\n")
     client = folder / "ssh_config"
     client.write_text(
         f"Host *\n  HostName 127.0.0.1\n  Port {port}\n  IdentityFile {folder / 'client_key'}\n  IdentitiesOnly yes\n"
-        "  SendEnv KTUI_USER_DIR\n"
+        "  SendEnv KTUI_USER_DIR KTUI_CALIBRATION_MEASURE FAKE_GPU_*\n"
         f"  StrictHostKeyChecking no\n  UserKnownHostsFile {folder / 'known_hosts'}\n  LogLevel ERROR\n")
     return Sshd(folder, port, config, client)

@@ -5,8 +5,12 @@ decision, said in every surface. ``ktui calibrate`` measuring again: ``tests/cli
 
 The GPU is faked at the calibration's seam (``KTUI_CALIBRATION_MEASURE``, a file defining
 ``identity()`` and ``measure()``: ``tests/fixtures/calibration/fake_gpu.py``), so everything past
-the measurement — the lookup, the lock, the files, the CLI — is ktui's own code. The same path on a
-real GPU, from ``ktui run``: ``tests/worker/test_first_contact_gpu.py``.
+the measurement — the lookup, the lock, the files, the CLI — is ktui's own code. A benchmark asks its
+worker's parent for a calibration, which the measuring process measures and keeps; here the
+measuring process's own work (``measure_first``) answers in this process (``here``). The process
+boundary — a confined worker asking, the measuring process beside it, the worker unable to write
+what it keeps: ``tests/worker/test_confine_calibration.py``. The same path on a real GPU, from
+``ktui run``: ``tests/worker/test_first_contact_gpu.py``.
 """
 
 import json
@@ -24,7 +28,7 @@ from ktui.protocol.events import RungFinished
 from ktui.protocol.lines import summary_line
 from ktui.worker.ladder import summarize
 from ktui.worker.rungs.bench import ceilings
-from ktui.worker.timing.calibrate import MEASURE_ENV, for_benchmark
+from ktui.worker.timing.calibrate import MEASURE_ENV, TIME_S, for_benchmark, measure_first
 
 FAKE_GPU = FIXTURES / "calibration" / "fake_gpu.py"
 H200 = DeviceIdentity("NVIDIA H200", "570.124.06")
@@ -45,16 +49,28 @@ def measured(log: Path) -> list[str]:
     return log.read_text().splitlines() if log.exists() else []
 
 
+def here(progress) -> Obtained:
+    """What the worker's parent has the measuring process do for a benchmark, done in this process."""
+    return measure_first(TIME_S, progress)
+
+
+class HereParent:
+    """The worker's parent as the benchmark rung asks it (``ktui.worker.parent.Parent``), answering ``here``."""
+
+    def calibration(self, progress) -> Obtained:
+        return here(progress)
+
+
 @pytest.mark.unit
 def test_the_first_benchmark_measures_once_and_every_workspace_of_the_user_reuses_it(fake_gpu, tmp_path):
     told = []
-    first = for_benchmark(make_workspace(tmp_path / "one"), told.append)
+    first = for_benchmark(make_workspace(tmp_path / "one"), told.append, here)
     assert len(measured(fake_gpu)) == 1 and first.measured_s is not None
     assert first.path == tmp_path / "user" / "calibration" / "NVIDIA_H200_driver_570.124.06.json" and first.shared
     assert first.path.is_file() and not (tmp_path / "one" / ".ktui" / "calibration.json").exists()
     assert told[0].startswith(f"measuring NVIDIA H200 (driver 570.124.06) once, kept in {first.path}")
     assert "launch floor: an empty kernel" in told
-    second = for_benchmark(make_workspace(tmp_path / "two"), told.append)
+    second = for_benchmark(make_workspace(tmp_path / "two"), told.append, here)
     assert len(measured(fake_gpu)) == 1 and second.measured_s is None and second.path == first.path
     assert second.calibration == first.calibration and second.calibration.ceiling().launch is not None
     assert second.figures() == {"calibration": str(first.path)}
@@ -63,12 +79,12 @@ def test_the_first_benchmark_measures_once_and_every_workspace_of_the_user_reuse
 
 @pytest.mark.unit
 def test_a_workspace_s_own_calibration_wins_over_the_user_s(fake_gpu, tmp_path):
-    for_benchmark(make_workspace(tmp_path / "one"), lambda _: None)
+    for_benchmark(make_workspace(tmp_path / "one"), lambda _: None, here)
     pinned = make_workspace(tmp_path / "pinned")
     own = Calibration(**{**json.loads((tmp_path / "user" / "calibration" / "NVIDIA_H200_driver_570.124.06.json")
                                       .read_text()), "bandwidth_gbs": 4000.0})
     calibrate.save(pinned, own)
-    got = for_benchmark(pinned, lambda _: None)
+    got = for_benchmark(pinned, lambda _: None, here)
     assert got.calibration.bandwidth_gbs == 4000.0 and not got.shared
     assert got.path == pinned / ".ktui" / "calibration.json" and len(measured(fake_gpu)) == 1
 
@@ -76,14 +92,14 @@ def test_a_workspace_s_own_calibration_wins_over_the_user_s(fake_gpu, tmp_path):
 @pytest.mark.unit
 def test_the_key_separates_device_name_driver_and_mig_profile(fake_gpu, tmp_path, monkeypatch):
     root = make_workspace(tmp_path / "ws")
-    paths = {for_benchmark(root, lambda _: None).path}
+    paths = {for_benchmark(root, lambda _: None, here).path}
     monkeypatch.setenv("FAKE_GPU_DRIVER", "575.51.03")
-    paths.add(for_benchmark(root, lambda _: None).path)
+    paths.add(for_benchmark(root, lambda _: None, here).path)
     monkeypatch.setenv("FAKE_GPU_MIG", "1g.18gb")
-    mig = for_benchmark(root, lambda _: None)
+    mig = for_benchmark(root, lambda _: None, here)
     paths.add(mig.path)
     monkeypatch.setenv("FAKE_GPU_NAME", "NVIDIA H100 80GB HBM3")
-    paths.add(for_benchmark(root, lambda _: None).path)
+    paths.add(for_benchmark(root, lambda _: None, here).path)
     assert len(measured(fake_gpu)) == 4 and len(paths) == 4
     assert mig.path.name == "NVIDIA_H200_driver_575.51.03_MIG_1g.18gb.json"
     assert mig.calibration.key == "NVIDIA H200 | driver 575.51.03 | MIG 1g.18gb"
@@ -91,7 +107,7 @@ def test_the_key_separates_device_name_driver_and_mig_profile(fake_gpu, tmp_path
         monkeypatch.setenv("FAKE_GPU_NAME", name)
         monkeypatch.setenv("FAKE_GPU_DRIVER", driver)
         monkeypatch.setenv("FAKE_GPU_MIG", mig)
-        assert for_benchmark(root, lambda _: None).measured_s is None  # each kind was kept
+        assert for_benchmark(root, lambda _: None, here).measured_s is None  # each kind was kept
     assert len(measured(fake_gpu)) == 4
 
 
@@ -99,22 +115,76 @@ def test_the_key_separates_device_name_driver_and_mig_profile(fake_gpu, tmp_path
 def test_a_failed_measurement_is_told_and_not_kept_so_the_next_benchmark_tries_again(fake_gpu, tmp_path, monkeypatch):
     root = make_workspace(tmp_path / "ws")
     monkeypatch.setenv("FAKE_GPU_FAIL", "out of memory")
-    failed = for_benchmark(root, lambda _: None)
+    failed = for_benchmark(root, lambda _: None, here)
     assert failed.calibration is None and failed.path is None
     assert failed.note == "calibrating NVIDIA H200 (driver 570.124.06) failed: RuntimeError: out of memory"
     assert failed.without_launch_floor() == (f"no launch floor: this GPU is not calibrated ({failed.note}); "
                                              "`ktui calibrate` measures it")
     assert not list((tmp_path / "user" / "calibration").glob("*.json"))
     monkeypatch.delenv("FAKE_GPU_FAIL")
-    assert for_benchmark(root, lambda _: None).calibration is not None and len(measured(fake_gpu)) == 2
+    assert for_benchmark(root, lambda _: None, here).calibration is not None and len(measured(fake_gpu)) == 2
+
+
+@pytest.mark.unit
+def test_with_no_parent_to_ask_nothing_is_measured_and_the_roofline_says_why(fake_gpu, tmp_path):
+    got = for_benchmark(make_workspace(tmp_path / "ws"), lambda _: None, None)
+    assert got.calibration is None and got.note == "no process was there to measure it" and not measured(fake_gpu)
+    assert got.without_launch_floor().startswith("no launch floor: this GPU is not calibrated (no process was there")
+
+
+@pytest.mark.unit
+def test_a_benchmark_uses_no_measurement_of_another_gpu_kind(fake_gpu, tmp_path):
+    other = Calibration(**{**asdict(H200_MEASURED), "device": "NVIDIA H100 80GB HBM3"})
+    got = for_benchmark(make_workspace(tmp_path / "ws"), lambda _: None, lambda _: Obtained(other, None, measured_s=1.0))
+    assert got.calibration is None and got.path is None
+    assert got.note == ("the measuring process calibrated 'NVIDIA H100 80GB HBM3 | driver 570.124.06', "
+                        "not this GPU ('NVIDIA H200 | driver 570.124.06')")
+
+
+@pytest.mark.unit
+def test_a_measurement_not_kept_is_used_by_the_run_that_asked_and_says_so(fake_gpu, tmp_path):
+    told = Obtained(H200_MEASURED, None, note="measured, not kept: no launch floor was measured", measured_s=2.5)
+    got = for_benchmark(make_workspace(tmp_path / "ws"), lambda _: None, lambda _: told)
+    assert got.calibration == H200_MEASURED and got.path is None and got.measured_s == 2.5
+    assert got.note == "measured, not kept: no launch floor was measured"
+
+
+@pytest.mark.unit
+def test_what_was_obtained_reads_back_from_its_json_form(tmp_path):
+    kept = Obtained(H200_MEASURED, tmp_path / "h200.json", note="a note", measured_s=14.5, waited_s=0.25)
+    assert Obtained.from_json(json.loads(json.dumps(kept.to_json()))) == kept
+    assert Obtained.from_json(Obtained(None, note="failed").to_json()) == Obtained(None, note="failed")
+    broken = Obtained.from_json({"calibration": {"device": "NVIDIA H200"}, "path": "/x.json"})
+    assert broken.calibration is None and broken.path is None and broken.note.startswith(
+        "the measuring process returned a malformed calibration")
+
+
+@pytest.mark.unit
+def test_the_worker_asks_its_parent_tells_each_step_and_never_takes_a_stray_answer_for_a_job(tmp_path):
+    import io
+
+    from ktui.measure.calibrate import ANSWER, ASK, PROGRESS
+    from ktui.worker.parent import Parent
+
+    kept = Obtained(H200_MEASURED, tmp_path / "h200.json", measured_s=14.5)
+    lines = [{"type": PROGRESS, "text": "bandwidth 1:1 copy"}, {"type": PROGRESS, "text": "matmul bf16: 8192³"},
+             {"type": ANSWER, "obtained": kept.to_json()},
+             {"type": ANSWER, "obtained": kept.to_json()},  # a kernel asked again and went on: never read as a job
+             {"run_id": "r2"}]
+    sent, told = [], []
+    parent = Parent(sent.append, io.StringIO("".join(json.dumps(line) + "\n" for line in lines)))
+    assert parent.calibration(told.append) == kept
+    assert sent == [{"type": ASK}] and told == ["bandwidth 1:1 copy", "matmul bf16: 8192³"]
+    assert [json.loads(job) for job in parent.jobs()] == [{"run_id": "r2"}]
+    assert parent.calibration(told.append).note == "the worker's parent closed its input before it answered"
 
 
 @pytest.mark.unit
 def test_a_corrupt_user_file_is_measured_again_and_replaced(fake_gpu, tmp_path):
     root = make_workspace(tmp_path / "ws")
-    path = for_benchmark(root, lambda _: None).path
+    path = for_benchmark(root, lambda _: None, here).path
     path.write_text("{not json")
-    again = for_benchmark(root, lambda _: None)
+    again = for_benchmark(root, lambda _: None, here)
     assert again.calibration is not None and again.measured_s is not None and len(measured(fake_gpu)) == 2
     assert "does not hold a calibration" in again.note
     assert Calibration(**json.loads(path.read_text())).key == H200.key
@@ -171,45 +241,36 @@ def test_the_calibration_s_time_is_reported_apart_from_the_run_s():
 
 # -- two processes at once -------------------------------------------------------------------------
 
-# What a worker's benchmark does, in a process confined as a worker is (``ktui.worker.main``), which may
-# also write the fake GPU's log (the folder ``argv[2]``).
-HOLDER = ("import json, sys; from pathlib import Path; from ktui.worker.confine import confine; "
-          "from ktui.protocol.statedir import user_calibrations; confine([user_calibrations(), Path(sys.argv[2])], [Path(sys.argv[3])]); "
-          "from ktui.worker.timing.calibrate import for_benchmark; "
-          "got = for_benchmark(Path(sys.argv[1]), lambda text: print('progress', text, flush=True)); "
-          "print(json.dumps({'measured': got.measured_s is not None, 'path': str(got.path), "
-          "'waited_s': got.waited_s, 'key': got.calibration.key}), flush=True)")
+# Two workers' first benchmarks on one GPU kind at once (two workspaces, two users' sessions, a test
+# suite in two processes): each worker's parent starts the measuring process, unconfined, which
+# takes the device key's lock.
+def _measuring(env: dict) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "ktui.worker.timing.calibrate", "--first"], cwd=REPO, env=env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _said(proc: subprocess.Popen, starts: str) -> bool:
+    """Read ``proc``'s lines until its progress says something that ``starts`` so; False at its end."""
+    return any(json.loads(line).get("progress", "").startswith(starts) for line in proc.stdout)  # stops at the first
 
 
 @pytest.mark.worker
 def test_two_processes_calibrating_one_gpu_kind_at_once_measure_it_once(tmp_path):
-    (tmp_path / "log").mkdir()
-    log, hold = tmp_path / "log" / "measured.log", tmp_path / "hold"
+    log, hold = tmp_path / "measured.log", tmp_path / "hold"
     env = child_env({"KTUI_USER_DIR": str(tmp_path / "user"), MEASURE_ENV: str(FAKE_GPU), "FAKE_GPU_LOG": str(log),
                      "FAKE_GPU_HOLD": str(hold)})
-
-    def start(name):
-        return subprocess.Popen([sys.executable, "-c", HOLDER, str(make_workspace(tmp_path / name)), str(log.parent),
-                                 str(FAKE_GPU)],  # readable as a file named, not through sys.path: CI's install is not on PYTHONPATH
-                                cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-    first = start("one")
+    first = _measuring(env)
     second = None
     try:
-        for line in first.stdout:  # it says so holding the lock, which it keeps until the fake GPU lets go
-            if line.startswith("progress measuring"):
-                break
-        else:
-            pytest.fail(f"the first never measured: {first.stderr.read()}")
-        second = start("two")
-        for line in second.stdout:  # the second waits for the first's lock instead of measuring too
-            if line.startswith("progress waiting for another ktui process calibrating NVIDIA H200"):
-                break
-        else:
-            pytest.fail(f"the second never said it waits: {second.stderr.read()}")
+        # it says so holding the lock, which it keeps until the fake GPU lets go
+        assert _said(first, "measuring NVIDIA H200"), f"the first never measured: {first.stderr.read()}"
+        second = _measuring(env)
+        # the second waits for the first's lock instead of measuring too
+        assert _said(second, "waiting for another ktui process calibrating NVIDIA H200"), \
+            f"the second never said it waits: {second.stderr.read()}"
         hold.touch()
-        one = json.loads(first.stdout.readlines()[-1])
-        two = json.loads(second.stdout.readlines()[-1])
+        one = Obtained.from_json(json.loads(first.stdout.readlines()[-1])["obtained"])
+        two = Obtained.from_json(json.loads(second.stdout.readlines()[-1])["obtained"])
         assert first.wait() == 0 and second.wait() == 0
     finally:
         for proc in (first, second):
@@ -217,9 +278,10 @@ def test_two_processes_calibrating_one_gpu_kind_at_once_measure_it_once(tmp_path
                 proc.kill()
                 proc.wait()
     assert len(measured(log)) == 1
-    assert one["measured"] and not two["measured"] and two["waited_s"] > 0
-    assert one["path"] == two["path"] and one["key"] == two["key"] == H200.key
-    assert json.loads(Path(one["path"]).read_text())["device"] == "NVIDIA H200"
+    assert one.measured_s is not None and two.measured_s is None and two.waited_s > 0
+    kept = tmp_path / "user" / "calibration" / "NVIDIA_H200_driver_570.124.06.json"
+    assert one.path == two.path == kept and one.calibration == two.calibration
+    assert one.calibration.key == H200.key and json.loads(one.path.read_text())["device"] == "NVIDIA H200"
 
 
 # -- what the surfaces show while and after a GPU is calibrated -------------------------------------
@@ -315,7 +377,8 @@ def test_the_benchmark_rung_tells_each_step_restarts_its_limit_after_and_charges
     root = make_workspace(tmp_path / "ws")
     events = []
     job = Job("r1", "add_triton", str(root / "kernels" / "add_triton.py"), "", "", "", str(root), 1, "h", "", "/d")
-    ctx = RunContext(job=job, tier=Tier("gpu", "NVIDIA H200", "sm_90a", "cuda"), emit=events.append)
+    ctx = RunContext(job=job, tier=Tier("gpu", "NVIDIA H200", "sm_90a", "cuda"), emit=events.append,
+                     parent=HereParent())
     ctx.rung = "benchmark[size=65536]"
     first = device_calibration(ctx)
     assert first.measured_s is not None and len(measured(fake_gpu)) == 1

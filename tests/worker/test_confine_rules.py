@@ -102,6 +102,19 @@ def test_every_rule_of_a_confined_process_grants_only_rights_the_abi_handles_and
     assert any(r.path == Path("/etc/resolv.conf") for r in with_network)
 
 
+def test_a_folder_given_to_read_whole_is_made_and_read_never_written(tmp_path, places):
+    """The worker's rule for the user's calibrations: what the measuring process keeps there later
+    it reads, and nothing there is its to write (``ktui.worker.main.sandbox``)."""
+    _, workspace = places
+    runs, calibrations = workspace / ".ktui" / "runs", tmp_path / "user" / "calibration"
+    made = rules(7, [runs], [workspace], tmp_path / "private", [], tmp_path / "tmp", network=False, gpu=False,
+                 read_only=[calibrations])
+    assert calibrations.is_dir()  # made before the rules: a file kept in it later is read too
+    assert landlock.Rule(calibrations, landlock.READ) in made
+    assert not any(r.rights & landlock.WRITE_FILE and (r.path == calibrations or r.path in calibrations.parents)
+                   for r in made)
+
+
 @pytest.mark.parametrize("machine", sorted(ARCHITECTURES))
 def test_the_network_filter_lets_only_unix_sockets_be_made(machine):
     arch, socket_nr = ARCHITECTURES[machine]

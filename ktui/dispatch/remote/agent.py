@@ -11,6 +11,9 @@ Standard library and ``ktui.protocol`` only (it runs next to the synced copy of 
 - ``tool SECONDS [NAME=VALUE ...] -- ARGV``: runs a tool (ncu, compute-sanitizer, the target) in
   a process group of its own with that time limit, its output on stdout, then its exit status on
   stderr; the group ends at the limit, or as soon as the ssh session is gone.
+- ``beside MODULE ARGS``: runs ktui's ``python -m MODULE ARGS`` beside the worker (the calibration's
+  measuring process, which the worker asked for), not confined, in a process group of its own, its
+  output streamed as it comes; it ends as soon as the ssh session is gone.
 """
 
 from __future__ import annotations
@@ -107,6 +110,16 @@ def tool(args: list[str]) -> int:
     return 0
 
 
+def beside(args: list[str]) -> int:
+    token = uuid.uuid4().hex
+    env = {**os.environ, processes.TOKEN_ENV: token}
+    proc = subprocess.Popen([sys.executable, "-m", *args], stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+    _end_with_session(proc.pid, token)
+    code = proc.wait()
+    end(proc.pid, token)  # what it left running in its group
+    return code
+
+
 def end(pgid: int, token: str) -> None:
     """Kill the worker's group, its tree, and what it orphaned (found by its token)."""
     processes.kill_all(processes.descendants(pgid))
@@ -143,6 +156,8 @@ def main(argv: list[str]) -> int:
         return prepare(rest[0], rest[1])
     if verb == "tool":
         return tool(rest)
+    if verb == "beside":
+        return beside(rest)
     print(f"ktui remote agent: unknown verb {verb!r}", file=sys.stderr)
     return 2
 

@@ -4,6 +4,8 @@ Its stdin, stdout and stderr are the remote worker's, so the worker protocol run
 a local process. What differs: signals and kills go to the remote (through the control
 connection), and the exit status is the remote worker's, as the agent reports it on stderr
 (``agent.PID_MARK``, ``agent.EXIT_MARK``: lines of the transport's own, never the worker's output).
+A process beside the worker (the calibration's measuring process) is ``ssh host agent beside``,
+started there in the same folder with the same Python, and ended there when its ssh session ends.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ class SshProcess(Transport):
     def __init__(self, command: Command, link: Link, base: str, python: str):
         """``command``'s worker, started by the agent in ``base``'s workspace copy with ``python``."""
         self.link = link
+        self.base, self.python = base, python
         self.token = uuid.uuid4().hex
         self.remote_pid: int | None = None
         self.remote_exit: int | None = None
@@ -87,6 +90,16 @@ class SshProcess(Transport):
         """At once, as a local worker closes (its verdicts are out): killed through the control
         connection, which also leaves nothing behind there."""
         self.kill()
+
+    def beside(self, command: Command) -> subprocess.Popen:
+        """``command`` on the remote, in the workspace's copy there, through the agent, which ends it
+        as soon as this ssh session is gone (ending this process ends it there)."""
+        launch = ["env", f"PYTHONPATH={self.base}/pkg", "PYTHONUNBUFFERED=1", *(f"{k}={v}" for k, v in command.env.items()),
+                  self.python, "-m", "ktui.dispatch.remote.agent", "beside", command.module, *command.args]
+        script = f"cd {shlex.quote(self.base + '/ws')} && exec {shlex.join(launch)}"
+        return subprocess.Popen(self.link.shell_argv(script), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, encoding="utf-8", errors="replace", bufsize=1,
+                                start_new_session=True)
 
     def job_started(self) -> None:
         """Nothing to note: the remote's kernel log and cgroup are not readable from here."""

@@ -2,8 +2,9 @@
 
 User code runs in the worker (and its compile-ahead helpers), the profiler's target and the
 reference audit. Each applies, before any user code and before any thread, a Landlock ruleset
-(``landlock``) whose rules (``rules``) let it read what building and running a kernel needs and
-write only its run folders, a private temp folder and ktui's own compiler caches (``caches``), and
+(``landlock``) whose rules (``rules``) let it read what building and running a kernel needs (and,
+the worker, the user's calibrations, which it never writes) and write only its run folders, a
+private temp folder and ktui's own compiler caches (``caches``), and
 a seccomp filter (``network``) that leaves it Unix sockets only, unless the user allows the network
 (``--allow-network``). What it starts (ptxas, nvcc, a shell) inherits all of it. Where Landlock is
 missing the process says why it is ``not confined``; ``KTUI_NO_CONFINE=1`` turns confinement off on
@@ -85,9 +86,11 @@ def readable_from_env() -> list[Path]:
 
 
 def confine(writable: Iterable[Path] = (), readable: Iterable[Path] = (), tmp_inside: Path | None = None,
-            network_allowed: str = "", fresh_caches: bool = False, wrapped_by: str = "") -> Confinement:
+            network_allowed: str = "", fresh_caches: bool = False, wrapped_by: str = "",
+            read_only: Iterable[Path] = ()) -> Confinement:
     """Give this process a private temp folder, then confine it (see the module docstring): it
-    writes beneath ``writable``, reads ``readable`` as workspaces; the network stays closed unless
+    writes beneath ``writable``, reads ``readable`` as workspaces and ``read_only`` whole (folders
+    made first, so that what is kept there later is read too); the network stays closed unless
     ``network_allowed`` says why it is open; ``fresh_caches`` (a strict run) gives it compiler caches
     of its own in its temp folder; ``wrapped_by`` (a tool that injects itself into this process:
     Nsight Compute, compute-sanitizer) leaves it the network and /dev/shm, how such tools talk to
@@ -114,7 +117,7 @@ def confine(writable: Iterable[Path] = (), readable: Iterable[Path] = (), tmp_in
     if gpu:
         gpu_nodes_made()  # before the rules: they open the nodes that exist now, and the sandbox makes none
     folders = rules(abi, writable, readable, tmp, [Path(p) for p in cache_env.values()], system_tmp,
-                    network=open_network, gpu=gpu, shared_memory=bool(wrapped_by))
+                    network=open_network, gpu=gpu, shared_memory=bool(wrapped_by), read_only=read_only)
     try:
         restrict(abi, folders, network=open_network)
     except OSError as exc:

@@ -10,7 +10,8 @@ A kernel under test needs to compute, and to be built and run; so its process ma
   and C++ compilers found on ``PATH`` (nvcc runs them: a gcc in ``/opt/gcc/bin`` reads its headers
   from ``/opt/gcc/lib``) and ktui itself;
 - **read** the workspace (every entry of its root but hidden ones and the state folder:
-  ``statedir.readable_entries``; of the state folder, its calibration file), a few files of ``/etc`` (users and groups, the time zone, the
+  ``statedir.readable_entries``; of the state folder, its calibration file), the folders it is
+  given to read whole (the worker: the user's calibrations, which it never writes), a few files of ``/etc`` (users and groups, the time zone, the
   name service switch; the resolver's and certificates only with ``--allow-network``), ``/proc``
   and ``/sys``, and the device nodes any program uses (``/dev/null``, ``zero``, ``full``,
   ``random``, ``urandom``);
@@ -93,8 +94,10 @@ def gpu_nodes_made(run=subprocess.run) -> bool:
 
 
 def rules(abi: int, writable: Iterable[Path], readable: Iterable[Path], tmp: Path, caches: Iterable[Path],
-          system_tmp: Path, network: bool, gpu: bool, shared_memory: bool = False) -> list[Rule]:
-    """The ruleset's rules (see the module docstring), in order; folders to write are made first.
+          system_tmp: Path, network: bool, gpu: bool, shared_memory: bool = False,
+          read_only: Iterable[Path] = ()) -> list[Rule]:
+    """The ruleset's rules (see the module docstring), in order; folders to write are made first, and
+    so are ``read_only``'s, read whole (what is kept in them later is read too, never written).
     ``shared_memory``: all of /dev/shm, for a process a profiler or sanitizer wraps."""
     everything = handled_rights(abi)
     writable, readable = list(writable), list(readable)
@@ -114,6 +117,9 @@ def rules(abi: int, writable: Iterable[Path], readable: Iterable[Path], tmp: Pat
     out.append(Rule(Path(ktui.__file__).resolve().parent, READ_EXECUTE))
     out += [Rule(Path("/etc") / name, READ) for name in ETC + (ETC_NETWORK if network else ())]
     out += workspace_rules(readable, states, refused)
+    for folder in read_only:
+        _make(folder)
+        out.append(Rule(Path(folder), READ))
     out += device_rules(gpu)
     out += [Rule(Path("/proc"), READ | (WRITE_FILE | TRUNCATE if gpu else 0)), Rule(Path("/sys"), READ)]
     if gpu:

@@ -8,11 +8,12 @@ allows (its launch floor, bytes and FLOPs), naming the bound, using the device's
 has one and the datasheet otherwise. A kernel faster than the datasheet floor is ``suspicious``
 (impossible), never celebrated.
 
-The first benchmark on a GPU kind with no calibration measures one (``device_calibration``): once for
-every workspace of the user, in an exclusive turn on the GPU, before the rung allocates its inputs, its
-progress told as the rung's notes; its time is the rung's ``calibration`` phase and ``calibration_s``
-figure, apart from the timing's. A roofline without a launch floor is provisional
-(``roofline_provisional``): the summary then makes no stop decision.
+The first benchmark on a GPU kind with no calibration has one measured (``device_calibration``): once
+for every workspace of the user, in an exclusive turn on the GPU, before the rung allocates its inputs,
+by the measuring process the worker's parent starts beside it (the worker may not write the user's
+calibrations: ``ktui.worker.parent``), its progress told as the rung's notes; its time is the rung's
+``calibration`` phase and ``calibration_s`` figure, apart from the timing's. A roofline without a
+launch floor is provisional (``roofline_provisional``): the summary then makes no stop decision.
 
 Comparing with the kernel's earlier versions happens in the process that owns the history
 (``ktui.dispatch.compare``), which adds the ``label`` figures to these.
@@ -20,10 +21,9 @@ Comparing with the kernel's earlier versions happens in the process that owns th
 
 from __future__ import annotations
 
-from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -84,9 +84,10 @@ def run(ctx: RunContext, shape: dict) -> Outcome:
 
 def device_calibration(ctx: RunContext) -> Obtained:
     """This device's calibration (``ktui.worker.timing.calibrate.for_benchmark``): found, or measured
-    now and kept for every workspace, each step told as a note of this rung (a new time limit each);
-    its memory is not the run's. Looked for once a run: the other shapes use what the first found
-    (a failed measurement is tried again by the next run, not the next shape)."""
+    now by the parent's measuring process and kept for every workspace, each step told as a note of
+    this rung (a new time limit each); its memory is that process's, not the run's. Looked for once
+    a run: the other shapes use what the first found (a failed measurement is tried again by the
+    next run, not the next shape)."""
     if ctx.calibration is not None:
         return replace(ctx.calibration, measured_s=None, waited_s=0.0)  # its cost was the first shape's
     told: list[str] = []
@@ -96,9 +97,13 @@ def device_calibration(ctx: RunContext) -> Obtained:
         ctx.emit(RungStarted(ctx.job.run_id, rung=ctx.rung, timeout_s=CALIBRATION_STEP_S,
                              note=f"calibrating the GPU: {text}"))
 
-    aside = ctx.peaks.set_aside() if ctx.peaks is not None else nullcontext()
-    with ctx.phases.timing("calibration"), aside:
-        got = for_benchmark(Path(ctx.job.root), progress)
+    def ask(told: Callable[[str], None]) -> Obtained:
+        if ctx.tier.is_gpu:
+            torch.cuda.empty_cache()  # what this process keeps cached, the measuring process may need
+        return ctx.parent.calibration(told)
+
+    with ctx.phases.timing("calibration"):
+        got = for_benchmark(Path(ctx.job.root), progress, ask if ctx.parent is not None else None)
     if told:  # the rung's own time limit counts from here
         ctx.emit(RungStarted(ctx.job.run_id, rung=ctx.rung, timeout_s=ctx.job.options.timeout_for(ctx.rung)))
     ctx.calibration = got

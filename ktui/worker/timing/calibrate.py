@@ -1,16 +1,22 @@
-"""The calibration's measuring half: what the first benchmark on a GPU kind with no calibration
-runs inline (``for_benchmark``), and the measuring process ``python -m ktui.worker.timing.calibrate
-[--time S]`` that ``ktui calibrate`` starts (here, or over ssh with ``--remote``). Both time copy
-bandwidth, the launch floor and matmul rates with torch, in one exclusive turn on the GPU
-(``gpu_lock``), and keep the result in the measuring host's per-user folder
+"""The calibration's measuring half: the measuring process ``python -m ktui.worker.timing.calibrate
+[--time S] [--first]``, and what a benchmark asks of it (``for_benchmark``).
+
+The process times copy bandwidth, the launch floor and matmul rates with torch, in one exclusive
+turn on the GPU (``gpu_lock``), and keeps the result in the measuring host's per-user folder
 (``ktui.measure.calibrate.obtain``, which also makes a second process wait for the first instead of
-measuring too). The process prints what it measured as JSON lines; the parent reads them with
-``ktui.measure.calibrate.read_reply`` and never imports torch itself.
+measuring too). It is never confined and runs no user code. ``ktui calibrate`` starts it (here, or
+over ssh with ``--remote``) to measure again; with ``--first`` the process that started a worker
+starts it beside the worker (``ktui.dispatch.calibrate``) when the worker's first benchmark on a GPU
+kind finds no calibration: it measures only where none is kept. A worker never measures one itself:
+its sandbox lets it read the user's calibrations, never write them (``ktui.worker.confine``), so it
+asks its parent (``ktui.worker.parent``) and reads what was kept. The process prints what it
+measured as JSON lines; the parent reads them with ``ktui.measure.calibrate.read_reply`` and never
+imports torch itself.
 
 The device's identity and its measurement are this module's ``identity()`` and
 ``measure(time_s, progress)``. ``KTUI_CALIBRATION_MEASURE=/path/to/file.py`` names a Python file
 that defines both instead: the seam through which the tests give a machine without a GPU a device
-to calibrate, and one to measure it differently.
+to calibrate, and one to measure it differently. The worker and the measuring process both honour it.
 """
 
 from __future__ import annotations
@@ -27,14 +33,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
-from ktui.measure.calibrate import MATMUL_DTYPES, Calibration, DeviceIdentity, Obtained, obtain
+from ktui.measure.calibrate import MATMUL_DTYPES, Calibration, DeviceIdentity, Obtained, find, obtain
 from ktui.measure.stats import StoppingRule, summarize
 from ktui.worker.timing import bandwidth as _bandwidth
 from ktui.worker.timing import gpu_lock
 from ktui.worker.timing import launchfloor as _launchfloor
 from ktui.worker.timing.clocks import ClockMonitor, driver_version, settle
 from ktui.worker.timing.device_id import mig_of
-from ktui.worker.timing.sampler import Flush, Sampler, l2_bytes
 
 MEASURE_ENV = "KTUI_CALIBRATION_MEASURE"  # a Python file defining identity() and measure(time_s, progress)
 TIME_S = 2.0  # the sampling cap per measurement, the benchmark's and ``ktui calibrate``'s default
@@ -82,6 +87,8 @@ def measure(time_s: float = TIME_S, progress: Callable[[str], None] = lambda _: 
 
 def _measured(kind: DeviceIdentity, time_s: float, progress: Callable[[str], None]) -> Calibration:
     import torch
+
+    from ktui.worker.timing.sampler import Flush, Sampler, l2_bytes  # torch: only where a real GPU is measured
 
     _, driver_source = driver_version()
     clocks = ClockMonitor()
@@ -194,38 +201,84 @@ def measuring() -> ModuleType:
     return module
 
 
-def for_benchmark(root: Path, progress: Callable[[str], None]) -> Obtained:
-    """The calibration a benchmark on this device uses: the workspace's, else the user's, else
-    measured now, once for every workspace and every GPU of its kind on this host, its progress
-    told through ``progress``."""
+Ask = Callable[[Callable[[str], None]], Obtained]  # progress → what the measuring process obtained
+
+
+def for_benchmark(root: Path, progress: Callable[[str], None], ask: Ask | None) -> Obtained:
+    """The calibration a benchmark on this device uses: the workspace's, else the user's, else one
+    measured now for every workspace and every GPU of its kind on this host — by the measuring
+    process, which ``ask`` has the worker's parent start (``ktui.worker.parent.Parent.calibration``),
+    its progress told through ``progress`` — and read back from where it was kept. This process
+    never measures or keeps one (a worker may not write the user's calibrations); without ``ask``
+    the roofline stays provisional and says why."""
     module = measuring()
     try:
         kind = module.identity()
     except Exception as exc:  # no device to key it by: the roofline says it is provisional, and why
         return Obtained(None, note=f"this GPU could not be identified ({type(exc).__name__}: {exc})")
-    return obtain(root, kind, lambda told: module.measure(TIME_S, told), progress)
+    found = find(root, kind)
+    if found.calibration is not None:
+        return found
+    if ask is None:
+        return Obtained(None, note=_joined(found.note, "no process was there to measure it"))
+    told = ask(progress)
+    note = _joined(found.note, told.note)
+    if told.calibration is not None and told.calibration.key != kind.key:
+        why = f"the measuring process calibrated {told.calibration.key!r}, not this GPU ({kind.key!r})"
+        return Obtained(None, note=_joined(note, why), waited_s=told.waited_s)
+    if told.path is None:  # measured, not kept (or not at all): used by this run only
+        return Obtained(told.calibration, None, note=note, measured_s=told.measured_s, waited_s=told.waited_s)
+    kept = find(None, kind)  # read back as every later run reads it
+    if kept.calibration is None:
+        why = kept.note or f"{told.path} was kept but cannot be read here"
+        return Obtained(told.calibration, None, note=_joined(note, why), measured_s=told.measured_s,
+                        waited_s=told.waited_s)
+    return Obtained(kept.calibration, kept.path, note=note, measured_s=told.measured_s, waited_s=told.waited_s)
+
+
+def _joined(*notes: str) -> str:
+    """The notes, each once, in order."""
+    return "; ".join(dict.fromkeys(n for n in notes if n))
+
+
+def measure_first(time_s: float, progress: Callable[[str], None]) -> Obtained:
+    """What the measuring process does with ``--first``: the user's calibration of this device, or,
+    where there is none, one measured now and kept for every workspace (``obtain``: under the
+    key's lock, so that two processes measure it once). NoGpu without a device."""
+    module = measuring()
+    kind = module.identity()
+    return obtain(None, kind, lambda told: module.measure(time_s, told), progress)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The measuring process: ``python -m ktui.worker.timing.calibrate [--time S]``.
+    """The measuring process: ``python -m ktui.worker.timing.calibrate [--time S] [--first]``.
 
     Measures again (even where a calibration is kept), keeps the result in this host's per-user
     folder, and prints ``{"progress": ...}`` lines, then ``{"calibration": ..., "kept": path}`` or
-    ``{"error": ...}``: the parent (``ktui calibrate``) shows it and never imports torch itself."""
+    ``{"error": ...}``: the parent (``ktui calibrate``) shows it and never imports torch itself.
+    With ``--first`` (a worker's first benchmark on this GPU kind) it measures only where none is
+    kept, and ends with ``{"obtained": ...}`` (``Obtained.to_json``), what the benchmark uses."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m ktui.worker.timing.calibrate")
     parser.add_argument("--time", type=float, default=TIME_S)
+    parser.add_argument("--first", action="store_true",
+                        help="measure only where none is kept: a worker's first benchmark on this GPU kind")
     args = parser.parse_args(argv)
 
     def say(record: dict[str, Any]) -> None:
         print(json.dumps(record, default=str), flush=True)
 
+    def told(text: str) -> None:
+        say({"progress": text})
+
     try:
+        if args.first:
+            say({"obtained": measure_first(args.time, told).to_json()})
+            return 0
         module = measuring()
         kind = module.identity()
-        got = obtain(None, kind, lambda told: module.measure(args.time, told), lambda text: say({"progress": text}),
-                     again=True)
+        got = obtain(None, kind, lambda step: module.measure(args.time, step), told, again=True)
     except NoGpu as exc:
         say({"error": str(exc), "no_gpu": True})
         return 2
