@@ -142,9 +142,6 @@ def test_the_cpu_tier_run_remotely_matches_a_local_run_and_its_files_come_back(s
         p.is_dir() for p in (tmp_path / "remote").iterdir())
 
 
-@pytest.mark.xfail(strict=True, reason="a remote worker reads none of its workspace's files: the remote folder "
-                   "holding runs/ and ws/ is taken for a state folder (ktui/worker/confine/rules.py, states), so it "
-                   "cannot read the fake GPU there; passes once that is fixed")
 def test_a_remote_worker_s_first_calibration_is_measured_there_beside_it_and_it_cannot_write_it(sshd, tmp_path):
     """The first benchmark on the remote's GPU asks for a calibration as a local one does: measured on
     the remote by a process started there beside the worker, not confined, and kept in the remote

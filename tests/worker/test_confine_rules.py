@@ -220,3 +220,25 @@ def test_on_a_gpu_machine_proc_is_writable_with_truncation_as_the_driver_names_i
 
     assert proc_rights(gpu=True) & (landlock.WRITE_FILE | landlock.TRUNCATE) == landlock.WRITE_FILE | landlock.TRUNCATE
     assert proc_rights(gpu=False) == landlock.READ  # without a driver nothing there is written
+
+
+def test_a_remote_base_holding_the_workspace_beside_its_runs_leaves_the_workspace_readable(tmp_path):
+    """A remote's base is ``pkg/ ws/ runs/``: the folder holding ``runs`` also holds the workspace,
+    so it is not a state folder (it would refuse the workspace whole); a local ``.ktui`` still is."""
+    base = tmp_path / "remote"
+    for folder in (base / "pkg", base / "ws" / "kernels", base / "ws" / "references", base / "runs"):
+        folder.mkdir(parents=True)
+    made = rules(7, [base / "runs"], [base / "ws"], tmp_path / "private", [], tmp_path / "tmp", network=False, gpu=False)
+    read = {r.path for r in made if r.rights & landlock.READ_FILE}
+    assert {base / "ws" / "kernels", base / "ws" / "references"} <= read
+    assert base not in read and base / "pkg" not in read
+
+    local = tmp_path / "ws"
+    for folder in (local / "kernels", local / ".ktui" / "runs"):
+        folder.mkdir(parents=True)
+    (local / ".ktui" / "history.db").write_text("")
+    made = rules(7, [local / ".ktui" / "runs"], [local], tmp_path / "private", [], tmp_path / "tmp", network=False,
+                 gpu=False)
+    read = {r.path for r in made if r.rights & landlock.READ_FILE}
+    own = {local / ".ktui" / "runs", local / ".ktui" / "calibration.json"}  # its runs written, its calibration read
+    assert local / "kernels" in read and not [p for p in read - own if local / ".ktui" in p.parents or p == local / ".ktui"]

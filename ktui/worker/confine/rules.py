@@ -102,7 +102,7 @@ def rules(abi: int, writable: Iterable[Path], readable: Iterable[Path], tmp: Pat
     everything = handled_rights(abi)
     writable, readable = list(writable), list(readable)
     folders = [Path(r) for r in readable if Path(r).is_dir()]
-    states = [Path(w).parent for w in writable if Path(w).name == RUNS] + [f / STATE_DIR for f in folders]
+    states = [_state_of(Path(w), folders) for w in writable if Path(w).name == RUNS] + [f / STATE_DIR for f in folders]
     if os.environ.get(STATE_DIR_ENV):
         states.append(Path(os.environ[STATE_DIR_ENV]))
     refused = Refused(states=states, wholes=folders, home=Path.home(), system_tmp=system_tmp)
@@ -126,6 +126,16 @@ def rules(abi: int, writable: Iterable[Path], readable: Iterable[Path], tmp: Pat
         mps = Path(os.environ.get("CUDA_MPS_PIPE_DIRECTORY") or "/tmp/nvidia-mps")
         out += [Rule(Path(p), READ) for p in GPU_READ] + [Rule(mps, READ | WRITE_FILE)]
     return out
+
+
+def _state_of(runs: Path, workspaces: list[Path]) -> Path:
+    """The state folder a ``runs`` folder stands for: the folder holding it (``.ktui``, or a
+    ``--state-dir``), but where that folder also holds a workspace read (a remote's base: ``pkg/``,
+    ``ws/``, ``runs/``) only ``runs`` itself, or the workspace would be refused whole."""
+    holder = _resolved(runs.parent)
+    if any(holder == _resolved(w) or holder in _resolved(w).parents for w in workspaces):
+        return runs
+    return runs.parent
 
 
 class Refused:
