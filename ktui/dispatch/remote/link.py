@@ -21,6 +21,9 @@ from ktui.dispatch.remote.address import RemoteAddress
 
 CONFIG_ENV = "KTUI_SSH_CONFIG"  # an ssh config file used instead of ~/.ssh/config (-F)
 CONNECT_TIMEOUT_S = 10
+# The remote's home, and whether it has rsync: exits 0 either way (``&&`` alone ended a remote with
+# no rsync in "cannot reach").
+PROBE = 'printf "%s\\n" "$HOME"; if command -v rsync >/dev/null; then echo rsync; fi'
 BACKOFF_S = (0.5, 1.0, 2.0)  # the waits between connection attempts
 COMMAND_TIMEOUT_S = 120.0
 CONNECTION_ERROR = 255  # ssh's exit status when the connection itself failed
@@ -119,7 +122,7 @@ class Link:
                 if started.returncode != 0:
                     last = _last_line(log) or f"ssh exited with {started.returncode}"
                     continue
-                done = subprocess.run(self.shell_argv('printf "%s\\n" "$HOME"; command -v rsync >/dev/null && echo rsync'),
+                done = subprocess.run(self.shell_argv(PROBE),
                                       stdin=subprocess.DEVNULL, capture_output=True, timeout=CONNECT_TIMEOUT_S * 3)
             except subprocess.TimeoutExpired:
                 last = f"no answer within {CONNECT_TIMEOUT_S * 3} s"
