@@ -1,17 +1,21 @@
 """The user-visible docs stay short where they must, their links lead somewhere, the README's
-test command is the one CI runs, and every sample of the program's output they show is what it
-prints (tests/doc_samples.py makes them).
+test command is the one CI runs, and what they show of the program is the program's: every sample
+of its output (tests/doc_samples.py makes them), every exit code, every bound and size they quote.
 
 The tests of this file are ``unit`` but one, marked ``worker``: the samples against a fresh run.
 """
 
+import ast
 import re
+import signal
 from pathlib import Path
 
 import doc_samples
 import pytest
 from conftest import REPO
-from doctext import anchors, link_targets
+from doctext import anchors, link_targets, tables
+
+from ktui.cli import exits
 
 README = REPO / "README.md"
 PAGES = [README, REPO / "CONTRIBUTING.md", *sorted((REPO / "docs").rglob("*.md"))]
@@ -170,3 +174,188 @@ def test_each_sample_in_the_docs_is_what_a_fresh_run_prints(name, request):
     fresh = request.getfixturevalue("cli_samples" if name in doc_samples.CLI else "mcp_samples")
     problems = doc_samples.differences({name: fresh[name]}, doc_samples.documented())
     assert problems == [], "\n".join(problems) + "\n\n(python3 tests/doc_samples.py writes them again)"
+
+
+# -- exit codes: ktui/cli/exits.py ----------------------------------------------------------------
+# What each exit status of ktui/cli/exits.py means, in the words a doc gives it: a new code fails here
+# until a doc says it.
+MEANING = {"EXIT_OK": "passed", "EXIT_FAILED": "failed", "EXIT_CANNOT_RUN": "could not run",
+           "EXIT_SUSPICIOUS": "suspicious", "EXIT_UNTRUSTED": "trusted"}
+
+
+def verdict_table_problems(page: Path) -> list[str]:
+    """A page's verdict table (``| verdict | means | exit |``) against ktui's verdicts and their exit codes."""
+    from ktui.protocol.schema import VERDICTS
+
+    found = [rows for header, rows in tables(page.read_text()) if header == ["verdict", "means", "exit"]]
+    if len(found) != 1:
+        return [f"{len(found)} verdict tables, where one is wanted"]
+    problems = []
+    documented = [row[0].strip("`") for row in found[0]]
+    if sorted(documented) != sorted(VERDICTS):
+        problems.append(f"the table's verdicts {documented} are not ktui's {list(VERDICTS)}")
+    for row in found[0]:
+        verdict, cell = row[0].strip("`"), row[2]
+        shown = int(re.match(r"\d+", cell).group(0))
+        if shown != exits.exit_code([verdict]):
+            problems.append(f"{verdict}: exit {shown}, where ktui exits {exits.exit_code([verdict])}")
+        if verdict == "cancelled":
+            stopped = f"{exits.exit_stopped(0)} + the signal, {exits.exit_stopped(signal.SIGINT)} for Ctrl-C"
+            if stopped not in cell:
+                problems.append(f"cancelled: {cell!r} does not say {stopped!r}")
+    return problems
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("page", ["README.md", "docs/verdicts.md"])
+def test_each_verdict_tables_exit_code_is_the_one_ktui_exits_with(page):
+    assert verdict_table_problems(REPO / page) == []
+
+
+@pytest.mark.unit
+def test_a_wrong_exit_code_or_a_missing_verdict_in_a_verdict_table_is_caught(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("| verdict | means | exit |\n| --- | --- | --- |\n| `passed` | ok | 0 |\n| `failed` | no | 2 |\n"
+                    "| `cancelled` | stopped | 1 (128 + the signal, 131 for Ctrl-C) |\n")
+    problems = verdict_table_problems(page)
+    assert problems[0].startswith("the table's verdicts ['passed', 'failed', 'cancelled'] are not ktui's")
+    assert problems[1:] == ["failed: exit 2, where ktui exits 1",
+                            "cancelled: '1 (128 + the signal, 131 for Ctrl-C)' does not say "
+                            "'128 + the signal, 130 for Ctrl-C'"]
+
+
+def cli_exit_codes(text: str) -> dict[int, str]:
+    """docs/cli.md's line of exit codes: ``Exit codes: `0` every rung … · `1` … · …`` as code → meaning."""
+    flat = " ".join(text.split())
+    line = re.search(r"Exit codes: (.*?)\. A ", flat)
+    assert line, "docs/cli.md has no line 'Exit codes: …'"
+    return {int(m[1]): m[2] for m in re.finditer(r"`(\d+)` (.*?)(?= · `\d+`|$)", line.group(1))}
+
+
+@pytest.mark.unit
+def test_the_clis_exit_codes_are_those_of_exits_py_each_with_its_meaning():
+    documented = cli_exit_codes((REPO / "docs" / "cli.md").read_text())
+    defined = {name: value for name, value in vars(exits).items() if name.startswith("EXIT_")}
+    assert set(MEANING) == set(defined), "a new exit code: give it a meaning here and in docs/cli.md"
+    interrupted = exits.exit_stopped(signal.SIGINT)
+    assert set(documented) == set(defined.values()) | {interrupted}
+    for name, value in defined.items():
+        assert MEANING[name] in documented[value], f"`{value}` ({name}): {documented[value]!r}"
+    assert documented[interrupted] == (f"stopped by Ctrl-C ({exits.exit_stopped(0)} + the signal: "
+                                       f"`{exits.exit_stopped(signal.SIGTERM)}` for SIGTERM)")
+
+
+@pytest.mark.unit
+def test_the_audits_exit_codes_are_those_it_exits_with():
+    from ktui.cli import audit
+
+    flat = " ".join((REPO / "docs" / "verdicts.md").read_text().split())
+    said = (f"exit `{exits.EXIT_OK}` strong, `{audit.EXIT_WEAK}` weak, `{exits.EXIT_CANNOT_RUN}` could not run")
+    assert said in flat
+
+
+# -- sizes and bounds the docs quote, against the constants they come from --------------------------
+def constant(module: str, name: str):
+    """A module-level constant of ktui, read from its source (a worker module imports torch)."""
+    tree = ast.parse((REPO / (module.replace(".", "/") + ".py")).read_text())
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets) and node.value is not None:
+            return ast.literal_eval(node.value)
+    raise AssertionError(f"{module} defines no constant {name}")
+
+
+def bounds_table() -> dict[str, list[str]]:
+    """docs/verdicts.md's table of bounds, by the first words of its ``what`` cell."""
+    (rows,) = [rows for header, rows in tables((REPO / "docs" / "verdicts.md").read_text())
+               if header == ["what", "the most kept or drawn", "past it"]]
+    return {row[0]: row[1:] for row in rows}
+
+
+@pytest.mark.unit
+def test_the_bounds_table_gives_each_bound_as_the_code_sets_it():
+    from ktui.protocol import bounds
+    from ktui.protocol.rungs import RUNGS
+    from ktui.tui.panes.output import SHOWN_CHARS, SHOWN_LINES
+    from ktui.tui.searchable import SEARCH_MATCHES
+
+    sized = constant("ktui.worker.memory", "SIZED_SHAPES")
+    pre_checks = next(r.timeout_s for r in RUNGS if r.name == "pre-checks")
+    expected = {
+        "a line a kernel prints": (f"{bounds.LINE_CHARS:,} characters", ""),
+        "what a run prints, in `output.txt`": (f"{constant('ktui.history.reports', 'OUTPUT_LINES'):,} lines and "
+                                               f"{constant('ktui.history.reports', 'OUTPUT_CHARS'):,} characters", ""),
+        "a rung's or a run's message": (f"{bounds.MESSAGE_CHARS:,} characters, each line at most "
+                                        f"{bounds.MESSAGE_LINE_CHARS:,}", ""),
+        "a printed line a crash quotes": (f"{bounds.QUOTE_CHARS:,} characters", ""),
+        "an error's traceback": (f"{bounds.TRACEBACK_CHARS:,} characters, each line at most "
+                                 f"{bounds.MESSAGE_LINE_CHARS:,}", ""),
+        "the dashboard's output pane": (f"the newest {SHOWN_LINES:,} lines, at most {SHOWN_CHARS:,} characters", ""),
+        "the matches a search marks": (f"{SEARCH_MATCHES:,}", f"`{SEARCH_MATCHES}+`"),
+        "the shapes the pre-checks size": (f"{sized} distinct shapes (a reference with 5,000 `TESTS` passes the "
+                                           f"pre-checks within their {pre_checks:g} s)", f"a sample of {sized},"),
+    }
+    table = bounds_table()
+    assert len(table) == len(expected), f"a row without its constant here, or one gone: {list(table)}"
+    for start, (most, past) in expected.items():
+        (what,) = [w for w in table if w.startswith(start)]
+        assert table[what][0] == most, what
+        assert past in table[what][1], what
+    flat = " ".join((REPO / "docs" / "verdicts.md").read_text().split())
+    assert f"Past {sized} distinct shapes (TESTS and BENCHMARKS), a sample of {sized} is sized" in flat
+
+
+@pytest.mark.unit
+def test_the_error_maps_sizes_are_the_codes():
+    from ktui.protocol import errormap
+
+    flat = " ".join((REPO / "docs" / "verdicts.md").read_text().split())
+    assert errormap.MAX_JSON_BYTES == 2048
+    assert (f"The grid is at most {errormap.MAX_ROWS} rows and {errormap.MAX_COLS} columns of cells, "
+            f"{errormap.MAX_CELLS:,} cells in all (2 KB of JSON)") in flat
+    words = {3: "three", 4: "four"}
+    few, steps = constant("ktui.worker.errorpatterns", "FEW"), constant("ktui.worker.errormap", "MAP_STEPS")
+    assert f"| `few` | {words[few]} elements or fewer |" in flat
+    assert f"beyond {words[steps]} of its rounding steps" in flat
+
+
+@pytest.mark.unit
+def test_the_cli_docs_idle_limits_helpers_and_build_cache_are_the_codes():
+    from ktui.protocol.processes import MAX_COMPILE_AHEAD
+    from ktui.watch.service import IdleLimits
+
+    flat = " ".join((REPO / "docs" / "cli.md").read_text().split())
+    limits = IdleLimits()
+    assert (f"its worker (and the GPU memory with it) after {limits.worker_s / 60:g} minutes, itself after "
+            f"{limits.daemon_s / 60:g}; the worker's compile-ahead helpers end after {limits.helpers_s / 60:g} minutes") in flat
+    assert constant("ktui.worker.main", "HELPERS_IDLE_S") == limits.helpers_s
+    assert f"`KTUI_COMPILE_AHEAD=N` (0 to {MAX_COMPILE_AHEAD}," in flat
+    assert f"It holds the {constant('ktui.worker.dsl.buildcache', 'MAX_ENTRIES')} entries used last." in flat
+
+
+@pytest.mark.unit
+def test_the_mcp_tools_bounds_are_the_servers():
+    from ktui.agents.dumps import DEFAULT_PAGE_CHARS
+
+    flat = " ".join((REPO / "docs" / "agents.md").read_text().split())
+    assert f"`max_chars` (default {DEFAULT_PAGE_CHARS})" in flat
+
+
+@pytest.mark.unit
+def test_the_context_init_adds_is_the_size_the_docs_give(tmp_path):
+    """``ktui init``'s context/, added as init adds it (``add_source``), at the versions the ``cpu``
+    extra pins: the size docs/agents.md gives."""
+    from ktui.agentdocs.sources import add_source, installed_offline_sources, offline_sources
+    from ktui.protocol.dsls import dsls
+
+    pins = dict(re.findall(r'"([\w-]+)==([\w.]+)"', (REPO / "pyproject.toml").read_text()))
+    wanted = {dsl.name: pins.get(dsl.distribution) for dsl in dsls() if dsl.name in offline_sources()}
+    if set(installed_offline_sources()) != set(wanted):
+        pytest.skip(f"the docs give the size with every DSL installed; here only {installed_offline_sources()}")
+    added = [add_source(name, tmp_path / "context") for name in wanted]
+    versions = {a.source: a.version for a in added}
+    if versions != wanted:
+        pytest.skip(f"the docs give the size at the pinned versions {wanted}; installed here: {versions}")
+    size = f"{sum(a.bytes for a in added) / 2**20:.1f} MiB"
+    flat = " ".join((REPO / "docs" / "agents.md").read_text().split())
+    assert f"`ktui context add {'|'.join(wanted)}` would ({size} with the versions the `cpu` extra pins" in flat
