@@ -99,6 +99,21 @@ def quote_problems(page: Path, measured: Path) -> list[str]:
     return problems
 
 
+def unled_figures(page: Path, measured: Path) -> list[str]:
+    """Reference links that lead nowhere, and figures shown as a reference link that does not lead into
+    measured: both would pass for a quote, and neither is checked against a row."""
+    text = prose(page.read_text())
+    defined = {label for label, _ in DEFINITION.findall(text)}
+    into = {key for _, key, _ in quotes(page, measured)}
+    problems = []
+    for shown, key in REFERENCE.findall(text):
+        if key not in defined:
+            problems.append(f"[{shown}][{key}]: no definition [{key}]: …")
+        elif FIGURE.search(shown) and key not in into:
+            problems.append(f"[{shown}][{key}]: a figure, and [{key}] does not lead into {measured.name}")
+    return problems
+
+
 def unquoted_figures(page: Path) -> list[str]:
     """Figures in the page's prose that are not quoted from a table."""
     text = REFERENCE.sub("quoted", DEFINITION.sub("", prose(page.read_text())))
@@ -136,6 +151,24 @@ def test_each_section_of_measured_md_is_one_table_whose_rows_name_machine_date_c
 def test_every_figure_a_doc_quotes_is_its_rows_value(page):
     assert quote_problems(page, MEASURED) == []
     assert provenance_problems(page, MEASURED) == []
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_reference_link_is_defined_and_every_figure_shown_as_one_leads_to_its_row(page):
+    assert unled_figures(page, MEASURED) == []
+
+
+def test_a_figure_as_a_link_to_nowhere_or_to_another_page_is_caught(tmp_path):
+    measured = tmp_path / "measured.md"
+    measured.write_text("## First run\n\n| key | value | what | machine | date | commit | measured by |\n"
+                        "| --- | --- | --- | --- | --- | --- | --- |\n"
+                        "| `first-run` | 1 min 44 s | exit 0 | 2-core CPU | 2026-12-03 | fa99983 | the command |\n")
+    page = tmp_path / "README.md"
+    page.write_text("[1 min 44 s][first-run], [15 min][nowhere], [16 MiB][agents] and [the agents][agents].\n\n"
+                    "[first-run]: measured.md#first-run\n[agents]: agents.md\n")
+    assert unquoted_figures(page) == []  # what this test is for: each hides a figure from that check
+    assert unled_figures(page, measured) == ["[15 min][nowhere]: no definition [nowhere]: …",
+                                             "[16 MiB][agents]: a figure, and [agents] does not lead into measured.md"]
 
 
 def test_the_readme_gives_no_figure_of_its_own_and_quotes_the_newcomers_figures():

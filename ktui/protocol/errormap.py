@@ -36,8 +36,9 @@ CLEAN = "."
 class ErrorMap:
     """Where a wrong output is wrong: a rung's `figures.error_map`. Its mismatches (values beyond
     tolerance, NaN or Inf, elements never written) counted over the output's last two dimensions,
-    the leading ones folded (a cell counts over them), on a grid of at most 32 × 64 cells, and the
-    line that names their pattern, read from the exact positions. At most 2 KB of JSON."""
+    the leading ones folded (a cell counts over them), on a grid of at most 32 rows and 64 columns
+    of cells, 1,536 in all, and the line that names their pattern, read from the exact positions. At
+    most 2 KB of JSON."""
 
     description: str  # one line: where the mismatches are, the pattern named when there is one
     pattern: str  # the rule that named it: every, product, cross, diagonal, columns, rows, few, scattered
