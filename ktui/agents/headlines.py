@@ -47,6 +47,7 @@ def run_line(digest: dict[str, Any]) -> str:
 def _run(answer: dict[str, Any]) -> str:
     lines = [run_line(k) for k in answer.get("kernels", [])]
     lines += [f"audit {a.get('reference')}: {a.get('verdict')}" + (f": {'; '.join(a['weak'])}" if a.get("weak") else "")
+              + (f": {a['message']}" if a.get("message") and a.get("verdict") in ("pending", "error") else "")
               for a in answer.get("audits", [])]
     if answer.get("not_run"):
         lines.append(answer["not_run"])

@@ -4,7 +4,8 @@ Runs go through the one run queue (``ktui.dispatch.queue``) exactly as ``ktui ru
 do, reached through ``ktui.dispatch.runs.open_runs``: the workspace's daemon (started if need
 be), whose warm worker stays warm from one call to the next and is shared with ``ktui run`` and
 ``ktui watch``; the owner already there; or, with ``--no-daemon``, a queue of this server's own,
-which owns the workspace from its first run on. A call reads back its own runs alone. The queue
+which owns the workspace from its first run on and, outliving its calls, audits in its background
+the references they hand over (``hand_audits``). A call reads back its own runs alone. The queue
 runs in its own thread, so the server keeps answering while the ladder climbs; one call at a
 time, as with one GPU. When the client cancels, the call's runs are cancelled (the worker's
 process group is killed) and the call waits for them to end, so nothing the kernel started
@@ -28,12 +29,14 @@ from ktui.dispatch.runs import QueueRuns, Runs, Stream, is_verdict, open_runs
 from ktui.history.reports import build_report
 from ktui.protocol.events import ERROR, Event, Output, RunFinished, RunStarted
 from ktui.protocol.job import Options
+from ktui.protocol.owner import OwnerAuditing
 from ktui.workspace.kernels import Kernel
 
 Progress = Callable[[float, float | None, str], Awaitable[None]]
 POLL_S = 0.01  # how often a call looks for its runs' progress and end: a verdict waits at most this long
 JOIN_AFTER_CANCEL_S = 60.0
 CANCELLED_BY_CLIENT = "cancelled by the client: the worker's process group was killed"
+SERVER = "the MCP server"  # who audits in its background with a queue of its own
 
 
 class RunService:
@@ -59,7 +62,7 @@ class RunService:
         if self._own is not None:
             return self._own
         runs = open_runs(self.root, self.placement, daemon=self.daemon, say=self.notes.append, session=True,
-                         source=self.source)
+                         source=self.source, who=SERVER)
         if isinstance(runs, QueueRuns):
             self._own = runs
         return runs
@@ -127,6 +130,16 @@ class RunService:
                     await anyio.to_thread.run_sync(thread.join, JOIN_AFTER_CANCEL_S)
                 raise
             return results
+
+    def hand_audits(self, kernels: list[Kernel], options: Options, reference: Path | None = None
+                    ) -> OwnerAuditing | None:
+        """Off the event loop, once a call's verdicts are out: the first audits of ``kernels``'
+        references, handed to the workspace's owner or to this server's own queue, which both outlive
+        the call (what was taken); None when no one takes them."""
+        try:
+            return self._runs().hand_audits(kernels, options, reference)
+        except (OSError, ValueError):
+            return None
 
     def close(self) -> None:
         if self._own is not None:

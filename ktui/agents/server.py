@@ -30,7 +30,7 @@ from ktui.agents.digest import run_digest, trust_now
 from ktui.agents.dumps import DEFAULT_PAGE_CHARS, KINDS, MAX_PAGE_CHARS, read_dump
 from ktui.agents.hotspots import read_hotspots
 from ktui.agents.prompts import add_prompts
-from ktui.agents.run_audits import audit_after_run
+from ktui.agents.run_audits import audit_after_run, audit_later
 from ktui.agents.runs import RunService
 from ktui.agents.verdicts import verdict_now
 from ktui.agents.workspace import MAX_PATH_CHARS, AgentWorkspace, BadCall
@@ -51,8 +51,9 @@ says it in full): write or edit kernels/<op>_<variant>.py, call `run`, read `fir
 and excerpt; `where_wrong` says where a wrong output is wrong, e.g. "never written: cols 112–114 of
 every row (the last 3 columns)"; `latest` and `dump` kind=error_map give its grid), fix, repeat. A pass counts only when `summary.trusted` is true: false names why the test
 proves nothing (`trust_reasons`: a weak test, no signal on every shape: fix the reference's test or
-say so, never claim the kernel works), "pending" means the reference is not audited yet (`run` audits
-it after the verdicts; else call `audit`). When it passes, `diff` (SASS against the previous
+say so, never claim the kernel works), "pending" means the reference is not audited yet (`run` answers
+at its verdicts and its audit goes on in the background: a later `run`, `latest` or `kernels` says what
+it found; `strict` waits for it; else call `audit`). When it passes, `diff` (SASS against the previous
 version, or a `pin`ned one), `hotspots` (which of your lines the instructions and, once profiled, the stalls come from) and `profile` (Nsight
 Compute, GPU) tell you what to change; stop when the summary says `satisfied` and `trusted` (every
 benchmark shape within `roofline_done` of its attainable time; `short` names the shapes that are
@@ -104,8 +105,9 @@ def build_server(workspace: AgentWorkspace, runs: RunService, timeouts: dict[str
         fresh_shapes: Annotated[int, Field(ge=0, le=16, description="shapes derived from TESTS that each version was "
                                            "never shown, checked after the declared ones (0 turns it off)")] = 2,
         audit: Annotated[bool, Field(description="after the verdicts, audit each reference version never audited "
-                                     "(fast checks, cached): settles a pass's `trusted` from \"pending\"; a weak "
-                                     "one's kernels get `weak_test` in their summary")] = True,
+                                     "(fast checks, cached), in the background: a later call reads a pass's "
+                                     "`trusted` settled from \"pending\" (with `strict`, waited for: a weak "
+                                     "one's kernels get `weak_test` in their summary)")] = True,
         reference: Annotated[PathArg | None, Field(description="judge every kernel against this reference (a "
                                                    "KernelBench problem, any reference file in the workspace)")] = None,
     ) -> dict[str, Any]:
@@ -126,7 +128,13 @@ def build_server(workspace: AgentWorkspace, runs: RunService, timeouts: dict[str
         results = await runs.run(kernels, options, progress)
         order = {str(k.path): i for i, k in enumerate(kernels)}  # as asked, not as they finished
         results.sort(key=lambda r: order.get(str(r.get("path")), len(order)))
-        audits = await anyio.to_thread.run_sync(audit_after_run, workspace.root, kernels, options, results) if audit else []
+        if not audit:
+            audits = []
+        elif strict:  # the final word: the audit waited for
+            audits = await anyio.to_thread.run_sync(audit_after_run, workspace.root, kernels, options, results)
+        else:  # the answer comes at the verdicts; the audit goes on where it outlives the call
+            audits = await anyio.to_thread.run_sync(
+                audit_later, lambda: runs.hand_audits(kernels, options, named), kernels, results)
         passed = bool(results) and all(r["verdict"] == PASSED for r in results)
         answer = {"kernels": results, "all_passed": passed,
                   "all_trusted": passed and all((r.get("summary") or {}).get("trusted") is True for r in results)}

@@ -47,7 +47,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         print("ktui: `ktui mcp` needs the MCP SDK: python3 -m pip install -e '.[mcp]' (or pip install 'mcp>=2.3')",
               file=sys.stderr)
         return EXIT_CANNOT_RUN
-    from ktui.agents.runs import RunService
+    from ktui.agents.runs import SERVER, RunService
     from ktui.dispatch.runs import QueueRuns, open_runs
     from ktui.workspace.kernels import find_root
 
@@ -60,7 +60,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         daemon = daemon_wanted(args)
         source = getattr(args, "runners", None)
         if not placement.this_host:  # a Ray pool or a remote link: made now (a local worker with the first run)
-            runs = open_runs(root, placement, daemon=False, session=True, source=source)
+            runs = open_runs(root, placement, daemon=False, session=True, source=source, who=SERVER)
             own = runs if isinstance(runs, QueueRuns) else None
         return serve(args.dir, RunService(root, placement, daemon=daemon, source=source, runs=own,
                                                 allow_network=args.allow_network), timeouts)

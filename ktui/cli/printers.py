@@ -11,15 +11,20 @@ def print_first_audits(audits, as_json: bool = False) -> list:
     """``ktui run``'s audit (``ktui.dispatch.first_audit``), told as each one ends: with ``--json`` one
     object per reference (``"type": "audit"``); else one line per weak reference, last, ending
     ``weak test: …``, one per reference that could not be audited, and one ``audit: strong`` line.
-    Returns the audits, told."""
+    One not done yet (``pending``: in the owner's background, or by no one) is said on stderr, with
+    ``--json`` too. Returns the audits, told."""
     import json  # deferred for start-up speed
 
     strong, weak, told = [], [], []
     for audit in audits:
         told.append(audit)
+        if audit.verdict == "pending":
+            print(f"ktui: {_pending(audit)}", file=sys.stderr, flush=True)
         if as_json:
             sys.stdout.write(json.dumps(audit.to_json(), default=str) + "\n")
             sys.stdout.flush()
+        elif audit.verdict == "pending":
+            continue
         elif audit.verdict == "strong":
             strong.append(audit)
         elif audit.verdict == "weak":
@@ -33,6 +38,16 @@ def print_first_audits(audits, as_json: bool = False) -> list:
         ref = os.path.relpath(audit.reference)
         print(f"audit {ref} (`ktui audit {ref}` says why): weak test: {'; '.join(audit.weak)}", flush=True)
     return told
+
+
+def _pending(audit) -> str:
+    """``references/add.py: not audited yet: `ktui audit references/add.py` audits it (--strict waits for it)``,
+    or who audits it in the background."""
+    ref = os.path.relpath(audit.reference)
+    if audit.auditing:
+        return (f"{ref}: not audited yet: {audit.auditing} audits it in the background; the next run of its "
+                "kernels says what it finds (--strict waits for it)")
+    return f"{ref}: not audited yet: `ktui audit {ref}` audits it (--strict waits for it)"
 
 
 class JsonPrinter:

@@ -1,5 +1,7 @@
 """``ktui run``: the loop once on kernel files or folders, one line per rung (or the events as JSON);
-then, the verdicts told, the fast audit of each reference version never audited (``--no-audit``: none)."""
+then, the verdicts told, the fast audit of each reference version never audited (``--no-audit``:
+none): handed to the workspace's owner, which does it in its background after this command has
+exited, or said to be still to do; ``--strict`` waits for it."""
 
 from __future__ import annotations
 
@@ -40,8 +42,8 @@ def add_parser(subparsers) -> None:
                           "the audit of each reference never audited waited for; exit 4 when a pass cannot be trusted")
     run.add_argument("-v", "--verbose", action="store_true", help="also print what the kernel printed")
     run.add_argument("--no-audit", action="store_true",
-                     help="do not audit the references never audited (after the verdicts, the fast checks of "
-                          "`ktui audit`: does a trivial kernel pass their test?)")
+                     help="do not audit the references never audited (after the verdicts, in the workspace owner's "
+                          "background, the fast checks of `ktui audit`: does a trivial kernel pass their test?)")
     add_bench_flags(run)
     add_ray_flag(run)
     add_gpus_flag(run)
@@ -75,7 +77,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         printer = ByRun(printer)  # the runs of several actors interleave: each printed when it ends
     printer = TrustTally(printer)  # each run's verdict kept for the word on trust after the audits
     if not kernels:
-        return _audited(args, kernels, options, exit_code([]), printer)
+        return _audited(args, kernels, options, exit_code([]), printer, None)
     try:
         # Through the workspace's daemon (started if need be), the owner already there, or a queue
         # of this command's own: here, several GPUs, a remote host or Ray.
@@ -92,7 +94,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             runs.close(STOPPED, others=stopping.signum is None)  # a one-shot owner lets others' runs end first
     if stopping.signum is not None:  # stopped by a signal: the verdicts so far, no audit
         return stopping.exit_code
-    return _audited(args, kernels, options, exit_code(verdicts, asked=len(kernels)), printer)
+    return _audited(args, kernels, options, exit_code(verdicts, asked=len(kernels)), printer, runs)
 
 
 STOPPED = "cancelled: ktui run stopped"
@@ -147,19 +149,28 @@ def _say_reference_changed(start, finished, changed_once: set[str]) -> None:
               f"against the version it recorded ({changed['recorded']})", file=sys.stderr)
 
 
-def _audited(args: argparse.Namespace, kernels, options, code: int, tally) -> int:
-    """The fast audit of the references never audited, told after every verdict, then what it makes
-    of each pending pass (``ktui.cli.run_trust``); ``code`` (the verdicts' exit status) is returned
-    whatever the audit says, or if it is interrupted, but for ``--strict``'s untrusted pass."""
+def _audited(args: argparse.Namespace, kernels, options, code: int, tally, runs) -> int:
+    """The first audit of each reference version never audited, once every verdict is told: waited
+    for under ``--strict``; else handed to the workspace's owner (``runs``), which outlives this
+    command, or said to be still to do, with how (the command exits at its verdicts either way).
+    Then what the audits make of each pending pass (``ktui.cli.run_trust``); ``code`` (the verdicts'
+    exit status) is returned whatever the audit says, or if it is interrupted, but for
+    ``--strict``'s untrusted pass."""
     # deferred for start-up speed
     from ktui.cli.printers import print_first_audits
     from ktui.cli.run_trust import settle
-    from ktui.dispatch.first_audit import audit_new_references
+    from ktui.dispatch.first_audit import audit_new_references, not_audited, unaudited
 
     audits = []
-    if not args.no_audit:
+    if args.no_audit:
+        pass
+    elif args.strict:  # the final word: the audit waited for
         try:
             audits = print_first_audits(audit_new_references(kernels, options), as_json=args.json)
         except KeyboardInterrupt:
             print("ktui: audit interrupted: nothing was cached", file=sys.stderr)
+    elif todo := unaudited(kernels):
+        handed = runs.hand_audits(kernels, options, args.reference) if runs is not None else None
+        found = not_audited(todo, handed.auditing, handed.failed, handed.by) if handed else not_audited(todo)
+        audits = print_first_audits(found, as_json=args.json)
     return settle(tally, kernels, audits, args.strict, args.json, code)

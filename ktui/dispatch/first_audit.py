@@ -1,18 +1,21 @@
-"""``ktui run``'s audit: after the verdicts, each reference version never audited gets the fast checks.
+"""``ktui run``'s audit: each reference version never audited gets the fast checks, never before a verdict.
 
 A kernel that passes a weak test (ReLU on inputs that are never negative: a copy passes) has
-proved nothing, and a user should not need to know ``ktui audit`` exists to hear it. So ``ktui run``,
-once every verdict is printed and its exit code decided, audits each reference version its kernels
-were judged against that ``.ktui/audits/`` has no record of (the one cache of ``ktui.dispatch.auditor``,
-also ``ktui audit``'s and the watch loop's): the fast checks only (zeros, a copy of an input, one
-constant, and the reference's own checks: an input that does not matter), in the audit's own
-process (``Auditor``). The record is cached, so a later run of the same reference version audits
-nothing and its summary says ``weak test`` from the cache. A weak test is a notice: it never
-changes the exit code, and nothing here runs before a verdict.
+proved nothing, and a user should not need to know ``ktui audit`` exists to hear it. So once every
+verdict is printed, each reference version its kernels were judged against that ``.ktui/audits/``
+has no record of (``unaudited``: the one cache of ``ktui.dispatch.auditor``, also ``ktui audit``'s
+and the watch loop's) gets the fast checks only (zeros, a copy of an input, one constant, and the
+reference's own checks: an input that does not matter), in the audit's own process (``Auditor``):
+in the background of the workspace's owner, which outlives the caller (``ktui.dispatch.owner_audits``),
+or, for ``--strict``, here, waited for (``audit_new_references``). The record is cached, so a
+later run of the same reference version audits nothing and its summary says ``weak test`` or
+``trusted`` from the cache. A weak test is a notice: it never changes the exit code but
+``--strict``'s, and nothing here runs before a verdict.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -24,6 +27,8 @@ from ktui.protocol.events import ERROR, RunFinished
 from ktui.protocol.job import Options
 from ktui.workspace.kernels import Kernel, ProblemError, state_dir
 
+PENDING = "pending"  # an audit not done yet: handed to the owner's background, or to no one (``ktui audit`` does it)
+
 
 @dataclass
 class FirstAudit:
@@ -32,10 +37,11 @@ class FirstAudit:
     reference: Path
     reference_hash: str
     kernels: list[str] = field(default_factory=list)
-    verdict: str = ERROR  # strong | weak | error
+    verdict: str = ERROR  # strong | weak | error | pending
     reasons: list[str] = field(default_factory=list)
     message: str = ""  # why it could not be audited
     duration_s: float = 0.0
+    auditing: str = ""  # pending: who audits it in the background ("the workspace's daemon (pid 123)"), "" for no one
 
     @property
     def weak(self) -> list[str]:
@@ -44,9 +50,10 @@ class FirstAudit:
 
     def to_json(self) -> dict:
         """``--json``'s line: an object of its own type, beside the events."""
-        return {"type": "audit", "reference": str(self.reference), "reference_hash": self.reference_hash,
+        line = {"type": "audit", "reference": str(self.reference), "reference_hash": self.reference_hash,
                 "kernels": self.kernels, "verdict": self.verdict, "reasons": self.reasons, "weak": self.weak,
                 "message": self.message, "checks": "fast", "duration_s": self.duration_s}
+        return {**line, "auditing": self.auditing or None} if self.verdict == PENDING else line
 
 
 def short_reason(reason: str) -> str:
@@ -87,21 +94,45 @@ def audit_new_references(kernels: Iterable[Kernel], options: Options) -> Iterabl
     auditor = Auditor(AuditOptions(arch=options.arch, force_cpu=options.force_cpu, seed=options.seed, fast=True))
     try:
         for target, digest, ids in todo:
-            yield _audit(auditor, target, digest, ids)
+            yield audit_one(auditor, target, digest, ids)
     finally:
         auditor.close()
 
 
-def _audit(auditor: Auditor, target: AuditTarget, digest: str, ids: list[str]) -> FirstAudit:
+def not_audited(todo: list[tuple[AuditTarget, str, list[str]]], auditing: list[str] = (),
+                failed: dict[str, str] | None = None, by: str = "") -> list[FirstAudit]:
+    """Each of ``todo`` (``unaudited``) as it stands once handed over: ``pending`` (``by`` audits those
+    in ``auditing`` in its background; no one the others) or, for those in ``failed``, ``error``."""
+    failed = failed or {}
+    told = []
+    for target, digest, ids in todo:
+        reference = str(target.reference)
+        if reference in failed:
+            told.append(FirstAudit(target.reference, digest, ids, ERROR, message=failed[reference]))
+        else:
+            told.append(FirstAudit(target.reference, digest, ids, PENDING, auditing=by if reference in auditing else ""))
+    return told
+
+
+def audit_one(auditor: Auditor, target: AuditTarget, digest: str, ids: list[str],
+              cancel: threading.Event | None = None) -> FirstAudit:
+    """The fast audit of one reference version (cached when strong or weak); ``cancel``: set from
+    another thread, it kills the audit's process and the audit ends ``error``, nothing cached."""
     result = FirstAudit(target.reference, digest, ids)
     started = time.monotonic()
     finish = None
+    done = threading.Event()
+    if cancel is not None:
+        threading.Thread(target=cancel_when, args=(cancel, done, auditor), name="ktui-audit-cancel",
+                         daemon=True).start()
     try:
         for event in auditor.audit(target):  # caches a strong or weak verdict
             if isinstance(event, RunFinished):
                 finish = event
     except (WorkerStartError, ProblemError, OSError) as exc:
         result.message = str(exc)
+    finally:
+        done.set()
     result.duration_s = round(time.monotonic() - started, 2)
     if finish is not None and finish.verdict in (STRONG, WEAK):
         result.verdict, result.reasons = finish.verdict, list(finish.summary.get("reasons") or [])
@@ -109,3 +140,12 @@ def _audit(auditor: Auditor, target: AuditTarget, digest: str, ids: list[str]) -
         result.message = finish.message or "the audit gave no verdict"
     result.message = result.message.splitlines()[0] if result.message else result.message
     return result
+
+
+def cancel_when(cancel: threading.Event, finished: threading.Event, auditor: Auditor) -> None:
+    """Kill ``auditor``'s process as soon as ``cancel`` is set (a run pre-empts background work, the
+    queue stops), unless the audit ``finished`` first."""
+    while not finished.is_set():
+        if cancel.wait(0.1):
+            auditor.cancel()
+            return

@@ -18,9 +18,11 @@ submit work; ``ktui.dispatch.peers`` also refuses any process descended from the
 A caller may also follow one kernel (``follow_request``): the owner answers ``owner_following``
 lines — whether a run of it is queued or in flight, and, for an owner that watches the files,
 within how many seconds it picks up a save — once at once and again at each change, until the
-caller hangs up. The MCP ``verdict`` tool waits on it (``ktui.agents.verdicts``). A daemon also
-hosts views (``watch_request``, ``ktui.watch.service``) and answers ``status_request`` and
-``stop_request``.
+caller hangs up. The MCP ``verdict`` tool waits on it (``ktui.agents.verdicts``). An owner that
+outlives its callers (a daemon, a watch, an MCP server's own queue) takes the first audits of their
+references once their verdicts are out (``audit_request``, ``ktui.dispatch.owner_audits``). A
+daemon also hosts views (``watch_request``, ``ktui.watch.service``) and answers ``status_request``
+and ``stop_request``.
 """
 
 from __future__ import annotations
@@ -46,9 +48,11 @@ from ktui.protocol.events import Event, event_from_json
 from ktui.protocol.job import Options
 from ktui.protocol.notices import NOTICE_TYPES, QueueChanged, notice_from_json
 from ktui.protocol.owner import (
+    AuditRequest,
     CancelRequest,
     FollowRequest,
     Message,
+    OwnerAuditing,
     OwnerDone,
     OwnerError,
     OwnerFollowing,
@@ -167,6 +171,13 @@ def owner_pid(state: Path) -> str:
         return "?"
 
 
+class Audits(Protocol):
+    """What an owner that outlives its callers does with the audits they hand over
+    (``ktui.dispatch.owner_audits``)."""
+
+    def take(self, kernels: list, options: Options) -> OwnerAuditing: ...
+
+
 class Host(Protocol):
     """What a daemon adds to its owner's socket (``ktui.watch.service``): views, status, stopping."""
 
@@ -227,6 +238,7 @@ class OwnerServer:
         self.save_grace_s = save_grace_s  # a watch: a save is queued within this many seconds; None: saves run nothing
         self.path = ownership.folder / "socket"
         self.host: Host | None = None  # a daemon's views, status and stop; None: a command's own owner
+        self.audits: Audits | None = None  # callers' first audits, in its background; None: it ends with its command
         self.admit: Callable[[socket.socket], str] = refused_peer  # why a peer is refused ("" admits it)
         self.started = time.time()
         self.token = secrets.token_hex(16)
@@ -346,6 +358,8 @@ class OwnerServer:
             elif isinstance(request, FollowRequest):
                 with self._counted():
                     self._follow(Path(request.path), line)
+            elif isinstance(request, AuditRequest) and self.audits is not None:
+                line.send(self._audit(request))
             elif isinstance(request, StatusRequest):
                 line.send(self.status())
             elif isinstance(request, StopRequest) and self.host is not None:
@@ -393,6 +407,14 @@ class OwnerServer:
             line.send(OwnerError(message=str(exc)))
             return
         line.send(OwnerDone())
+
+    def _audit(self, request: AuditRequest) -> OwnerAuditing:
+        """A caller's verdicts are out: the references of its kernels no record covers are audited
+        in this owner's background, after the caller has gone."""
+        with PARSING:
+            kernels = discover([Path(p) for p in request.paths],
+                               reference=Path(request.reference) if request.reference else None)
+        return self.audits.take(kernels, Options(**request.options))
 
     def _cancels(self, line: _Line, batch: Batch) -> None:
         """A caller stopped (a signal, a cancelled call) says so on its connection: its runs alone
@@ -559,6 +581,16 @@ class OwnerLink:
                              placement=(placement or Placement()).to_json(),
                              reference=str(Path(reference).resolve()) if reference else None)
         return RunCall(self._request(request), self.pid)
+
+    def audit(self, paths: list[Path], options: Options, reference: Path | None = None) -> OwnerAuditing:
+        """Hand the owner the first audits of ``paths``' references (``OwnerAuditing``: what it took);
+        ``Refused`` from an owner that does not take them (one that ends with its command)."""
+        request = AuditRequest(paths=[str(Path(p).resolve()) for p in paths], options=_options_json(options),
+                               reference=str(Path(reference).resolve()) if reference else None)
+        reply = self.ask(request)
+        if not isinstance(reply, OwnerAuditing):
+            raise Refused(getattr(reply, "message", f"the owner answered {reply.type}"))
+        return reply
 
     def follow(self, path: Path) -> Following:
         """Follow the kernel at ``path`` in the owner's queue (``Following.next``)."""

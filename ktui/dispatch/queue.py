@@ -18,7 +18,8 @@ callers share one run only when they asked for the same content (its hash when t
 the same options; otherwise each run waits its turn. ``resolve`` reads a kernel afresh when its run starts
 (its reference may have changed since the save); without it the entry's kernel runs as submitted.
 
-Background work (``submit_background``: the reference audits of ``ktui.watch.background_audits``) has the
+Background work (``submit_background``: the reference audits of ``ktui.watch.background_audits`` and
+those callers hand to the owner, ``ktui.dispatch.owner_audits``) has the
 lowest priority: it starts only when no run or task waits or runs, and any submit pre-empts it —
 its ``cancel`` is set, it ends what it started, and it starts again from the beginning once the
 queue is empty. It never shares the machine with a run, so never with a timed benchmark.
@@ -408,6 +409,11 @@ class RunQueue:
         """Runs, tasks and turns in flight or queued (background work left out)."""
         with self._cond:
             return len(self._queue) + sum(cur.entry.kind is not Kind.BACKGROUND for _, cur in self._running())
+
+    def background(self) -> int:
+        """Background work queued or in flight (a reference's audit): what an idle owner still has to do."""
+        with self._cond:
+            return len(self._background) + sum(cur.entry.kind is Kind.BACKGROUND for _, cur in self._running())
 
     def rest(self) -> bool:
         """Let every runner's worker go while nothing runs or waits (an idle daemon frees the GPU's

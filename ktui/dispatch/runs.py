@@ -12,18 +12,21 @@ those runs alone, the verdicts among them; a ``run_finished`` whose summary says
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 from pathlib import Path
 from typing import Callable, Iterator, Protocol
 
 from ktui.dispatch.daemon import Reached, reach
-from ktui.dispatch.owner import STOPPED_READING, OwnerLink, OwnerServer
+from ktui.dispatch.owner import STOPPED_READING, OwnerGone, OwnerLink, OwnerServer, Refused
+from ktui.dispatch.owner_audits import OwnerAudits
 from ktui.dispatch.placement import Placed, Placement, RunnerSource, place, reached
 from ktui.dispatch.queue import RUNS_AGAIN, Batch, RunQueue
 from ktui.dispatch.session import Session
 from ktui.protocol.events import Event, RunFinished
 from ktui.protocol.job import Options
+from ktui.protocol.owner import OwnerAuditing
 from ktui.workspace.kernels import Kernel, state_dir
 
 
@@ -43,6 +46,11 @@ class Stream(Protocol):
 class Runs(Protocol):
     def run(self, kernels: list[Kernel], options: Options, reference: Path | None = None) -> Stream: ...
 
+    def hand_audits(self, kernels: list[Kernel], options: Options, reference: Path | None = None
+                    ) -> OwnerAuditing | None:
+        """Once the verdicts are out: the first audits of ``kernels``' references, handed to an owner
+        that outlives this caller (what it took), or None when nothing here outlives it."""
+
     def close(self, reason: str, others: bool = True) -> None: ...
 
 
@@ -56,24 +64,41 @@ class OwnerRuns:
     def run(self, kernels: list[Kernel], options: Options, reference: Path | None = None) -> Stream:
         return self.link.run([k.path for k in kernels], options, self.placement, reference)
 
+    def hand_audits(self, kernels: list[Kernel], options: Options, reference: Path | None = None
+                    ) -> OwnerAuditing | None:
+        """The owner's background takes them; None from one that ends with its command (or is gone)."""
+        try:
+            return self.link.audit([k.path for k in kernels], options, reference)
+        except (Refused, OwnerGone):
+            return None
+
     def close(self, reason: str, others: bool = True) -> None:
         """Nothing to end: the owner keeps its worker for the next caller."""
 
 
 class QueueRuns:
     """Runs made here, by a run queue on the placement's runners; the workspace is this process's
-    while it lives, and other callers' kernels run in the same queue."""
+    while it lives, and other callers' kernels run in the same queue. ``who``: a process that outlives
+    its calls, in words ("the MCP server"): its queue then audits in its background the references
+    its callers, and others', hand over (``OwnerAudits``); "": it ends with its command and takes none."""
 
-    def __init__(self, root: Path, placed: Placed):
+    def __init__(self, root: Path, placed: Placed, who: str = ""):
         self.placed = placed
         options = Options(arch=placed.placement.arch, force_cpu=placed.placement.cpu)  # each request brings its own
         self.queue = RunQueue(Session(root, runner=placed.runner), options, listener=_unheard, warm_up=False,
                               runners=placed.runners)
         self.queue.start()
         self.server = OwnerServer.claim(state_dir(root), self.queue, placed.placement)  # None: another owns it
+        self.audits = OwnerAudits(self.queue, _unheard, f"{who} (pid {os.getpid()})") if who else None
+        if self.server is not None:
+            self.server.audits = self.audits
 
     def run(self, kernels: list[Kernel], options: Options, reference: Path | None = None) -> Stream:
         return QueueStream(self.queue, kernels, options, reference)
+
+    def hand_audits(self, kernels: list[Kernel], options: Options, reference: Path | None = None
+                    ) -> OwnerAuditing | None:
+        return self.audits.take(kernels, options) if self.audits is not None else None
 
     def close(self, reason: str, others: bool = True) -> None:
         """End the queue, its runners and the workspace's ownership; ``others``: the runs other
@@ -131,10 +156,11 @@ class QueueStream:
 
 
 def open_runs(root: Path, placement: Placement, daemon: bool = True, say: Callable[[str], None] = lambda line: None,
-              session: bool = False, source: RunnerSource | None = None) -> Runs:
+              session: bool = False, source: RunnerSource | None = None, who: str = "") -> Runs:
     """The runs of a surface in the workspace at ``root``: through its daemon (``daemon``: not
     ``--no-daemon``, ``ktui.dispatch.daemon.wanted``; on this host's workers), through the owner already there, else a queue of its own (``session``: a
-    long-lived one whose worker may keep compile-ahead helpers; ``source``: a test's runners).
+    long-lived one whose worker may keep compile-ahead helpers, and which, given ``who``, audits
+    the references its callers hand over in its background; ``source``: a test's runners).
     ``say`` is told the one line worth saying (a daemon replaced, why this runs on its own).
     ValueError, in one line, for a placement that cannot be made or reached."""
     state = state_dir(root)
@@ -154,4 +180,4 @@ def open_runs(root: Path, placement: Placement, daemon: bool = True, say: Callab
     why = reached(placed)
     if why:
         raise ValueError(why)
-    return QueueRuns(root, placed)
+    return QueueRuns(root, placed, who=who if session else "")

@@ -8,8 +8,9 @@ a kernel of zeros, a copy of an input, a constant pass its test?). So ``trusted`
 - ``True``: a pass, every check with signal, its reference version audited ``strong``;
 - ``False``, with the reasons: correctness not checked, no signal on every shape, a weak test, or
   an audit that could not be done; a run that did not pass is never trusted (its verdict says why);
-- ``"pending"``: a pass whose reference version has no audit yet (its first audit has not
-  finished, or nothing audits it: ``--no-audit``), and nothing else against it.
+- ``"pending"``: a pass whose reference version has no audit yet (its first audit is still going
+  on in the owner's background, or nothing audits it: a one-shot run, ``--no-audit``), and nothing
+  else against it.
 
 The rule reads only the run's summary (what the history stores) and the audit's record, so who
 audits the reference, and when (after ``ktui run``'s verdicts, in the MCP ``run``, in a watch's or
@@ -25,12 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from ktui.dispatch.auditor import STRONG, WEAK, cached
-from ktui.dispatch.first_audit import reason_head
+from ktui.dispatch.first_audit import PENDING, reason_head
 from ktui.protocol.events import PASSED
 from ktui.protocol.lines import NO_SIGNAL_EVERYWHERE
 
 TRUSTED, REASONS = "trusted", "trust_reasons"  # the summary's keys
-PENDING = "pending"
 NOT_AUDITED, AUDIT_FAILED = "none", "error"
 
 

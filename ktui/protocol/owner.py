@@ -84,6 +84,17 @@ class FollowRequest(Request):
 
 
 @dataclass(kw_only=True)
+class AuditRequest(Request):
+    """After a caller's verdicts: audit the references of these kernels that no record covers, in
+    the owner's background, after the caller has gone; answered at once with ``owner_auditing``."""
+
+    type: ClassVar[str] = "audit_request"
+    paths: list[str]  # the caller's kernel files, absolute
+    options: dict[str, Any] = field(default_factory=dict)  # the runs' ``Options`` (the audit reads arch, cpu and seed)
+    reference: str | None = None  # the reference every kernel was judged against (``--reference``)
+
+
+@dataclass(kw_only=True)
 class WatchRequest(Request):
     """Attach a view (``ktui watch``): the owner watches the workspace's files while any view is
     attached, and sends each view every event and notice until it detaches."""
@@ -184,6 +195,18 @@ class OwnerFollowing(Message):
 
 
 @dataclass(kw_only=True)
+class OwnerAuditing(Message):
+    """The answer to ``audit_request``: the references the owner audits in its background (queued
+    or in flight; each reference version once) and those it could not audit, with why (not tried
+    again while it runs: ``ktui audit`` does)."""
+
+    type: ClassVar[str] = "owner_auditing"
+    auditing: list[str] = field(default_factory=list)  # reference files, absolute
+    failed: dict[str, str] = field(default_factory=dict)  # reference file → why it could not be audited
+    by: str = ""  # who audits them, in words: "the workspace's daemon (pid 123)"
+
+
+@dataclass(kw_only=True)
 class OwnerStatus(Message):
     """What the owner is and does (``ktui serve --status``)."""
 
@@ -215,10 +238,10 @@ class OwnerStopping(Message):
 
 
 REQUEST_TYPES: dict[str, type[Request]] = {cls.type: cls for cls in (
-    RunRequest, CancelRequest, TurnRequest, ReleaseRequest, FollowRequest, WatchRequest, RerunRequest,
-    RerunAllRequest, TaskRequest, OptionsRequest, DetachRequest, StatusRequest, StopRequest)}
+    RunRequest, CancelRequest, TurnRequest, ReleaseRequest, FollowRequest, AuditRequest, WatchRequest,
+    RerunRequest, RerunAllRequest, TaskRequest, OptionsRequest, DetachRequest, StatusRequest, StopRequest)}
 REPLY_TYPES: dict[str, type[Message]] = {cls.type: cls for cls in (
-    OwnerDone, OwnerError, OwnerTurn, OwnerFollowing, OwnerStatus, OwnerStopping)}
+    OwnerDone, OwnerError, OwnerTurn, OwnerFollowing, OwnerAuditing, OwnerStatus, OwnerStopping)}
 MESSAGE_TYPES: dict[str, type[Message]] = {**REQUEST_TYPES, **REPLY_TYPES}
 
 

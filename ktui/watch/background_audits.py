@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Callable
 
 from ktui.dispatch.auditor import STRONG, WEAK, AuditOptions, Auditor, AuditTarget, cached, kernel_target
+from ktui.dispatch.first_audit import cancel_when
 from ktui.dispatch.queue import Listener, RunQueue
 from ktui.dispatch.worker_protocol import WorkerStartError
 from ktui.protocol.events import RunFinished
@@ -108,7 +109,7 @@ class BackgroundAudits:
             return True
         auditor = Auditor(self.options)
         finished = threading.Event()
-        threading.Thread(target=_cancel_on, args=(cancel, finished, auditor), name="ktui-audit-cancel",
+        threading.Thread(target=cancel_when, args=(cancel, finished, auditor), name="ktui-audit-cancel",
                          daemon=True).start()
         finish: RunFinished | None = None
         error = ""
@@ -132,10 +133,3 @@ class BackgroundAudits:
         self._tell(target, digest, "error", message=message.splitlines()[0])
         return True
 
-
-def _cancel_on(cancel: threading.Event, finished: threading.Event, auditor: Auditor) -> None:
-    """Kill the audit process as soon as the scheduler pre-empts the audit (or stops)."""
-    while not finished.is_set():
-        if cancel.wait(0.1):
-            auditor.cancel()
-            return

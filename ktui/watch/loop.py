@@ -9,6 +9,7 @@ background (``ktui.watch.background_audits``): its verdict is an ``audit_finishe
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any, Callable
 from watchdog.observers import Observer
 
 from ktui.dispatch.owner import OwnerServer
+from ktui.dispatch.owner_audits import OwnerAudits
 from ktui.dispatch.placement import Placement
 from ktui.dispatch.queue import Listener, RunQueue, Task
 from ktui.dispatch.runner import Runner, WorkerConfig, WorkerRunner
@@ -117,6 +119,8 @@ class WatchLoop:
         if self.settings.owner is not None:
             self.owner = OwnerServer.claim(self.session.state, self.queue, self.settings.owner,
                                            save_grace_s=self.save_grace_s)
+            if self.owner is not None:  # it outlives the commands it serves: their first audits are its
+                self.owner.audits = OwnerAudits(self.queue, self.listener, f"ktui watch (pid {os.getpid()})")
         self.watcher.start()
         if self.settings.catch_up:
             for kernel in kernels:

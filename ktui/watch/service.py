@@ -3,7 +3,9 @@
 ``ktui serve`` runs it in a terminal; any command that needs a worker starts it in the background
 (``ktui.dispatch.daemon``). It owns the workspace's GPUs and their warm workers, runs each
 caller's kernels and sends that caller its own runs' events alone (``ktui.dispatch.owner``),
-gives a profile or an audit its turn on the GPU, and hosts the views of ``ktui watch``: while one
+gives a profile or an audit its turn on the GPU, audits in its background the references its
+callers' verdicts were judged against that no record covers (``ktui.dispatch.owner_audits``: they
+exit at their verdicts), and hosts the views of ``ktui watch``: while one
 view or more is attached it watches the files (one ``WatchLoop`` on its queue, whatever the number
 of views: a second ``ktui watch`` is a second view, not a second runner) and sends every view
 every event and notice, those of a run already in flight first.
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ktui.dispatch.owner import OwnerServer
+from ktui.dispatch.owner_audits import OwnerAudits
 from ktui.dispatch.placement import Placed
 from ktui.dispatch.queue import RunQueue
 from ktui.dispatch.session import Session
@@ -99,6 +102,8 @@ class Service:
         options = Options(arch=placed.placement.arch, force_cpu=placed.placement.cpu)
         self.queue = RunQueue(Session(self.root, runner=placed.runner), options, self._heard,
                               resolve=self.workspace.kernel, runners=placed.runners)  # warm from its start
+        who = "the workspace's daemon" if detached else "ktui serve"
+        self.audits = OwnerAudits(self.queue, self._heard, f"{who} (pid {os.getpid()})")  # callers' first audits
         self.stopped = threading.Event()
         self._lock = threading.Lock()
         self._views: list[Callable[[Any], None]] = []
@@ -203,8 +208,10 @@ class Service:
 
     # -- its life ---------------------------------------------------------------------------------------
     def idle_s(self) -> float:
-        """Seconds since anything last ran, called or watched."""
-        if self.busy():
+        """Seconds since anything last ran, called or watched, or was audited in the background
+        (a caller's audit is not cut short by the daemon's idle end; a replacement may cut it: the
+        next run hands it over again)."""
+        if self.busy() or self.queue.background():
             self._idle_since = time.monotonic()
             return 0.0
         return min(time.monotonic() - self._idle_since, self.server.quiet_s)
@@ -212,6 +219,7 @@ class Service:
     def serve(self) -> None:
         self.queue.start()
         self.server.host = self
+        self.server.audits = self.audits
         self.server.serve(self.queue)
 
     def tick(self) -> None:

@@ -17,6 +17,7 @@ from conftest import FIXTURES, REPO, make_workspace
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 from test_mcp import call, connect, error_of
+from waits import until
 
 from ktui.worker.timing.calibrate import MEASURE_ENV
 from ktui.workspace.scaffold import loop_text
@@ -42,7 +43,8 @@ def test_a_wrong_kernel_passing_a_test_of_zeros_is_not_trusted_in_every_answer(t
 
     async def main():
         async with connect(ws) as session:
-            result = await session.call_tool("run", {"paths": ["kernels/triple_zeros.py"], "no_bench": True})
+            result = await session.call_tool("run", {"paths": ["kernels/triple_zeros.py"], "no_bench": True,
+                                                     "strict": True})  # its audit waited for
             ran = result.structured_content
             (triple,) = ran["kernels"]
             assert triple["verdict"] == "passed" and ran["all_passed"] is True  # ×3 and ×2 of zeros agree
@@ -67,10 +69,14 @@ def test_a_pass_is_pending_until_the_run_tool_audits_its_reference(tmp_path):
             quiet = await call(session, "run", paths=["kernels/add_triton.py"], no_bench=True, audit=False)
             assert quiet["kernels"][0]["summary"]["trusted"] == "pending" and quiet["all_trusted"] is False
             assert (await call(session, "latest", kernel="add_triton"))["summary"]["trusted"] == "pending"
-            audited = await call(session, "run", paths=["kernels/add_triton.py"], no_bench=True)
-            assert audited["audits"][0]["verdict"] == "strong"
-            assert audited["kernels"][0]["summary"]["trusted"] is True and audited["all_trusted"] is True
+            handed = await call(session, "run", paths=["kernels/add_triton.py"], no_bench=True)
+            assert handed["audits"][0]["verdict"] == "pending"  # answered at its verdict: audited in the background
+            assert handed["kernels"][0]["summary"]["trusted"] == "pending" and handed["all_trusted"] is False
+            audits = ws / ".ktui" / "audits"
+            assert await anyio.to_thread.run_sync(until, lambda: audits.is_dir() and list(audits.iterdir()))
             assert (await call(session, "latest", kernel="add_triton"))["summary"]["trusted"] is True
+            audited = await call(session, "run", paths=["kernels/add_triton.py"], no_bench=True)
+            assert "audits" not in audited and audited["all_trusted"] is True
 
     anyio.run(main)
 

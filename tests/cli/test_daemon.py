@@ -12,11 +12,14 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 from conftest import REPO, child_env, make_workspace, parse_events
+from held_audit import KERNEL, REFERENCE, audit_records, held_audit
+from waits import until
 
 from ktui.history.store import Store
 from ktui.protocol.schema import validate
@@ -240,3 +243,37 @@ def test_without_the_daemon_a_watch_is_refused_while_a_command_of_its_own_owns_t
     assert watch.stderr == (f"ktui: the workspace is owned by pid {owner.pid} (a ktui command run with --no-daemon): a "
                             "watch of its own would run every save a second time; wait for it to end, or run the "
                             "daemon (ktui serve)\n")
+
+
+def test_a_first_audit_goes_on_in_the_daemon_after_its_caller_exited_and_reaches_a_view_and_the_next_run(ws):
+    go = held_audit(ws)
+    argv = ["run", "--no-bench", "--cpu", "--no-fresh-shapes", KERNEL]
+    first = ktui_run(*argv, cwd=ws)  # its audit is held: the answer arriving at all shows it was not waited for
+    assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
+    assert "· trust pending: reference not audited yet" in first.stdout.strip().splitlines()[-1], first.stdout[-2000:]
+    daemon = status(ws)["pid"]
+    assert first.stderr.splitlines()[-1] == (
+        f"ktui: {REFERENCE}: not audited yet: the workspace's daemon (pid {daemon}) audits it in the background; "
+        "the next run of its kernels says what it finds (--strict waits for it)"), first.stderr
+    assert not audit_records(ws)
+
+    view = ktui_proc("watch", "--headless", "--lazy", "--no-audit", "--cpu", "--no-bench", "--no-fresh-shapes", cwd=ws)
+    seen: list[dict] = []
+    threading.Thread(target=lambda: seen.extend(json.loads(line) for line in view.stdout), daemon=True).start()
+    try:
+        assert until(lambda: status(ws)["views"] == 1), "the dashboard's view attached"
+        go.write_text("go")  # the daemon's audit goes on, its caller long gone
+        told = until(lambda: [line for line in seen if line["type"] == "audit_finished"])
+    finally:
+        view.send_signal(signal.SIGTERM)
+        view.communicate(timeout=60)
+    assert [(t["reference"], t["verdict"], t["kernels"]) for t in told] == [(str(ws / REFERENCE), "strong",
+                                                                           ["heldaudit_triton"])], told
+    assert len(audit_records(ws)) == 1 and status(ws)["pid"] == daemon
+
+    again = ktui_run(*argv, cwd=ws)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert again.stdout.strip().splitlines()[-1].startswith("heldaudit_triton v1 passed · 5/5 correct · trusted ·")
+    assert "not audited" not in again.stderr, again.stderr
+    history = ktui_run("history", KERNEL, "--json", cwd=ws)
+    assert [json.loads(line)["summary"]["trusted"] for line in history.stdout.splitlines()] == [True, True]
