@@ -43,6 +43,7 @@ prints (``normalise``), and so written into the doc:
   part, the audit's ``fast checks, <t> s``, an answer's ``"duration_s"``);
 - ``<free>``: the memory free for a checked call (the host's RAM, or what its cgroup leaves);
 - ``<ws>``: the temporary workspace's path;
+- ``pid N``: the process that audits a reference in the background;
 - the sandbox's note where a protection did not hold on this machine is dropped
   (`` · landlock ABI 5: …; not held: signals …``, `` · not confined: …``): the samples show a
   machine where the sandbox holds.
@@ -102,6 +103,8 @@ PLACEHOLDERS = [
     # the memory free for a checked call
     (re.compile(r"\d+(?:\.\d+)? GB free on the host's RAM(?: within its cgroup's \d+(?:\.\d+)? GB limit)?"),
      "<free> GB free on the host's RAM"),
+    # the process that audits in the background: ``the MCP server (pid 25857) audits it``
+    (re.compile(r"\(pid \d+"), "(pid N"),
     # the sandbox's note where a protection did not hold
     (re.compile(r" · (?:landlock ABI \d+: |not confined)[^·\n]*?(?= · |$)", re.M), ""),
 ]

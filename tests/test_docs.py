@@ -327,7 +327,8 @@ def test_the_cli_docs_idle_limits_helpers_and_build_cache_are_the_codes():
     flat = " ".join((REPO / "docs" / "cli.md").read_text().split())
     limits = IdleLimits()
     assert (f"its worker (and the GPU memory with it) after {limits.worker_s / 60:g} minutes, itself after "
-            f"{limits.daemon_s / 60:g}; the worker's compile-ahead helpers end after {limits.helpers_s / 60:g} minutes") in flat
+            f"{limits.daemon_s / 60:g} (") in flat
+    assert f"the worker's compile-ahead helpers end after {limits.helpers_s / 60:g} minutes" in flat
     assert constant("ktui.worker.main", "HELPERS_IDLE_S") == limits.helpers_s
     assert f"`KTUI_COMPILE_AHEAD=N` (0 to {MAX_COMPILE_AHEAD}," in flat
     assert f"It holds the {constant('ktui.worker.dsl.buildcache', 'MAX_ENTRIES')} entries used last." in flat
