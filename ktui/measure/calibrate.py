@@ -448,17 +448,22 @@ class Reply:
     obtained: dict[str, Any] | None = None  # ``--first``: the benchmark's calibration (``Obtained.to_json``)
 
 
-def read_reply(lines: Iterable[str], progress: Callable[[str], None]) -> Reply:
-    """Read the measuring process's lines (``ktui.worker.timing.calibrate.main``'s protocol), telling
-    its progress as it comes."""
-    reply = Reply()
+def json_objects(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
+    """Each line of ``lines`` that is a JSON object; anything else (a stray print) is passed over."""
     for line in lines:
         try:
             message = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if not isinstance(message, dict):
-            continue
+        if isinstance(message, dict):
+            yield message
+
+
+def read_reply(lines: Iterable[str], progress: Callable[[str], None]) -> Reply:
+    """Read the measuring process's lines (``ktui.worker.timing.calibrate.main``'s protocol), telling
+    its progress as it comes."""
+    reply = Reply()
+    for message in json_objects(lines):
         if "progress" in message:
             progress(str(message["progress"]))
         elif isinstance(message.get("obtained"), dict):

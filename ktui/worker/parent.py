@@ -20,7 +20,7 @@ import json
 import os
 from typing import IO, Callable, Iterator
 
-from ktui.measure.calibrate import ANSWER, ASK, PROGRESS, Obtained
+from ktui.measure.calibrate import ANSWER, ASK, PROGRESS, Obtained, json_objects
 
 
 def private_input() -> IO[str]:
@@ -52,13 +52,7 @@ class Parent:
         """Ask for this GPU's calibration: measured by the parent's measuring process where none is
         kept, each of its steps told through ``progress``; what it obtained (``Obtained``)."""
         self._send({"type": ASK})
-        for line in self._stream:
-            try:
-                message = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if not isinstance(message, dict):
-                continue
+        for message in json_objects(self._stream):
             if message.get("type") == PROGRESS:
                 progress(str(message.get("text", "")))
             elif message.get("type") == ANSWER:
