@@ -37,6 +37,7 @@ class Measuring:
     def __init__(self, worker: WorkerProcess):
         self.worker = worker
         self._stopped = threading.Event()
+        self._answered = threading.Event()
         self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
         try:
             self.proc = worker.proc.beside(MEASURING)
@@ -53,7 +54,10 @@ class Measuring:
 
     @property
     def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        """Whether the worker still waits for this measurement's answer. Over once the answer is on
+        its way, not when the thread ends: a worker answered at once may ask again (a measurement that
+        failed) before this thread has returned, and that ask must start a measurement of its own."""
+        return self._thread is not None and not self._answered.is_set()
 
     def _follow(self) -> None:
         reply = read_reply(self.proc.stdout, self._progress)
@@ -66,6 +70,7 @@ class Measuring:
             self.worker.answer({"type": PROGRESS, "text": text})
 
     def _answer(self, obtained: Obtained) -> None:
+        self._answered.set()
         if not self._stopped.is_set():
             self.worker.answer({"type": ANSWER, "obtained": obtained.to_json()})
 
