@@ -31,10 +31,16 @@ OUTPUT_END = "\x00ktui:end-of-job-output\x00"
 # The NVTX range the profiled process (``ktui.worker.target``) pushes around the kernel's calls, and
 # the one the profiler (``ktui.profiling.profile``) tells Nsight Compute to keep.
 NVTX_RANGE = "ktui_custom_kernel"
-STACK_SIGNAL = signal.SIGUSR1  # the worker answers it with every thread's Python stack on stderr
+# The stack request (ktui.dispatch.stacks): two real-time signals, which no library in the worker
+# claims. SIGUSR1 and SIGUSR2 were used until LLVM (Triton's, and the copy in every other compiler
+# the worker loads) was found to take both at its first pass manager run, in whichever thread
+# compiles, holding Python's lock: a request that met LLVM's handler went unanswered. LLVM never
+# touches a real-time signal. (Where there are none, macOS, the user signals are all there is.)
+_REALTIME = hasattr(signal, "SIGRTMIN")
+STACK_SIGNAL = signal.SIGRTMIN + 4 if _REALTIME else signal.SIGUSR1  # answered with every thread's Python stack on stderr
 # The same request, received only by a thread the worker keeps for it (ktui.worker.stack_request):
 # sent when the first went unanswered (the thread it reached may wait in the GPU driver).
-STACK_SIGNAL_ASIDE = signal.SIGUSR2
+STACK_SIGNAL_ASIDE = signal.SIGRTMIN + 5 if _REALTIME else signal.SIGUSR2
 TOKEN_ENV = "KTUI_WORKER_TOKEN"  # set in the worker's environment, inherited by what user code starts
 PARENT_ENV = "KTUI_WORKER_PARENT"  # the pid of the process that started the worker
 # Confinement (ktui.worker.confine): the parent names what a worker may write and its temp folder.
@@ -64,6 +70,27 @@ def compile_ahead_helpers(value: str | None) -> int | None:
         raise ValueError(f"{COMPILE_AHEAD_ENV} must be a whole number of helpers from 0 to {MAX_COMPILE_AHEAD}, "
                          f"got {value!r}")
     return count
+
+
+def signal_name(signum: int) -> str:
+    """``signum`` as a name another host resolves with its own C library: ``RTMIN+4`` for a real-time
+    signal (its number differs between C libraries), else ``USR1``, ``KILL``…"""
+    if _REALTIME and signal.SIGRTMIN <= signum <= signal.SIGRTMAX:
+        return f"RTMIN+{signum - signal.SIGRTMIN}"
+    return signal.Signals(signum).name.removeprefix("SIG")
+
+
+def signal_number(name: str) -> int:
+    """The number of ``signal_name``'s ``name`` here; ValueError for a name this host lacks."""
+    if name.startswith("RTMIN+") and _REALTIME:
+        signum = signal.SIGRTMIN + int(name.removeprefix("RTMIN+"))
+        if signum <= signal.SIGRTMAX:
+            return signum
+        raise ValueError(f"no signal {name} here")
+    try:
+        return signal.Signals["SIG" + name]
+    except KeyError:
+        raise ValueError(f"no signal {name} here") from None
 
 
 def become_subreaper() -> bool:

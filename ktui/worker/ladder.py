@@ -73,7 +73,7 @@ class Ladder:
     def _step(self, name: str, fn: Callable[..., Outcome], args: tuple, turn: dict[str, Any]) -> RungFinished:
         ctx = self.ctx
         ctx.rung = name
-        stack_request.rearm()  # a compile may have loaded LLVM, which takes the stack request's signals
+        stack_request.rearm()  # the stack request's handlers, should code of the last rung have taken them
         ctx.emit(RungStarted(ctx.job.run_id, rung=name, timeout_s=ctx.job.options.timeout_for(name)))
         started = time.perf_counter()
         ctx.phases.take()  # nothing before this rung counts as its own

@@ -12,13 +12,16 @@ one thread that only waits: the kernel can deliver it nowhere else, and the hand
 needed) writes every stack from there. The parent sends it when the first request went unanswered.
 Processes the worker starts inherit the blocked signal; the compile-ahead helpers unblock it.
 
-LLVM, loaded in this process by a compiler (Triton's, on its first compile), installs handlers of its
-own for both signals (SIGUSR1 is one of its "info" signals, SIGUSR2 one it re-raises): the first
-request then went unanswered and the second was written from the waiting thread while the kernel's
-thread ran on, ending mid-stack (and, reading frames that moved, in a fault). LLVM takes them at its
-first use, in whichever thread compiles (the dumps' thread compiles while the run rung runs), so the
-thread that waits for requests sets them back every ``REARM_S`` and the ladder before every rung
-(``rearm``).
+Both are real-time signals (``ktui.protocol.processes``). They were SIGUSR1 and SIGUSR2 until LLVM,
+loaded by every compiler the worker runs (Triton's, CuTeDSL's, TVM's), was found to install handlers
+of its own for both at its first pass manager run (MLIR's crash reproducer registers LLVM's signal
+handlers: SIGUSR1 is one of its "info" signals, SIGUSR2 one it re-raises), in whichever thread
+compiles. A request meeting LLVM's handler went unanswered, and the second was written from the
+waiting thread while the kernel's thread ran on, ending mid-stack. Taking the handlers back
+afterwards (``rearm``, every ``REARM_S`` and before every rung) left a window after each process's
+first compile (a rung whose limit ends during or just after a compile: a GPU run's first launch,
+user code that compiles); LLVM never touches a real-time signal, so there is no window. ``rearm``
+stays, for code that sets a handler for them anyway (user code may).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from typing import IO
 from ktui.protocol.processes import STACK_SIGNAL, STACK_SIGNAL_ASIDE
 
 _LIBC = ctypes.CDLL(None, use_errno=True)
-REARM_S = 0.5  # how soon the handlers are back after a compiler's LLVM took them
+REARM_S = 0.5  # how soon the handlers are back after other code took them
 _answering: list[IO[str]] = []  # the file the dumps go to, once ``listen`` ran
 
 
@@ -60,7 +63,7 @@ _ours: dict[int, int | None] = {}  # each signal's handler as faulthandler set i
 
 
 def rearm() -> None:
-    """Set a handler that another took (a compiler's LLVM) back to faulthandler's. ``faulthandler.register``
+    """Set a handler that other code took back to faulthandler's. ``faulthandler.register``
     alone keeps a registration it has, so the signal is unregistered first: the moment between is
     the only one a request could meet the default action, and only after a takeover, when it
     would have gone unanswered anyway."""

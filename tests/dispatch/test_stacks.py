@@ -87,9 +87,6 @@ def test_a_dump_that_never_completes_is_told_as_such_after_the_bounded_wait(spin
 
 
 @pytest.mark.worker
-@pytest.mark.xfail(reason="known defect, open: from an installed (not PYTHONPATH) checkout under a loaded suite a "
-                          "confined worker's stack request can still go unanswered after LLVM's first compile "
-                          "(stack_request.rearm fixed it in a checkout run; 2026-12-05 log)", strict=False)
 def test_a_kernel_hanging_inside_its_triton_loop_is_placed_on_its_line_every_time(tmp_path):
     ws = make_workspace(tmp_path / "ws", fixtures=["hang_in_jit"])
     source = (ws / "kernels" / "hang_in_jit.py").read_text()

@@ -98,3 +98,53 @@ def test_a_handler_a_compiler_took_is_given_back_and_the_request_answered(tmp_pa
                           cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])})
     assert done.returncode == 0, done.stderr
     assert "most recent call first" in done.stderr and '<string>", line 8 in <module>' in done.stderr
+
+
+# A process's first Triton compile, then the stack request at once: nothing in between could take
+# a handler back. ``argv[1]``: an empty Triton cache, so the compile runs LLVM's pass managers.
+FIRST_COMPILE = '''
+import faulthandler, os, sys
+os.environ["TRITON_CACHE_DIR"] = sys.argv[1]
+from ktui.protocol.processes import STACK_SIGNAL, STACK_SIGNAL_ASIDE
+from ktui.worker.stack_request import _handler
+for signum in (STACK_SIGNAL, STACK_SIGNAL_ASIDE):
+    faulthandler.register(signum, file=sys.stderr, all_threads=True)
+before = {signum: _handler(signum) for signum in (STACK_SIGNAL, STACK_SIGNAL_ASIDE)}
+import triton
+import triton.language as tl
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+
+@triton.jit
+def double(x_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n) * 2, mask=offsets < n)
+
+
+source = ASTSource(fn=double, signature={"x_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}, constexprs={"BLOCK": 128})
+triton.compile(source, target=GPUTarget("cuda", 90, 32))
+taken = [signum for signum, handler in before.items() if _handler(signum) != handler]
+print("taken:", taken, file=sys.stderr, flush=True)
+os.kill(os.getpid(), STACK_SIGNAL)
+print("asked", file=sys.stderr, flush=True)
+'''
+
+
+@pytest.mark.worker
+def test_a_request_right_after_the_first_compile_is_answered_for_no_compiler_takes_its_signals(tmp_path):
+    """Triton's LLVM installs handlers for SIGUSR1 and SIGUSR2 at its first pass manager run (MLIR's
+    crash reproducer), the signals the stack request used: a request then, before ``rearm`` took
+    them back, went unanswered. The request's signals are ones LLVM never touches."""
+    import os
+    import subprocess
+
+    (tmp_path / "first_compile.py").write_text(FIRST_COMPILE)
+    (tmp_path / "cache").mkdir()
+    done = subprocess.run([sys.executable, "first_compile.py", str(tmp_path / "cache")], capture_output=True, text=True,
+                          timeout=SAFETY_S, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])})
+    assert done.returncode == 0, done.stderr
+    assert "taken: []" in done.stderr, done.stderr
+    dump = [line for line in done.stderr.splitlines() if line.startswith(("Current thread", "  File"))]
+    asked = FIRST_COMPILE.splitlines().index("os.kill(os.getpid(), STACK_SIGNAL)") + 1
+    assert dump and f'first_compile.py", line {asked} in <module>' in dump[-1], done.stderr

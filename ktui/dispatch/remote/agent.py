@@ -6,6 +6,8 @@ Standard library and ``ktui.protocol`` only (it runs next to the synced copy of 
   its own, says its pid, and ends it and everything it started as soon as the ssh session is
   gone (a dropped link leaves nothing running there); says the worker's exit status at the end.
 - ``kill PGID TOKEN``: the worker's group and whatever carries its token (cancel, replace).
+- ``signal NAME PID``: sends the signal ``processes.signal_name`` named (a stack request) to the
+  worker, its number resolved here.
 - ``prepare WS RUN_DIR``: reads the synced file list (NUL-separated) on stdin, removes the files
   of ``WS`` that are no longer in it, creates ``RUN_DIR``.
 - ``tool SECONDS [NAME=VALUE ...] -- ARGV``: runs a tool (ncu, compute-sanitizer, the target) in
@@ -151,6 +153,13 @@ def main(argv: list[str]) -> int:
         return launch(rest)
     if verb == "kill":
         end(int(rest[0]), rest[1] if len(rest) > 1 else "")
+        return 0
+    if verb == "signal":
+        try:
+            os.kill(int(rest[1]), processes.signal_number(rest[0]))
+        except (ProcessLookupError, PermissionError, ValueError) as exc:
+            print(f"ktui remote agent: signal {' '.join(rest)}: {exc}", file=sys.stderr)
+            return 1
         return 0
     if verb == "prepare":
         return prepare(rest[0], rest[1])

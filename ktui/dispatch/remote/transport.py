@@ -11,7 +11,6 @@ started there in the same folder with the same Python, and ended there when its 
 from __future__ import annotations
 
 import shlex
-import signal
 import subprocess
 import uuid
 
@@ -36,6 +35,7 @@ class SshProcess(Transport):
         launch = ["env", pkg, "PYTHONUNBUFFERED=1", f"{processes.TOKEN_ENV}={self.token}",
                   python, "-m", "ktui.dispatch.remote.agent", "launch", *command.args]
         self.kill_command = ["env", pkg, python, "-m", "ktui.dispatch.remote.agent", "kill"]
+        self.signal_command = ["env", pkg, python, "-m", "ktui.dispatch.remote.agent", "signal"]
         script = f"cd {shlex.quote(base + '/ws')} && exec {shlex.join(launch)}"
         self.popen = subprocess.Popen(link.shell_argv(script), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True, encoding="utf-8", errors="replace",
@@ -70,7 +70,8 @@ class SshProcess(Transport):
         """Signal the remote worker (a stack request, ``ktui.dispatch.stacks``) on its own host."""
         if self.remote_pid is not None:
             try:
-                self.link.run(["kill", f"-{signal.Signals(signum).name.removeprefix('SIG')}", str(self.remote_pid)],
+                # by name, resolved there: a real-time signal's number is the remote C library's
+                self.link.run([*self.signal_command, processes.signal_name(signum), str(self.remote_pid)],
                               timeout=KILL_TIMEOUT_S, check=False)
             except LinkDown:
                 pass
